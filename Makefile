@@ -1,0 +1,154 @@
+# nodesmith — one non-recursive GNU Makefile; everything is written to $(BUILD).
+# make [all|test|demo|bench|install|clean|packages]   V=1 verbose, SAN=1 ASan+UBSan,
+# WERROR=1 -Werror, CFLAGS=... appended.
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+PYTHON  ?= python3
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+PKGS := libsystemd libcurl libprotobuf-c libcjson libxml-2.0 yaml-0.1 openssl
+DEPS_OK := $(shell pkg-config --exists $(PKGS) cmocka 2>/dev/null && test -e /usr/include/nng/nng.h \
+             && command -v protoc-c >/dev/null && echo yes)
+
+# Install what is missing before anything else is evaluated further.
+ifneq ($(DEPS_OK),yes)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(info nodesmith: build dependencies missing; running bootstrap/deps-debian.sh)
+$(shell bash bootstrap/deps-debian.sh >&2)
+endif
+endif
+
+PKG_CFLAGS  := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+WARN := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wno-format-nonliteral \
+        -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+OPT := -O2 -g
+ifeq ($(SAN),1)
+OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_LDFLAGS := -fsanitize=address,undefined
+endif
+
+ALL_CFLAGS  := -std=gnu11 $(OPT) $(WARN) -D_GNU_SOURCE -MMD -MP -pthread \
+               -Ilib -I$(BUILD)/proto -I. $(PKG_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS := -pthread $(SAN_LDFLAGS) $(LDFLAGS)
+LIBS        := -lnng $(PKG_LIBS) -lm
+
+# ---- sources -------------------------------------------------------------------------------
+PROTO_SRC := proto/nodesmith.proto
+PROTO_C   := $(BUILD)/proto/nodesmith.pb-c.c
+PROTO_H   := $(BUILD)/proto/nodesmith.pb-c.h
+PROTO_O   := $(BUILD)/proto/nodesmith.pb-c.o
+
+LIB_SRCS    := $(wildcard lib/*.c)
+SOLVER_SRCS := $(wildcard coordinator/solver/*.c)
+AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
+COORD_SRCS  := $(filter-out coordinator/main.c,$(wildcard coordinator/*.c))
+CTL_SRCS    := $(wildcard coordinator/ctl/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+
+LIB_A    := $(BUILD)/libnodesmith.a
+SOLVER_A := $(BUILD)/libsolver.a
+AGENT_A  := $(BUILD)/libagent.a
+COORD_A  := $(BUILD)/libcoordinator.a
+ALL_LINK_LIBS := $(COORD_A) $(AGENT_A) $(SOLVER_A) $(LIB_A)
+
+AGENT_BIN := $(BUILD)/nodesmith-agent
+COORD_BIN := $(BUILD)/nodesmith-coordinator
+CTL_BIN   := $(BUILD)/nodesmithctl
+
+UNIT_SRCS  := $(wildcard tests/unit/test-*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
+
+.PHONY: all test test-unit test-integration demo bench install clean
+all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN)
+
+# ---- rules ---------------------------------------------------------------------------------
+$(PROTO_H): $(PROTO_SRC)
+	@mkdir -p $(@D)
+	@echo "  PROTOC  $<"
+	$(Q)protoc-c --proto_path=proto --c_out=$(BUILD)/proto $<
+$(PROTO_C): $(PROTO_H)
+
+# Every object may include the generated header.
+$(BUILD)/%.o: %.c | $(PROTO_H)
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(PROTO_O): $(PROTO_C)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(filter-out -Wshadow -Wmissing-prototypes,$(ALL_CFLAGS)) -c -o $@ $<
+
+$(LIB_A): $(call obj,$(LIB_SRCS)) $(PROTO_O)
+$(SOLVER_A): $(call obj,$(SOLVER_SRCS))
+$(AGENT_A): $(call obj,$(AGENT_SRCS))
+$(COORD_A): $(call obj,$(COORD_SRCS))
+$(LIB_A) $(SOLVER_A) $(AGENT_A) $(COORD_A):
+	@mkdir -p $(@D)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(AGENT_BIN): $(BUILD)/agent/main.o $(AGENT_A) $(LIB_A)
+$(COORD_BIN): $(BUILD)/coordinator/main.o $(COORD_A) $(SOLVER_A) $(LIB_A)
+$(CTL_BIN): $(call obj,$(CTL_SRCS)) $(COORD_A) $(SOLVER_A) $(LIB_A)
+$(AGENT_BIN) $(COORD_BIN) $(CTL_BIN):
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+# Unit tests: one binary per module, named test-<area>-<module>.c; the area picks what it links
+# (lib, solver, agent, anything else: everything). Optional seams in tests/unit/test-X.wrap
+# (one symbol a line, linked with -Wl,--wrap=).
+test_libs = $(if $(filter test-lib-%,$(1)),$(LIB_A),$(if $(filter test-solver-%,$(1)),$(SOLVER_A) $(LIB_A),$(if $(filter test-agent-%,$(1)),$(AGENT_A) $(LIB_A),$(ALL_LINK_LIBS))))
+.SECONDEXPANSION:
+$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $$(call test_libs,$$*)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< \
+	  $(foreach s,$(shell cat tests/unit/$*.wrap 2>/dev/null),-Wl,--wrap=$(s)) \
+	  $(call test_libs,$*) $(CMOCKA_LIBS) $(LIBS)
+
+$(BUILD)/benchbin/%: $(BUILD)/bench/%.o $(ALL_LINK_LIBS)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
+
+# ---- entry points --------------------------------------------------------------------------
+test: all $(UNIT_BINS)
+	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
+
+test-unit: $(UNIT_BINS)
+	$(Q)BUILD=$(BUILD) bash tests/run.sh --unit
+
+test-integration: all
+	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh --integration
+
+bench: all $(BENCH_BINS)
+	$(Q)BUILD=$(BUILD) bash bench/run.sh
+
+demo: all
+	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) tests/demo/demo.py $(if $(SCENARIO),--scenario $(SCENARIO))
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
