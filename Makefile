@@ -42,7 +42,7 @@ SAN_LDFLAGS := -fsanitize=address,undefined
 endif
 
 ALL_CFLAGS  := -std=gnu11 $(OPT) $(WARN) -D_GNU_SOURCE -MMD -MP -pthread \
-               -Ilib -I$(BUILD)/proto -I. $(PKG_CFLAGS) $(CFLAGS)
+               -Ilib -Iagent -Icoordinator -I$(BUILD)/proto -I. $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS := -pthread $(SAN_LDFLAGS) $(LDFLAGS)
 LIBS        := -lnng $(PKG_LIBS) -lm
 
@@ -72,6 +72,8 @@ CTL_BIN   := $(BUILD)/nodesmithctl
 
 UNIT_SRCS  := $(wildcard tests/unit/test-*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
+TOOL_SRCS  := $(wildcard tests/tools/*.c)
+TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
 
@@ -115,6 +117,7 @@ $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN):
 # (lib, solver, agent, anything else: everything). Optional seams in tests/unit/test-X.wrap
 # (one symbol a line, linked with -Wl,--wrap=).
 test_libs = $(if $(filter test-lib-%,$(1)),$(LIB_A),$(if $(filter test-solver-%,$(1)),$(SOLVER_A) $(LIB_A),$(if $(filter test-agent-%,$(1)),$(AGENT_A) $(LIB_A),$(ALL_LINK_LIBS))))
+.SECONDARY:
 .SECONDEXPANSION:
 $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $$(call test_libs,$$*)
 	@mkdir -p $(@D)
@@ -123,25 +126,30 @@ $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $$(call test_libs,$$*)
 	  $(foreach s,$(shell cat tests/unit/$*.wrap 2>/dev/null),-Wl,--wrap=$(s)) \
 	  $(call test_libs,$*) $(CMOCKA_LIBS) $(LIBS)
 
+$(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LINK_LIBS)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
+
 $(BUILD)/benchbin/%: $(BUILD)/bench/%.o $(ALL_LINK_LIBS)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
 
 # ---- entry points --------------------------------------------------------------------------
-test: all $(UNIT_BINS)
+test: all $(UNIT_BINS) $(TOOL_BINS)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
 test-unit: $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) bash tests/run.sh --unit
 
-test-integration: all
+test-integration: all $(TOOL_BINS)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh --integration
 
 bench: all $(BENCH_BINS)
 	$(Q)BUILD=$(BUILD) bash bench/run.sh
 
-demo: all
+demo: all $(TOOL_BINS)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) tests/demo/demo.py $(if $(SCENARIO),--scenario $(SCENARIO))
 
 install: all

@@ -59,6 +59,9 @@ static inline bool streq_ptr(const char *a, const char *b) {
 }
 #define streq(a, b) (strcmp((a), (b)) == 0)
 #define isempty(s) (!(s) || !*(s))
+static inline const char *strempty(const char *s) {
+        return s ? s : "";
+}
 
 /* Replace *p with a copy of s (NULL allowed). */
 static inline int free_and_strdup(char **p, const char *s) {
@@ -76,3 +79,10 @@ static inline int free_and_strdup(char **p, const char *s) {
 #define USEC_PER_SEC ((uint64_t) 1000000ULL)
 #define USEC_PER_MSEC ((uint64_t) 1000ULL)
 #define NSEC_PER_USEC ((uint64_t) 1000ULL)
+
+#include <stdio.h>
+static inline void fclosep_(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep_)

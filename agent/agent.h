@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "capacity.h"
+#include "config.h"
+#include "link.h"
+#include "macro.h"
+#include "nodesmith.pb-c.h"
+
+#define AGENT_VERSION "0.1.0"
+
+typedef struct AgentConfig {
+        char *coordinator;
+        bool insecure;
+        char *tls_ca;
+        char *tls_server_name;
+        char *token;
+        char *token_file;
+        uint64_t report_interval_ms;
+        uint64_t request_timeout_ms;
+        uint64_t max_message;
+        char *root;
+        char *kubelet_config;
+        char *kubelet_root_dir;
+        char *eni_max_pods_file;
+        uint64_t max_pods;
+        char *node_name;
+        char *instance_id;
+        char *instance_type;
+        char *zone;
+        char *region;
+        char *capacity_type;
+        char *arch;
+        char *nodepool;
+        char *log_level;
+} AgentConfig;
+
+extern const Option agent_options[];
+extern const size_t agent_options_count;
+
+typedef struct Manager {
+        sd_event *event;
+        AgentConfig cfg;
+        char *token;                 /* resolved from token or token-file */
+        char boot_id[40];
+        char hostname[256];
+
+        LinkClient *link;
+        sd_event_source *report_timer;
+
+        NodeResources capacity;
+        NodeResources allocatable;
+        char *capacity_error;        /* last failure to read capacity, logged once */
+
+        uint64_t sequence;
+        uint64_t interval_usec;      /* current reporting interval */
+        unsigned failures;           /* consecutive failed reports */
+        bool connected;
+        bool dirty;                  /* something changed: report at once */
+        uint64_t last_ok_usec;       /* CLOCK_MONOTONIC of the last answered report */
+
+        /* desired state from the coordinator */
+        Nodesmith__V1__NodeDirective__Action action;
+        char *drain_reason;
+        int64_t drain_deadline_ms;
+} Manager;
+
+int manager_new(Manager **ret);
+Manager *manager_free(Manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
+
+/* Read the node's capacity and compute allocatable; 0 when unchanged, 1 when changed. */
+int manager_refresh_capacity(Manager *m);
+int manager_validate(Manager *m);
+int manager_start(Manager *m);
+int manager_run(Manager *m);
+/* Request a report as soon as possible (a change happened). */
+void manager_report_soon(Manager *m);
+
+/* report.c: the AgentReport for the current state, packed; and as JSON for --once. */
+int report_pack(Manager *m, uint8_t **ret, size_t *ret_len);
+int report_print_json(Manager *m, FILE *f);
+/* Apply a coordinator's reply. */
+int directive_apply(Manager *m, const uint8_t *buf, size_t len);

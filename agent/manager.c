@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <systemd/sd-daemon.h>
+
+#include "agent.h"
+#include "daemon.h"
+#include "log.h"
+#include "macro.h"
+
+#define OPT(field) offsetof(AgentConfig, field)
+const Option agent_options[] = {
+        { "coordinator", OPTION_STRING, OPT(coordinator), NULL,
+          "coordinator address, tls+tcp://HOST:PORT" },
+        { "insecure", OPTION_BOOL, OPT(insecure), "no",
+          "allow tcp:// and ipc:// addresses (tests only)" },
+        { "tls-ca", OPTION_STRING, OPT(tls_ca), "/etc/nodesmith/ca.crt",
+          "CA certificate that signed the coordinator's certificate" },
+        { "tls-server-name", OPTION_STRING, OPT(tls_server_name), NULL,
+          "name to verify in the coordinator's certificate (default: the address's host)" },
+        { "token", OPTION_STRING, OPT(token), NULL, "bootstrap token (prefer token-file)" },
+        { "token-file", OPTION_STRING, OPT(token_file), "/etc/nodesmith/token",
+          "file holding the bootstrap token" },
+        { "report-interval", OPTION_MSEC, OPT(report_interval_ms), "10s",
+          "how often to report when nothing changes" },
+        { "request-timeout", OPTION_MSEC, OPT(request_timeout_ms), "5s",
+          "how long to wait for the coordinator's answer" },
+        { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest message accepted or sent" },
+        { "root", OPTION_STRING, OPT(root), "/", "read /proc, /sys and kubelet files under this root" },
+        { "kubelet-config", OPTION_STRING, OPT(kubelet_config), "/etc/kubernetes/kubelet/config.json",
+          "kubelet configuration (JSON or YAML; drop-ins in FILE.d/NAME.conf)" },
+        { "kubelet-root-dir", OPTION_STRING, OPT(kubelet_root_dir), "/var/lib/kubelet",
+          "kubelet root directory (ephemeral-storage capacity)" },
+        { "eni-max-pods-file", OPTION_STRING, OPT(eni_max_pods_file), "/etc/eks/eni-max-pods.txt",
+          "EKS max-pods table, used when the kubelet config sets no maxPods" },
+        { "max-pods", OPTION_UINT, OPT(max_pods), "0", "override max pods (0: from the kubelet)" },
+        { "node-name", OPTION_STRING, OPT(node_name), NULL, "Kubernetes node name (default: hostname)" },
+        { "instance-id", OPTION_STRING, OPT(instance_id), NULL, "EC2 instance id (default: from IMDS)" },
+        { "instance-type", OPTION_STRING, OPT(instance_type), NULL, "EC2 instance type (default: from IMDS)" },
+        { "zone", OPTION_STRING, OPT(zone), NULL, "availability zone (default: from IMDS)" },
+        { "region", OPTION_STRING, OPT(region), NULL, "region (default: from IMDS)" },
+        { "capacity-type", OPTION_STRING, OPT(capacity_type), NULL,
+          "spot or on-demand (default: from IMDS)" },
+        { "arch", OPTION_STRING, OPT(arch), NULL, "amd64 or arm64 (default: this machine's)" },
+        { "nodepool", OPTION_STRING, OPT(nodepool), NULL, "NodePool this node belongs to" },
+        { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
+};
+const size_t agent_options_count = ELEMENTSOF(agent_options);
+
+int manager_new(Manager **ret) {
+        Manager *m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        int r = sd_event_default(&m->event);
+        if (r < 0) {
+                free(m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        link_client_free(m->link);
+        sd_event_source_disable_unref(m->report_timer);
+        sd_event_unref(m->event);
+        config_free(agent_options, agent_options_count, &m->cfg);
+        if (m->token)
+                explicit_bzero(m->token, strlen(m->token));
+        free(m->token);
+        free(m->capacity_error);
+        free(m->drain_reason);
+        free(m);
+        return NULL;
+}
+
+static int read_first_line(const char *path, char *buf, size_t size) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        if (!fgets(buf, (int) size, f))
+                return -ENODATA;
+        buf[strcspn(buf, "\r\n")] = 0;
+        return 0;
+}
+
+static const char *machine_arch(void) {
+        struct utsname u;
+        if (uname(&u) < 0)
+                return "";
+        if (streq(u.machine, "x86_64"))
+                return "amd64";
+        if (streq(u.machine, "aarch64"))
+                return "arm64";
+        return "";
+}
+
+int manager_validate(Manager *m) {
+        AgentConfig *c = &m->cfg;
+        int r;
+
+        if (c->log_level) {
+                r = log_parse_level(c->log_level);
+                if (r < 0)
+                        return log_error_errno(r, "Unknown log level '%s'.", c->log_level);
+                log_set_max_level(r);
+        }
+        if (c->report_interval_ms < 100 || c->report_interval_ms > 3600 * 1000)
+                return log_error_errno(EINVAL, "report-interval must be within 100ms..1h.");
+        if (c->request_timeout_ms < 50)
+                return log_error_errno(EINVAL, "request-timeout must be at least 50ms.");
+        if (c->max_message < 4096 || c->max_message > 64 * 1024 * 1024)
+                return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
+        if (c->capacity_type && !streq(c->capacity_type, "spot") && !streq(c->capacity_type, "on-demand"))
+                return log_error_errno(EINVAL, "capacity-type must be spot or on-demand.");
+        if (!c->arch && (r = free_and_strdup(&c->arch, machine_arch())) < 0)
+                return log_oom();
+
+        char path[4200];
+        snprintf(path, sizeof path, "%s/proc/sys/kernel/random/boot_id", c->root);
+        if (read_first_line(path, m->boot_id, sizeof m->boot_id) < 0)
+                m->boot_id[0] = 0;
+        if (gethostname(m->hostname, sizeof m->hostname - 1) < 0)
+                strcpy(m->hostname, "localhost");
+
+        /* The token: inline, else the file (a missing file is an error only when connecting). */
+        if (!isempty(c->token)) {
+                r = free_and_strdup(&m->token, c->token);
+                if (r < 0)
+                        return log_oom();
+        } else if (!isempty(c->token_file)) {
+                char buf[512];
+                r = read_first_line(c->token_file, buf, sizeof buf);
+                if (r >= 0) {
+                        m->token = strdup(buf);
+                        explicit_bzero(buf, sizeof buf);
+                        if (!m->token)
+                                return log_oom();
+                }
+        }
+        m->interval_usec = c->report_interval_ms * 1000;
+        return 0;
+}
+
+int manager_refresh_capacity(Manager *m) {
+        const AgentConfig *c = &m->cfg;
+        NodeResources cap, alloc;
+        KubeletSettings k = {};
+        int r;
+
+        r = capacity_read(c->root, c->kubelet_root_dir, &cap);
+        if (r < 0) {
+                if (!m->capacity_error) {
+                        log_warning_errno(r, "Cannot read node capacity under %s: %m", c->root);
+                        m->capacity_error = strdup("capacity");
+                }
+                return r;
+        }
+        if (m->capacity_error) {
+                log_info("Node capacity readable again.");
+                free(m->capacity_error);
+                m->capacity_error = NULL;
+        }
+
+        r = kubelet_config_load(c->root, c->kubelet_config, &k);
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Ignoring unreadable kubelet config %s: %m", c->kubelet_config);
+
+        if (c->max_pods > 0)
+                cap.pods = (int64_t) c->max_pods;
+        else if (k.max_pods > 0)
+                cap.pods = k.max_pods;
+        else if (eni_max_pods_lookup(c->root, c->eni_max_pods_file, c->instance_type, &cap.pods) < 0)
+                cap.pods = 110; /* the kubelet's own default */
+
+        allocatable_compute(&cap, &k, &alloc);
+        bool changed = memcmp(&cap, &m->capacity, sizeof cap) != 0 ||
+                       memcmp(&alloc, &m->allocatable, sizeof alloc) != 0;
+        m->capacity = cap;
+        m->allocatable = alloc;
+        return changed;
+}
+
+static uint64_t now_usec(Manager *m) {
+        uint64_t t = 0;
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &t);
+        return t;
+}
+
+/* Exponential back-off on failures, capped at the report interval, with ±25 % jitter so a
+ * fleet of agents does not reconnect in lock-step. */
+static uint64_t next_delay(Manager *m) {
+        uint64_t d = m->interval_usec;
+        if (m->failures > 0) {
+                uint64_t b = 500 * USEC_PER_MSEC << MIN(m->failures - 1, 10u);
+                d = MIN(b, m->interval_usec);
+        }
+        uint64_t j = d / 4;
+        if (j > 0)
+                d = d - j + (uint64_t) random() % (2 * j + 1);
+        return d;
+}
+
+static void schedule(Manager *m, uint64_t delay) {
+        (void) sd_event_source_set_time(m->report_timer, now_usec(m) + delay);
+        (void) sd_event_source_set_enabled(m->report_timer, SD_EVENT_ONESHOT);
+}
+
+static void notify_status(Manager *m) {
+        (void) sd_notifyf(false, "STATUS=%s %s; allocatable %lldm CPU, %lld MiB, %lld pods",
+                          m->connected ? "Connected to" : "Connecting to", m->cfg.coordinator,
+                          (long long) m->allocatable.cpu_millis,
+                          (long long) (m->allocatable.memory_bytes >> 20),
+                          (long long) m->allocatable.pods);
+}
+
+static int send_report(Manager *m) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len;
+        int r;
+
+        (void) manager_refresh_capacity(m);
+        m->sequence++;
+        r = report_pack(m, &buf, &len);
+        if (r < 0)
+                return log_error_errno(r, "Failed to build the report: %m");
+        r = link_client_send(m->link, buf, len, m->cfg.request_timeout_ms * 1000);
+        if (r < 0)
+                return log_debug_errno(r, "Report not sent: %m");
+        m->dirty = false;
+        return 0;
+}
+
+static void report_failed(Manager *m, int error) {
+        m->failures++;
+        /* Not connected yet (-EAGAIN) is normal for a moment after start or a restart. */
+        if (m->connected || m->failures == 3)
+                log_warning_errno(error, "Coordinator %s not answering (%m)%s; retrying with back-off.",
+                                  m->cfg.coordinator,
+                                  strncmp(m->cfg.coordinator, "tls+", 4) == 0 && !m->connected
+                                          ? "; if it persists, check tls-ca and tls-server-name"
+                                          : "");
+        else
+                log_debug_errno(error, "Report failed: %m");
+        if (m->connected) {
+                m->connected = false;
+                notify_status(m);
+        }
+        schedule(m, next_delay(m));
+}
+
+static int on_report_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        int r = send_report(m);
+        if (r < 0)
+                report_failed(m, r);
+        /* otherwise the reply (or its time-out) schedules the next one */
+        return 0;
+}
+
+static void on_reply(LinkClient *c, int error, const uint8_t *reply, size_t len, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        if (error < 0) {
+                report_failed(m, error);
+                return;
+        }
+        r = directive_apply(m, reply, len);
+        if (r < 0) {
+                if (r == -EBADMSG)
+                        log_warning("Coordinator sent an unreadable reply; retrying.");
+                report_failed(m, r);
+                return;
+        }
+        if (!m->connected) {
+                log_info("Connected to coordinator %s (report %llu accepted).", m->cfg.coordinator,
+                         (unsigned long long) m->sequence);
+                m->connected = true;
+                notify_status(m);
+        }
+        m->failures = 0;
+        m->last_ok_usec = now_usec(m);
+        schedule(m, m->dirty ? 0 : next_delay(m));
+}
+
+void manager_report_soon(Manager *m) {
+        m->dirty = true;
+        if (!link_client_in_flight(m->link))
+                schedule(m, 0);
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+        if (si->ssi_signo == SIGHUP) {
+                log_info("SIGHUP: re-reading node capacity.");
+                if (manager_refresh_capacity(m) > 0)
+                        manager_report_soon(m);
+                return 0;
+        }
+        log_info("Received %s, stopping.", strsignal((int) si->ssi_signo));
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(m->event, 0);
+}
+
+int manager_start(Manager *m) {
+        const char *why = NULL;
+        int r;
+
+        r = link_url_check(m->cfg.coordinator, m->cfg.insecure, &why);
+        if (r < 0)
+                return log_error_errno(r, "Refusing coordinator address '%s': %s.",
+                                       strempty(m->cfg.coordinator), why);
+        if (isempty(m->token))
+                return log_error_errno(ENOKEY, "No bootstrap token: set token-file (%s) or token.",
+                                       strempty(m->cfg.token_file));
+
+        LinkTls tls = { .ca_file = m->cfg.tls_ca, .server_name = m->cfg.tls_server_name };
+        r = link_client_new(m->event, m->cfg.coordinator, &tls, m->cfg.max_message,
+                            MIN(m->cfg.report_interval_ms, 5000u), on_reply, m, &m->link);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the link to %s: %m", m->cfg.coordinator);
+
+        r = sd_event_add_time(m->event, &m->report_timer, CLOCK_MONOTONIC, 0, 0, on_report_timer, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the report timer: %m");
+        (void) sd_event_source_set_description(m->report_timer, "report");
+
+        r = daemon_add_signals(m->event, on_signal, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch signals: %m");
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog: %m");
+
+        srandom((unsigned) (now_usec(m) ^ (uint64_t) getpid()));
+        (void) manager_refresh_capacity(m);
+        (void) sd_notify(false, "READY=1");
+        notify_status(m);
+        log_info("nodesmith-agent %s started: node %s, reporting to %s every %llums.", AGENT_VERSION,
+                 m->cfg.node_name ? m->cfg.node_name : m->hostname, m->cfg.coordinator,
+                 (unsigned long long) m->cfg.report_interval_ms);
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        return sd_event_loop(m->event);
+}

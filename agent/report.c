@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "agent.h"
+#include "log.h"
+#include "macro.h"
+#include "pbjson.h"
+
+static int64_t now_unix_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void resources_to_pb(const NodeResources *r, Nodesmith__V1__Resources *pb) {
+        nodesmith__v1__resources__init(pb);
+        pb->cpu_millis = r->cpu_millis;
+        pb->memory_bytes = r->memory_bytes;
+        pb->pods = r->pods;
+        pb->ephemeral_storage_bytes = r->ephemeral_bytes;
+        pb->hugepages_2mi_bytes = r->hugepages_2mi_bytes;
+        pb->hugepages_1gi_bytes = r->hugepages_1gi_bytes;
+        pb->gpus = r->gpus;
+}
+
+static Nodesmith__V1__CapacityType capacity_type_from_string(const char *s) {
+        if (streq_ptr(s, "spot"))
+                return NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_SPOT;
+        if (streq_ptr(s, "on-demand") || streq_ptr(s, "normal") || streq_ptr(s, "scheduled"))
+                return NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_ON_DEMAND;
+        return NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_UNSPECIFIED;
+}
+
+/* The message points into m's strings; it must not outlive this call's caller frame. */
+typedef struct ReportParts {
+        Nodesmith__V1__AgentReport report;
+        Nodesmith__V1__Identity identity;
+        Nodesmith__V1__Resources capacity, allocatable, requested;
+        Nodesmith__V1__DrainStatus drain;
+} ReportParts;
+
+static void report_build(Manager *m, ReportParts *p) {
+        const AgentConfig *c = &m->cfg;
+
+        nodesmith__v1__agent_report__init(&p->report);
+        nodesmith__v1__identity__init(&p->identity);
+        nodesmith__v1__drain_status__init(&p->drain);
+
+        p->identity.instance_id = c->instance_id ? c->instance_id : (char *) "";
+        p->identity.instance_type = c->instance_type ? c->instance_type : (char *) "";
+        p->identity.zone = c->zone ? c->zone : (char *) "";
+        p->identity.region = c->region ? c->region : (char *) "";
+        p->identity.capacity_type = capacity_type_from_string(c->capacity_type);
+        p->identity.arch = c->arch ? c->arch : (char *) "";
+        p->identity.nodepool = c->nodepool ? c->nodepool : (char *) "";
+        p->identity.agent_version = (char *) AGENT_VERSION;
+        p->identity.boot_id = m->boot_id;
+        p->identity.node_name = c->node_name ? c->node_name : m->hostname;
+
+        resources_to_pb(&m->capacity, &p->capacity);
+        resources_to_pb(&m->allocatable, &p->allocatable);
+        NodeResources none = {};
+        resources_to_pb(&none, &p->requested);
+
+        p->report.protocol_version = NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+        p->report.token = m->token ? m->token : (char *) "";
+        p->report.identity = &p->identity;
+        p->report.sequence = m->sequence;
+        p->report.sent_unix_ms = now_unix_ms();
+        p->report.capacity = &p->capacity;
+        p->report.allocatable = &p->allocatable;
+        p->report.requested = &p->requested;
+        p->report.drain = &p->drain;
+        p->report.report_interval_ms = (uint32_t) (m->interval_usec / 1000);
+}
+
+int report_pack(Manager *m, uint8_t **ret, size_t *ret_len) {
+        ReportParts p;
+        report_build(m, &p);
+        size_t n = nodesmith__v1__agent_report__get_packed_size(&p.report);
+        if (n > m->cfg.max_message)
+                return -EMSGSIZE;
+        uint8_t *buf = malloc(n ? n : 1);
+        if (!buf)
+                return -ENOMEM;
+        nodesmith__v1__agent_report__pack(&p.report, buf);
+        *ret = buf;
+        *ret_len = n;
+        return 0;
+}
+
+int report_print_json(Manager *m, FILE *f) {
+        ReportParts p;
+        cJSON *j = NULL;
+        report_build(m, &p);
+        p.report.token = (char *) ""; /* never print the secret */
+        int r = pb_to_json(&p.report.base, false, &j);
+        if (r < 0)
+                return r;
+        char *s = cJSON_Print(j);
+        cJSON_Delete(j);
+        if (!s)
+                return -ENOMEM;
+        fprintf(f, "%s\n", s);
+        free(s);
+        return 0;
+}
+
+int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
+        Nodesmith__V1__NodeDirective *d = nodesmith__v1__node_directive__unpack(NULL, len, buf);
+        if (!d)
+                return -EBADMSG;
+
+        int r = 0;
+        switch (d->status) {
+        case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_OK:
+                break;
+        case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_UNAUTHENTICATED:
+                log_error("Coordinator refused this agent: %s", d->error);
+                r = -EACCES;
+                goto out;
+        case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_VERSION_MISMATCH:
+                log_error("Protocol version mismatch (agent speaks %d): %s",
+                          NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT, d->error);
+                r = -EPROTONOSUPPORT;
+                goto out;
+        case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_OVERLOADED:
+                log_warning("Coordinator is at a limit: %s", d->error);
+                r = -EBUSY;
+                goto out;
+        default:
+                log_error("Coordinator rejected the report: %s", d->error);
+                r = -EINVAL;
+                goto out;
+        }
+
+        if (d->report_interval_ms >= 100 && d->report_interval_ms <= 3600 * 1000)
+                m->interval_usec = (uint64_t) d->report_interval_ms * 1000;
+
+        if (d->action != m->action || !streq_ptr(d->reason, m->drain_reason) ||
+            d->deadline_unix_ms != m->drain_deadline_ms) {
+                if (d->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN)
+                        log_notice("Coordinator directs: drain (reason %s, deadline %lld).",
+                                   isempty(d->reason) ? "unspecified" : d->reason,
+                                   (long long) d->deadline_unix_ms);
+                else if (m->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN)
+                        log_notice("Coordinator directs: run (drain withdrawn).");
+                m->action = d->action;
+                r = free_and_strdup(&m->drain_reason, d->reason);
+                m->drain_deadline_ms = d->deadline_unix_ms;
+        }
+out:
+        nodesmith__v1__node_directive__free_unpacked(d, NULL);
+        return r;
+}

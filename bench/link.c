@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bench/link: how many agent reports per second one coordinator answers. Simulates N agents,
+ * each a REQ context that sends a realistic report (P pods), waits for the directive and sends
+ * the next one at once, for S seconds. Prints one JSON line.
+ *   link URL [--agents N] [--pods P] [--seconds S] [--token T] [--ca FILE] [--sockets K] */
+#include <getopt.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
+#include <nng/supplemental/util/platform.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nodesmith.pb-c.h"
+
+typedef struct Sim {
+        nng_ctx ctx;
+        nng_aio *aio;
+        uint8_t *report;
+        size_t len;
+        bool sending;
+        atomic_bool stop;
+} Sim;
+
+static atomic_ullong replies, errors, refused;
+
+static void send_next(Sim *s) {
+        nng_msg *m;
+        nng_msg_alloc(&m, 0);
+        nng_msg_append(m, s->report, s->len);
+        nng_aio_set_msg(s->aio, m);
+        s->sending = true;
+        nng_ctx_send(s->ctx, s->aio);
+}
+
+static void on_aio(void *arg) {
+        Sim *s = arg;
+        int r = nng_aio_result(s->aio);
+        if (r != 0) {
+                if (r == NNG_ECLOSED || r == NNG_ECANCELED || atomic_load(&s->stop))
+                        return;
+                atomic_fetch_add(&errors, 1);
+        } else if (!s->sending) {
+                nng_msg *m = nng_aio_get_msg(s->aio);
+                Nodesmith__V1__NodeDirective *d =
+                        nodesmith__v1__node_directive__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+                if (d && d->status == NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_OK)
+                        atomic_fetch_add(&replies, 1);
+                else
+                        atomic_fetch_add(&refused, 1);
+                if (d)
+                        nodesmith__v1__node_directive__free_unpacked(d, NULL);
+                nng_msg_free(m);
+        }
+        if (atomic_load(&s->stop))
+                return;
+        if (s->sending && r == 0) {
+                s->sending = false;
+                nng_ctx_recv(s->ctx, s->aio);
+                return;
+        }
+        if (s->sending && r != 0) /* the message is still ours after a failed send */
+                nng_msg_free(nng_aio_get_msg(s->aio));
+        /* The same report again: after the first one the coordinator counts it as a duplicate
+         * (same boot, same sequence), which is still fully unpacked, checked and answered. */
+        send_next(s);
+}
+
+static uint8_t *make_report(int idx, int pods, const char *token, size_t *len) {
+        Nodesmith__V1__AgentReport rep = NODESMITH__V1__AGENT_REPORT__INIT;
+        Nodesmith__V1__Identity id = NODESMITH__V1__IDENTITY__INIT;
+        Nodesmith__V1__Resources cap = NODESMITH__V1__RESOURCES__INIT, alloc = cap, req = cap;
+        Nodesmith__V1__DrainStatus drain = NODESMITH__V1__DRAIN_STATUS__INIT;
+        char iid[32], name[64], boot[40];
+        snprintf(iid, sizeof iid, "i-%017x", idx);
+        snprintf(name, sizeof name, "ip-10-0-%d-%d.ec2.internal", idx / 250, idx % 250);
+        snprintf(boot, sizeof boot, "6b1c3c2e-0000-4000-8000-%012x", idx);
+        id.instance_id = iid;
+        id.node_name = name;
+        id.boot_id = boot;
+        id.instance_type = (char *) "m6i.2xlarge";
+        id.zone = (char *) "us-east-1a";
+        id.region = (char *) "us-east-1";
+        id.arch = (char *) "amd64";
+        id.nodepool = (char *) "default";
+        id.agent_version = (char *) "0.1.0";
+        id.capacity_type = NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_SPOT;
+        cap.cpu_millis = 8000;
+        cap.memory_bytes = 32LL << 30;
+        cap.pods = 58;
+        alloc.cpu_millis = 7910;
+        alloc.memory_bytes = 30LL << 30;
+        alloc.pods = 58;
+        Nodesmith__V1__Pod *pp = calloc((size_t) pods, sizeof *pp);
+        Nodesmith__V1__Pod **pv = calloc((size_t) pods, sizeof *pv);
+        Nodesmith__V1__Resources *pr = calloc((size_t) pods, sizeof *pr);
+        char (*names)[64] = calloc((size_t) pods, 64), (*uids)[48] = calloc((size_t) pods, 48);
+        for (int i = 0; i < pods; i++) {
+                nodesmith__v1__pod__init(&pp[i]);
+                nodesmith__v1__resources__init(&pr[i]);
+                snprintf(names[i], 64, "web-7d9c8b6f5d-%05d", i);
+                snprintf(uids[i], 48, "0f9a7c52-%04x-4c1e-9d7a-%012x", i, idx);
+                pp[i].namespace_ = (char *) "default";
+                pp[i].name = names[i];
+                pp[i].uid = uids[i];
+                pp[i].owner_kind = (char *) "ReplicaSet";
+                pp[i].owner_name = (char *) "web-7d9c8b6f5d";
+                pp[i].phase = (char *) "Running";
+                pr[i].cpu_millis = 250;
+                pr[i].memory_bytes = 512LL << 20;
+                pp[i].requests = &pr[i];
+                pv[i] = &pp[i];
+                req.cpu_millis += 250;
+                req.memory_bytes += 512LL << 20;
+        }
+        rep.protocol_version = 1;
+        rep.token = (char *) token;
+        rep.identity = &id;
+        rep.sequence = 1;
+        rep.sent_unix_ms = (int64_t) time(NULL) * 1000;
+        rep.capacity = &cap;
+        rep.allocatable = &alloc;
+        rep.requested = &req;
+        rep.drain = &drain;
+        rep.n_pods = (size_t) pods;
+        rep.pods = pv;
+        rep.report_interval_ms = 10000;
+        *len = nodesmith__v1__agent_report__get_packed_size(&rep);
+        uint8_t *buf = malloc(*len);
+        nodesmith__v1__agent_report__pack(&rep, buf);
+        free(pp);
+        free(pv);
+        free(pr);
+        free(names);
+        free(uids);
+        return buf;
+}
+
+int main(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "agents", required_argument, NULL, 'a' }, { "pods", required_argument, NULL, 'p' },
+                { "seconds", required_argument, NULL, 's' }, { "token", required_argument, NULL, 't' },
+                { "ca", required_argument, NULL, 'c' }, { "sockets", required_argument, NULL, 'k' },
+                {}
+        };
+        int agents = 200, pods = 20, sockets = 0, c;
+        double seconds = 5;
+        const char *token = "", *ca = NULL;
+        while ((c = getopt_long(argc, argv, "", opts, NULL)) >= 0)
+                switch (c) {
+                case 'a': agents = atoi(optarg); break;
+                case 'p': pods = atoi(optarg); break;
+                case 's': seconds = atof(optarg); break;
+                case 't': token = optarg; break;
+                case 'c': ca = optarg; break;
+                case 'k': sockets = atoi(optarg); break;
+                default: return 2;
+                }
+        if (sockets <= 0 || sockets > agents)
+                sockets = agents; /* like real agents: one socket (one pipe) each */
+        if (optind >= argc || agents < 1) {
+                fprintf(stderr, "usage: link URL [--agents N] [--pods P] [--seconds S] [--token T] [--ca F]\n");
+                return 2;
+        }
+        const char *url = argv[optind];
+        nng_socket *socks = calloc((size_t) sockets, sizeof *socks);
+        for (int k = 0; k < sockets; k++) {
+                nng_dialer d;
+                nng_req0_open(&socks[k]);
+                nng_socket_set_ms(socks[k], NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+                nng_dialer_create(&d, socks[k], url);
+                if (strncmp(url, "tls+", 4) == 0) {
+                        nng_tls_config *cfg;
+                        nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT);
+                        nng_tls_config_ca_file(cfg, ca);
+                        nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED);
+                        nng_tls_config_server_name(cfg, "localhost");
+                        nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+                        nng_tls_config_free(cfg);
+                }
+                int r = nng_dialer_start(d, 0);
+                if (r != 0) {
+                        fprintf(stderr, "dial %s: %s\n", url, nng_strerror(r));
+                        return 1;
+                }
+        }
+        Sim *sims = calloc((size_t) agents, sizeof *sims);
+        for (int i = 0; i < agents; i++) {
+                sims[i].report = make_report(i, pods, token, &sims[i].len);
+                nng_ctx_open(&sims[i].ctx, socks[i % sockets]);
+                nng_aio_alloc(&sims[i].aio, on_aio, &sims[i]);
+        }
+        size_t msg_len = sims[0].len;
+        /* warm up: every agent registers once */
+        for (int i = 0; i < agents; i++)
+                send_next(&sims[i]);
+        nng_msleep(500);
+        unsigned long long r0 = atomic_load(&replies);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        nng_msleep((nng_duration) (seconds * 1000));
+        unsigned long long r1 = atomic_load(&replies);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        for (int i = 0; i < agents; i++)
+                atomic_store(&sims[i].stop, true);
+        for (int i = 0; i < agents; i++)
+                nng_aio_stop(sims[i].aio);
+        double dt = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+        printf("{\"agents\": %d, \"pods_per_report\": %d, \"report_bytes\": %zu, \"seconds\": %.2f, "
+               "\"replies\": %llu, \"reports_per_second\": %.0f, \"errors\": %llu, \"refused\": %llu}\n",
+               agents, pods, msg_len, dt, r1 - r0, (double) (r1 - r0) / dt,
+               atomic_load(&errors), atomic_load(&refused));
+        for (int i = 0; i < agents; i++) {
+                nng_aio_free(sims[i].aio);
+                nng_ctx_close(sims[i].ctx);
+                free(sims[i].report);
+        }
+        for (int k = 0; k < sockets; k++)
+                nng_close(socks[k]);
+        free(sims);
+        free(socks);
+        return 0;
+}

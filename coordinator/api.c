@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator.h"
+#include "macro.h"
+#include "pbjson.h"
+#include "strbuf.h"
+
+#define BODY_MAX (64u * 1024 * 1024)
+
+static const char *capacity_type_name(Nodesmith__V1__CapacityType t) {
+        switch (t) {
+        case NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_SPOT:
+                return "spot";
+        case NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_ON_DEMAND:
+                return "on-demand";
+        default:
+                return "";
+        }
+}
+
+/* Prometheus label values: escape backslash, quote and newline. */
+static void label(StrBuf *b, const char *s) {
+        for (; s && *s; s++) {
+                if (*s == '\\' || *s == '"')
+                        strbuf_printf(b, "\\%c", *s);
+                else if (*s == '\n')
+                        strbuf_append(b, "\\n", 2);
+                else
+                        strbuf_append(b, s, 1);
+        }
+}
+
+int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
+        StrBuf b;
+        NodeEntry *e;
+        uint64_t now = coordinator_now(c);
+
+        strbuf_init(&b, BODY_MAX);
+        strbuf_printf(&b, "# HELP nodesmith_build_info Version of the running coordinator.\n"
+                          "# TYPE nodesmith_build_info gauge\n"
+                          "nodesmith_build_info{version=\"%s\"} 1\n", COORDINATOR_VERSION);
+        strbuf_printf(&b, "# HELP nodesmith_reports_total Agent reports received, by result.\n"
+                          "# TYPE nodesmith_reports_total counter\n");
+        for (int i = 0; i < _REPORT_RESULT_MAX; i++)
+                strbuf_printf(&b, "nodesmith_reports_total{result=\"%s\"} %llu\n",
+                              report_result_to_string(i), (unsigned long long) c->metrics.reports[i]);
+        strbuf_printf(&b, "# HELP nodesmith_nodes Nodes known from agent reports.\n"
+                          "# TYPE nodesmith_nodes gauge\nnodesmith_nodes %zu\n", c->registry.n);
+        strbuf_printf(&b, "# HELP nodesmith_nodes_registered_total Nodes that registered.\n"
+                          "# TYPE nodesmith_nodes_registered_total counter\n"
+                          "nodesmith_nodes_registered_total %llu\n",
+                      (unsigned long long) c->metrics.nodes_registered_total);
+        strbuf_printf(&b, "# HELP nodesmith_link_messages_total Messages received on the agent link.\n"
+                          "# TYPE nodesmith_link_messages_total counter\n"
+                          "nodesmith_link_messages_total %llu\n",
+                      (unsigned long long) link_server_handled(c->link));
+        strbuf_printf(&b, "# HELP nodesmith_link_replies_dropped_total Replies that could not be sent.\n"
+                          "# TYPE nodesmith_link_replies_dropped_total counter\n"
+                          "nodesmith_link_replies_dropped_total %llu\n",
+                      (unsigned long long) link_server_dropped(c->link));
+        strbuf_printf(&b, "# HELP nodesmith_http_requests_total HTTP requests served.\n"
+                          "# TYPE nodesmith_http_requests_total counter\n"
+                          "nodesmith_http_requests_total %llu\n",
+                      (unsigned long long) c->metrics.http_requests_total);
+
+        strbuf_printf(&b, "# HELP nodesmith_node_allocatable Allocatable resources reported by each node's agent.\n"
+                          "# TYPE nodesmith_node_allocatable gauge\n");
+        REGISTRY_FOREACH(e, &c->registry) {
+                const Nodesmith__V1__Resources *a = e->report->allocatable;
+                const struct {
+                        const char *name;
+                        int64_t v;
+                } res[] = { { "cpu", a->cpu_millis }, { "memory", a->memory_bytes },
+                            { "pods", a->pods }, { "ephemeral_storage", a->ephemeral_storage_bytes },
+                            { "nvidia_com_gpu", a->gpus } };
+                for (size_t k = 0; k < ELEMENTSOF(res); k++) {
+                        strbuf_printf(&b, "nodesmith_node_allocatable{instance_id=\"");
+                        label(&b, e->instance_id);
+                        strbuf_printf(&b, "\",node=\"");
+                        label(&b, e->report->identity->node_name);
+                        if (k == 0)
+                                strbuf_printf(&b, "\",resource=\"cpu\"} %.3f\n", (double) res[k].v / 1000.0);
+                        else
+                                strbuf_printf(&b, "\",resource=\"%s\"} %lld\n", res[k].name,
+                                              (long long) res[k].v);
+                }
+        }
+        strbuf_printf(&b, "# HELP nodesmith_node_report_age_seconds Time since each node's last report.\n"
+                          "# TYPE nodesmith_node_report_age_seconds gauge\n");
+        REGISTRY_FOREACH(e, &c->registry) {
+                strbuf_printf(&b, "nodesmith_node_report_age_seconds{instance_id=\"");
+                label(&b, e->instance_id);
+                strbuf_printf(&b, "\"} %.3f\n", (double) (now - e->last_seen_usec) / 1e6);
+        }
+        if (b.error < 0) {
+                int r = b.error;
+                strbuf_done(&b);
+                return r;
+        }
+        *ret = b.data;
+        *ret_len = b.len;
+        return 0;
+}
+
+static cJSON *resources_json(const Nodesmith__V1__Resources *r) {
+        cJSON *o = NULL;
+        if (!r || pb_to_json(&r->base, false, &o) < 0)
+                return cJSON_CreateObject();
+        return o;
+}
+
+int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
+        cJSON *root = cJSON_CreateObject(), *items;
+        NodeEntry *e;
+        uint64_t now = coordinator_now(c);
+
+        if (!root)
+                return -ENOMEM;
+        cJSON_AddStringToObject(root, "kind", "NodeList");
+        items = cJSON_AddArrayToObject(root, "items");
+        if (!items) {
+                cJSON_Delete(root);
+                return -ENOMEM;
+        }
+        REGISTRY_FOREACH(e, &c->registry) {
+                const Nodesmith__V1__AgentReport *r = e->report;
+                const Nodesmith__V1__Identity *id = r->identity;
+                cJSON *n = cJSON_CreateObject();
+                if (!n)
+                        break;
+                cJSON_AddStringToObject(n, "name", id->node_name);
+                cJSON_AddStringToObject(n, "instanceId", id->instance_id);
+                cJSON_AddStringToObject(n, "instanceType", id->instance_type);
+                cJSON_AddStringToObject(n, "zone", id->zone);
+                cJSON_AddStringToObject(n, "capacityType", capacity_type_name(id->capacity_type));
+                cJSON_AddStringToObject(n, "arch", id->arch);
+                cJSON_AddStringToObject(n, "nodepool", id->nodepool);
+                cJSON_AddStringToObject(n, "agentVersion", id->agent_version);
+                cJSON_AddItemToObject(n, "capacity", resources_json(r->capacity));
+                cJSON_AddItemToObject(n, "allocatable", resources_json(r->allocatable));
+                cJSON_AddItemToObject(n, "requested", resources_json(r->requested));
+                cJSON_AddNumberToObject(n, "pods", (double) r->n_pods);
+                cJSON *notices = cJSON_AddArrayToObject(n, "notices");
+                for (size_t i = 0; notices && i < r->n_notices; i++) {
+                        cJSON *j = NULL;
+                        if (pb_to_json(&r->notices[i]->base, false, &j) >= 0)
+                                cJSON_AddItemToArray(notices, j);
+                }
+                if (r->drain) {
+                        cJSON *j = NULL;
+                        if (pb_to_json(&r->drain->base, false, &j) >= 0)
+                                cJSON_AddItemToObject(n, "drain", j);
+                }
+                cJSON_AddStringToObject(n, "action", e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN ? "drain" : "run");
+                cJSON_AddNumberToObject(n, "reportSequence", (double) r->sequence);
+                cJSON_AddNumberToObject(n, "reports", (double) e->reports);
+                cJSON_AddNumberToObject(n, "lastReportAgeSeconds",
+                                        (double) (now - e->last_seen_usec) / 1e6);
+                cJSON_AddItemToArray(items, n);
+        }
+        char *s = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        *ret_len = strlen(s);
+        return 0;
+}

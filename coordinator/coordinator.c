@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+
+#include "coordinator.h"
+#include "daemon.h"
+#include "log.h"
+#include "macro.h"
+
+#define OPT(field) offsetof(CoordConfig, field)
+const Option coord_options[] = {
+        { "listen", OPTION_STRING, OPT(listen), "tls+tcp://0.0.0.0:7400", "address agents dial" },
+        { "insecure", OPTION_BOOL, OPT(insecure), "no", "allow tcp:// and ipc:// (tests only)" },
+        { "tls-cert", OPTION_STRING, OPT(tls_cert), "/etc/nodesmith/tls/tls.crt",
+          "server certificate (PEM)" },
+        { "tls-key", OPTION_STRING, OPT(tls_key), "/etc/nodesmith/tls/tls.key", "server key (PEM)" },
+        { "token", OPTION_STRING, OPT(token), NULL, "bootstrap token agents present (prefer token-file)" },
+        { "token-file", OPTION_STRING, OPT(token_file), "/etc/nodesmith/token",
+          "file holding the bootstrap token" },
+        { "http-listen", OPTION_STRING, OPT(http_listen), "http://0.0.0.0:8080",
+          "metrics, health and API endpoint" },
+        { "report-interval", OPTION_MSEC, OPT(report_interval_ms), "10s",
+          "report interval asked of agents" },
+        { "max-nodes", OPTION_UINT, OPT(max_nodes), "5000", "hard cap on nodes tracked" },
+        { "max-pods-per-node", OPTION_UINT, OPT(max_pods_per_node), "1000", "hard cap on pods in one report" },
+        { "max-notices-per-node", OPTION_UINT, OPT(max_notices_per_node), "64",
+          "hard cap on notices in one report" },
+        { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest agent message accepted" },
+        { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
+          "a node whose agent is silent this long is reported stale" },
+        { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
+};
+const size_t coord_options_count = ELEMENTSOF(coord_options);
+
+int coordinator_new(Coordinator **ret) {
+        Coordinator *c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        int r = sd_event_default(&c->event);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+Coordinator *coordinator_free(Coordinator *c) {
+        if (!c)
+                return NULL;
+        http_server_free(c->http);
+        link_server_free(c->link);
+        registry_done(&c->registry);
+        sd_event_unref(c->event);
+        config_free(coord_options, coord_options_count, &c->cfg);
+        if (c->token)
+                explicit_bzero(c->token, strlen(c->token));
+        free(c->token);
+        free(c);
+        return NULL;
+}
+
+uint64_t coordinator_now(Coordinator *c) {
+        uint64_t t = 0;
+        (void) sd_event_now(c->event, CLOCK_MONOTONIC, &t);
+        return t;
+}
+
+static int read_token_file(const char *path, char **ret) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        char buf[512];
+        if (!f)
+                return -errno;
+        if (!fgets(buf, sizeof buf, f))
+                return -ENODATA;
+        buf[strcspn(buf, "\r\n")] = 0;
+        if (strlen(buf) < 16) {
+                explicit_bzero(buf, sizeof buf);
+                return -EKEYREJECTED;
+        }
+        *ret = strdup(buf);
+        explicit_bzero(buf, sizeof buf);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int coordinator_validate(Coordinator *c) {
+        CoordConfig *cfg = &c->cfg;
+        const char *why = NULL;
+        int r;
+
+        if (cfg->log_level) {
+                r = log_parse_level(cfg->log_level);
+                if (r < 0)
+                        return log_error_errno(r, "Unknown log level '%s'.", cfg->log_level);
+                log_set_max_level(r);
+        }
+        r = link_url_check(cfg->listen, cfg->insecure, &why);
+        if (r < 0)
+                return log_error_errno(r, "listen '%s': %s.", strempty(cfg->listen), why);
+        if (strncmp(cfg->listen, "tls+", 4) == 0) {
+                if (isempty(cfg->tls_cert) || access(cfg->tls_cert, R_OK) < 0)
+                        return log_error_errno(ENOKEY, "tls-cert %s is not readable.", strempty(cfg->tls_cert));
+                if (isempty(cfg->tls_key) || access(cfg->tls_key, R_OK) < 0)
+                        return log_error_errno(ENOKEY, "tls-key %s is not readable.", strempty(cfg->tls_key));
+        }
+        if (!isempty(cfg->token)) {
+                if (strlen(cfg->token) < 16)
+                        return log_error_errno(EKEYREJECTED, "token must be at least 16 characters.");
+                c->token = strdup(cfg->token);
+                if (!c->token)
+                        return log_oom();
+        } else {
+                r = read_token_file(strempty(cfg->token_file), &c->token);
+                if (r == -EKEYREJECTED)
+                        return log_error_errno(r, "The token in %s must be at least 16 characters.",
+                                               cfg->token_file);
+                if (r < 0)
+                        return log_error_errno(r, "No bootstrap token: cannot read token-file %s: %m",
+                                               strempty(cfg->token_file));
+        }
+        if (cfg->report_interval_ms < 100 || cfg->report_interval_ms > 3600 * 1000)
+                return log_error_errno(EINVAL, "report-interval must be within 100ms..1h.");
+        if (cfg->max_nodes < 1 || cfg->max_nodes > 100000)
+                return log_error_errno(EINVAL, "max-nodes must be within 1..100000.");
+        if (cfg->max_message < 4096 || cfg->max_message > 64 * 1024 * 1024)
+                return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
+        if (!isempty(cfg->http_listen) && strncmp(cfg->http_listen, "http://", 7) != 0)
+                return log_error_errno(EINVAL, "http-listen must be http://HOST:PORT.");
+        return 0;
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Coordinator *c = userdata;
+        if (si->ssi_signo == SIGHUP) {
+                log_info("SIGHUP ignored: restart to apply a new configuration.");
+                return 0;
+        }
+        log_info("Received %s, stopping.", strsignal((int) si->ssi_signo));
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(c->event, 0);
+}
+
+int coordinator_start(Coordinator *c) {
+        int r;
+
+        r = registry_init(&c->registry, c->cfg.max_nodes);
+        if (r < 0)
+                return log_oom();
+
+        LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };
+        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message,
+                            coordinator_handle_report, c, &c->link);
+        if (r < 0)
+                return log_error_errno(r, "Failed to listen on %s: %m", c->cfg.listen);
+
+        if (!isempty(c->cfg.http_listen)) {
+                r = http_server_new(c, c->cfg.http_listen, &c->http);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to serve HTTP on %s: %m", c->cfg.http_listen);
+        }
+
+        r = daemon_add_signals(c->event, on_signal, c);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch signals: %m");
+        r = sd_event_set_watchdog(c->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog: %m");
+
+        c->start_usec = coordinator_now(c);
+        (void) sd_notify(false, "READY=1");
+        log_info("nodesmith-coordinator %s listening on %s (agents) and %s (HTTP).", COORDINATOR_VERSION,
+                 c->cfg.listen, isempty(c->cfg.http_listen) ? "nothing" : c->cfg.http_listen);
+        return 0;
+}
+
+int coordinator_run(Coordinator *c) {
+        return sd_event_loop(c->event);
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "config.h"
+#include "link.h"
+#include "registry.h"
+
+#define COORDINATOR_VERSION "0.1.0"
+
+typedef struct CoordConfig {
+        char *listen;
+        bool insecure;
+        char *tls_cert;
+        char *tls_key;
+        char *token;
+        char *token_file;
+        char *http_listen;
+        uint64_t report_interval_ms;   /* asked of agents */
+        uint64_t max_nodes;
+        uint64_t max_pods_per_node;
+        uint64_t max_notices_per_node;
+        uint64_t max_message;
+        uint64_t stale_after_ms;
+        char *log_level;
+} CoordConfig;
+
+extern const Option coord_options[];
+extern const size_t coord_options_count;
+
+typedef enum ReportResult {
+        REPORT_OK,
+        REPORT_DUPLICATE,
+        REPORT_INVALID,
+        REPORT_UNAUTHENTICATED,
+        REPORT_VERSION_MISMATCH,
+        REPORT_OVERLOADED,
+        _REPORT_RESULT_MAX,
+} ReportResult;
+
+typedef struct Metrics {
+        uint64_t reports[_REPORT_RESULT_MAX];
+        uint64_t nodes_registered_total;
+        uint64_t http_requests_total;
+        uint64_t http_rejected_total;
+} Metrics;
+
+typedef struct HttpServer HttpServer;
+
+typedef struct Coordinator {
+        sd_event *event;
+        CoordConfig cfg;
+        char *token;
+        Registry registry;
+        LinkServer *link;
+        HttpServer *http;
+        Metrics metrics;
+        uint64_t start_usec;
+        uint64_t auth_log_usec;        /* rate limit for refusal logs */
+        uint64_t auth_suppressed;
+} Coordinator;
+
+int coordinator_new(Coordinator **ret);
+Coordinator *coordinator_free(Coordinator *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Coordinator *, coordinator_free);
+int coordinator_validate(Coordinator *c);
+int coordinator_start(Coordinator *c);
+int coordinator_run(Coordinator *c);
+uint64_t coordinator_now(Coordinator *c);
+
+/* server.c: one agent report in, one directive out. */
+int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
+                              size_t *ret_len, void *userdata);
+const char *report_result_to_string(ReportResult r);
+
+/* httpd.c: /metrics, /healthz, /readyz, /api/v1/nodes served from the loop. */
+int http_server_new(Coordinator *c, const char *url, HttpServer **ret);
+HttpServer *http_server_free(HttpServer *h);
+
+/* api.c: what the HTTP endpoints answer. */
+int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
+int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* nodesmithctl nodes: the coordinator's node table. */
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "macro.h"
+#include "strbuf.h"
+
+#define API_BODY_MAX (64u * 1024 * 1024)
+
+static size_t on_data(char *p, size_t size, size_t n, void *userdata) {
+        StrBuf *b = userdata;
+        return strbuf_append(b, p, size * n) < 0 ? 0 : size * n;
+}
+
+int ctl_http_get(const char *base, const char *path, char **ret) {
+        char url[2048];
+        StrBuf b;
+        long status = 0;
+
+        snprintf(url, sizeof url, "%s%s", base, path);
+        strbuf_init(&b, API_BODY_MAX);
+        CURL *h = curl_easy_init();
+        if (!h)
+                return -ENOMEM;
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 15000L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        CURLcode cc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(h);
+        if (cc != CURLE_OK) {
+                fprintf(stderr, "nodesmithctl: %s: %s\n", url, curl_easy_strerror(cc));
+                strbuf_done(&b);
+                return -ECONNREFUSED;
+        }
+        if (status != 200) {
+                fprintf(stderr, "nodesmithctl: %s: HTTP %ld\n", url, status);
+                strbuf_done(&b);
+                return -EIO;
+        }
+        if (!b.data && strbuf_append(&b, "", 0) < 0)
+                return -ENOMEM;
+        *ret = b.data;
+        return 0;
+}
+
+static double num(const cJSON *o, const char *k) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+        return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str(const cJSON *o, const char *k) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+        return cJSON_IsString(v) && *v->valuestring ? v->valuestring : "-";
+}
+
+static void fmt_resources(const cJSON *r, char *buf, size_t size) {
+        snprintf(buf, size, "%.0fm/%.0fMi/%.0f", num(r, "cpuMillis"), num(r, "memoryBytes") / 1048576.0,
+                 num(r, "pods"));
+}
+
+static int compare_name(const void *a, const void *b) {
+        const cJSON *x = *(const cJSON *const *) a, *y = *(const cJSON *const *) b;
+        int c = strcmp(str(x, "name"), str(y, "name"));
+        return c ? c : strcmp(str(x, "instanceId"), str(y, "instanceId"));
+}
+
+static void help(void) {
+        printf("Usage: nodesmithctl nodes [--coordinator URL] [-o table|json]\n\n"
+               "Lists the nodes whose agents report to the coordinator: name, instance type, zone,\n"
+               "capacity type, allocatable and requested (CPU/memory/pods), notices, and the age of\n"
+               "the last report.\n"
+               "  --coordinator URL  the coordinator's HTTP endpoint [$NODESMITH_COORDINATOR_HTTP or\n"
+               "                     http://127.0.0.1:8080]\n");
+}
+
+int ctl_nodes_main(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "coordinator", required_argument, NULL, 'c' },
+                { "output", required_argument, NULL, 'o' },
+                { "help", no_argument, NULL, 'h' },
+                {}
+        };
+        const char *base = getenv("NODESMITH_COORDINATOR_HTTP");
+        const char *output = "table";
+        int c;
+
+        if (!base)
+                base = "http://127.0.0.1:8080";
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "c:o:h", opts, NULL)) >= 0)
+                switch (c) {
+                case 'c':
+                        base = optarg;
+                        break;
+                case 'o':
+                        output = optarg;
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (!streq(output, "table") && !streq(output, "json")) {
+                fprintf(stderr, "nodesmithctl: -o must be table or json\n");
+                return 2;
+        }
+
+        _cleanup_free_ char *body = NULL;
+        if (ctl_http_get(base, "/api/v1/nodes", &body) < 0)
+                return 1;
+        if (streq(output, "json")) {
+                printf("%s\n", body);
+                return 0;
+        }
+        cJSON *root = cJSON_Parse(body);
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+        if (!cJSON_IsArray(items)) {
+                fprintf(stderr, "nodesmithctl: unexpected answer from %s\n", base);
+                cJSON_Delete(root);
+                return 1;
+        }
+        int n = cJSON_GetArraySize(items);
+        const cJSON **v = calloc((size_t) n + 1, sizeof *v);
+        if (!v) {
+                cJSON_Delete(root);
+                return 1;
+        }
+        int k = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, items) v[k++] = it;
+        qsort(v, (size_t) n, sizeof *v, compare_name);
+
+        printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-8s %s\n", "NAME", "INSTANCE", "TYPE",
+               "ZONE", "CAPACITY", "ALLOCATABLE", "REQUESTED", "NOTICES", "LAST-REPORT");
+        for (int i = 0; i < n; i++) {
+                char alloc[64], req[64], age[32];
+                fmt_resources(cJSON_GetObjectItemCaseSensitive(v[i], "allocatable"), alloc, sizeof alloc);
+                fmt_resources(cJSON_GetObjectItemCaseSensitive(v[i], "requested"), req, sizeof req);
+                snprintf(age, sizeof age, "%.1fs", num(v[i], "lastReportAgeSeconds"));
+                const cJSON *notices = cJSON_GetObjectItemCaseSensitive(v[i], "notices");
+                char nb[64] = "-";
+                if (cJSON_GetArraySize(notices) > 0) {
+                        const cJSON *first = cJSON_GetArrayItem(notices, 0);
+                        const char *kind = str(first, "kind");
+                        if (strncmp(kind, "KIND_", 5) == 0)
+                                kind += 5;
+                        snprintf(nb, sizeof nb, "%s%s", kind,
+                                 cJSON_GetArraySize(notices) > 1 ? "+" : "");
+                }
+                printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-8s %s\n", str(v[i], "name"),
+                       str(v[i], "instanceId"), str(v[i], "instanceType"), str(v[i], "zone"),
+                       str(v[i], "capacityType"), alloc, req, nb, age);
+        }
+        free(v);
+        cJSON_Delete(root);
+        return 0;
+}

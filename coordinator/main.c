@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* nodesmith-coordinator: the cluster's model, its provisioning and disruption decisions. */
+#include <stdio.h>
+
+#include "coordinator.h"
+#include "daemon.h"
+#include "log.h"
+
+int main(int argc, char **argv) {
+        daemon_block_signals(); /* first: before anything starts a thread */
+
+        _cleanup_(coordinator_freep) Coordinator *c = NULL;
+        ConfigAction action;
+        int r;
+
+        log_set_ident("nodesmith-coordinator");
+        r = coordinator_new(&c);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate: %m"), 1;
+
+        ConfigSource src = { .default_file = "/etc/nodesmith/coordinator.conf",
+                             .env_prefix = "NODESMITH_COORDINATOR" };
+        r = config_load(coord_options, coord_options_count, &c->cfg, &src, argc, argv, &action);
+        if (r < 0)
+                return 2;
+        if (action == CONFIG_HELP) {
+                config_help(coord_options, coord_options_count, "nodesmith-coordinator",
+                            "Collects agent reports, decides what to launch and what to remove.",
+                            stdout);
+                return 0;
+        }
+        if (action == CONFIG_VERSION) {
+                printf("nodesmith-coordinator %s\n", COORDINATOR_VERSION);
+                return 0;
+        }
+        r = coordinator_validate(c);
+        if (r < 0)
+                return action == CONFIG_CHECK ? 1 : 2;
+        if (action == CONFIG_CHECK) {
+                config_print(coord_options, coord_options_count, &c->cfg, stdout);
+                printf("# configuration OK\n");
+                return 0;
+        }
+        r = coordinator_start(c);
+        if (r < 0)
+                return 1;
+        r = coordinator_run(c);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m"), 1;
+        return 0;
+}

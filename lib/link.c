@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "link.h"
+#include "log.h"
+#include "macro.h"
+
+#define LINK_REPLY_MAX 4096
+#define LINK_PEM_MAX (256 * 1024)
+#define LINK_SEND_WAIT_MS 20
+
+int link_errno(int e) {
+        switch (e) {
+        case 0:
+                return 0;
+        case NNG_EINTR:
+                return -EINTR;
+        case NNG_ENOMEM:
+                return -ENOMEM;
+        case NNG_EINVAL:
+                return -EINVAL;
+        case NNG_EBUSY:
+                return -EBUSY;
+        case NNG_ETIMEDOUT:
+                return -ETIMEDOUT;
+        case NNG_ECONNREFUSED:
+                return -ECONNREFUSED;
+        case NNG_ECLOSED:
+                return -EBADF;
+        case NNG_EAGAIN:
+                return -EAGAIN;
+        case NNG_ENOTSUP:
+                return -EOPNOTSUPP;
+        case NNG_EADDRINUSE:
+                return -EADDRINUSE;
+        case NNG_ESTATE:
+                return -EPROTO;
+        case NNG_ENOENT:
+                return -ENOENT;
+        case NNG_EPROTO:
+                return -EPROTO;
+        case NNG_EUNREACHABLE:
+                return -EHOSTUNREACH;
+        case NNG_EADDRINVAL:
+                return -EADDRNOTAVAIL;
+        case NNG_EPERM:
+                return -EPERM;
+        case NNG_EMSGSIZE:
+                return -EMSGSIZE;
+        case NNG_ECONNABORTED:
+                return -ECONNABORTED;
+        case NNG_ECONNRESET:
+                return -ECONNRESET;
+        case NNG_ECANCELED:
+                return -ECANCELED;
+        case NNG_ENOFILES:
+                return -EMFILE;
+        case NNG_ENOSPC:
+                return -ENOSPC;
+        case NNG_EEXIST:
+                return -EEXIST;
+        case NNG_EREADONLY:
+        case NNG_EWRITEONLY:
+                return -EACCES;
+        case NNG_ECRYPTO:
+        case NNG_EPEERAUTH:
+                return -EKEYREJECTED;
+        case NNG_ENOARG:
+        case NNG_EAMBIGUOUS:
+        case NNG_EBADTYPE:
+                return -EINVAL;
+        case NNG_ECONNSHUT:
+                return -ESHUTDOWN;
+        default:
+                return -EIO;
+        }
+}
+
+int link_url_check(const char *url, bool insecure, const char **ret_why) {
+        const char *why = NULL;
+        if (isempty(url))
+                why = "no address given";
+        else if (strncmp(url, "tls+tcp://", 10) == 0 || strncmp(url, "tls+tcp4://", 11) == 0 ||
+                 strncmp(url, "tls+tcp6://", 11) == 0)
+                return 0;
+        else if (strncmp(url, "tcp://", 6) == 0 || strncmp(url, "tcp4://", 7) == 0 ||
+                 strncmp(url, "tcp6://", 7) == 0 || strncmp(url, "ipc://", 6) == 0) {
+                if (insecure)
+                        return 0;
+                why = "plain tcp:// and ipc:// need the explicit insecure setting; use tls+tcp://";
+        } else
+                why = "unsupported transport (use tls+tcp://HOST:PORT)";
+        if (ret_why)
+                *ret_why = why;
+        return -EPERM;
+}
+
+static bool url_is_tls(const char *url) {
+        return strncmp(url, "tls+", 4) == 0;
+}
+
+static int read_small_file(const char *path, char **ret) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        _cleanup_free_ char *buf = malloc(LINK_PEM_MAX + 1);
+        if (!buf)
+                return -ENOMEM;
+        size_t n = fread(buf, 1, LINK_PEM_MAX + 1, f);
+        if (ferror(f))
+                return -EIO;
+        if (n > LINK_PEM_MAX)
+                return -EFBIG;
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+static void tls_config_freep(nng_tls_config **c) {
+        if (*c)
+                nng_tls_config_free(*c);
+}
+
+/* Build the TLS configuration; the caller sets it on a dialer/listener and frees its reference
+ * (the endpoint holds its own). */
+static int tls_config_build(const LinkTls *tls, bool server, const char *url, nng_tls_config **ret) {
+        _cleanup_(tls_config_freep) nng_tls_config *cfg = NULL;
+        int r;
+
+        if (!tls)
+                return -EINVAL;
+        r = nng_tls_config_alloc(&cfg, server ? NNG_TLS_MODE_SERVER : NNG_TLS_MODE_CLIENT);
+        if (r != 0)
+                return link_errno(r);
+
+        if (server) {
+                if (isempty(tls->cert_file) || isempty(tls->key_file))
+                        return -ENOKEY;
+                _cleanup_free_ char *cert = NULL, *key = NULL;
+                r = read_small_file(tls->cert_file, &cert);
+                if (r < 0)
+                        return r;
+                r = read_small_file(tls->key_file, &key);
+                if (r < 0)
+                        return r;
+                r = nng_tls_config_own_cert(cfg, cert, key, NULL);
+                explicit_bzero(key, strlen(key));
+                if (r != 0)
+                        return link_errno(r);
+                r = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_NONE);
+                if (r != 0)
+                        return link_errno(r);
+        } else {
+                if (isempty(tls->ca_file))
+                        return -ENOKEY;
+                r = nng_tls_config_ca_file(cfg, tls->ca_file);
+                if (r != 0)
+                        return link_errno(r);
+                r = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED);
+                if (r != 0)
+                        return link_errno(r);
+                char host[256];
+                const char *name = tls->server_name;
+                if (isempty(name)) {
+                        /* the URL's host: tls+tcp://HOST:PORT */
+                        const char *h = strstr(url, "://");
+                        h = h ? h + 3 : url;
+                        size_t l = strcspn(h, ":/");
+                        if (*h == '[') { /* [v6]:port */
+                                h++;
+                                l = strcspn(h, "]");
+                        }
+                        if (l == 0 || l >= sizeof host)
+                                return -EINVAL;
+                        memcpy(host, h, l);
+                        host[l] = 0;
+                        name = host;
+                }
+                r = nng_tls_config_server_name(cfg, name);
+                if (r != 0)
+                        return link_errno(r);
+        }
+        *ret = TAKE_PTR(cfg);
+        return 0;
+}
+
+/* ---- server ---------------------------------------------------------------------------- */
+
+struct LinkServer {
+        nng_socket sock;
+        bool open;
+        sd_event_source *io;
+        link_handler_t handler;
+        void *userdata;
+        uint64_t handled;
+        uint64_t dropped;
+};
+
+uint64_t link_server_dropped(const LinkServer *s) {
+        return s ? s->dropped : 0;
+}
+
+uint64_t link_server_handled(const LinkServer *s) {
+        return s ? s->handled : 0;
+}
+
+static int server_on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        LinkServer *s = userdata;
+        uint8_t reply[LINK_REPLY_MAX];
+
+        /* Drain what is there, but yield to the loop now and then. */
+        for (unsigned i = 0; i < 256; i++) {
+                nng_msg *msg = NULL;
+                int r = nng_recvmsg(s->sock, &msg, NNG_FLAG_NONBLOCK);
+                if (r == NNG_EAGAIN)
+                        break;
+                if (r != 0) {
+                        log_debug("link: recv failed: %s", nng_strerror(r));
+                        break;
+                }
+                s->handled++;
+                size_t len = 0;
+                r = s->handler(nng_msg_body(msg), nng_msg_len(msg), reply, sizeof reply, &len,
+                               s->userdata);
+                if (r < 0 || len > sizeof reply) {
+                        nng_msg_free(msg);
+                        continue;
+                }
+                /* Reuse the message: the header carries REP's routing back-trace. */
+                nng_msg_clear(msg);
+                r = nng_msg_append(msg, reply, len);
+                if (r == 0)
+                        r = nng_sendmsg(s->sock, msg, NNG_FLAG_NONBLOCK);
+                /* REP refuses a non-blocking send while the pipe still finishes writing the
+                 * previous reply (a peer that answered at once). Wait for that, briefly: the
+                 * socket's send time-out (LINK_SEND_WAIT_MS) bounds how long the loop waits. */
+                if (r == NNG_EAGAIN)
+                        r = nng_sendmsg(s->sock, msg, 0);
+                if (r != 0) {
+                        /* nng_sendmsg owns the message only on success */
+                        nng_msg_free(msg);
+                        s->dropped++;
+                        log_debug("link: reply dropped: %s", nng_strerror(r));
+                }
+        }
+        return 0;
+}
+
+int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max_msg,
+                    link_handler_t handler, void *userdata, LinkServer **ret) {
+        _cleanup_free_ LinkServer *s = NULL;
+        nng_listener l;
+        int r, fd;
+
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->handler = handler;
+        s->userdata = userdata;
+
+        r = nng_rep0_open(&s->sock);
+        if (r != 0)
+                return link_errno(r);
+        s->open = true;
+
+        r = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, max_msg);
+        if (r == 0)
+                r = nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, LINK_SEND_WAIT_MS);
+        if (r == 0)
+                r = nng_listener_create(&l, s->sock, url);
+        if (r == 0 && url_is_tls(url)) {
+                _cleanup_(tls_config_freep) nng_tls_config *cfg = NULL;
+                int k = tls_config_build(tls, true, url, &cfg);
+                if (k < 0) {
+                        nng_close(s->sock);
+                        return k;
+                }
+                r = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg);
+        }
+        if (r == 0)
+                r = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, max_msg);
+        if (r == 0)
+                r = nng_listener_start(l, 0);
+        if (r == 0)
+                r = nng_socket_get_int(s->sock, NNG_OPT_RECVFD, &fd);
+        if (r != 0) {
+                nng_close(s->sock);
+                return link_errno(r);
+        }
+        r = sd_event_add_io(e, &s->io, fd, EPOLLIN, server_on_io, s);
+        if (r < 0) {
+                nng_close(s->sock);
+                return r;
+        }
+        (void) sd_event_source_set_description(s->io, "link-server");
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+LinkServer *link_server_free(LinkServer *s) {
+        if (!s)
+                return NULL;
+        sd_event_source_disable_unref(s->io); /* the recv fd is NNG's: never close it */
+        if (s->open)
+                nng_close(s->sock);
+        free(s);
+        return NULL;
+}
+
+/* ---- client ---------------------------------------------------------------------------- */
+
+struct LinkClient {
+        nng_socket sock;
+        bool open;
+        sd_event *event;
+        sd_event_source *io;
+        sd_event_source *timeout;
+        bool in_flight;
+        link_reply_t cb;
+        void *userdata;
+};
+
+bool link_client_in_flight(const LinkClient *c) {
+        return c && c->in_flight;
+}
+
+static int client_on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        LinkClient *c = userdata;
+
+        for (unsigned i = 0; i < 16; i++) {
+                nng_msg *msg = NULL;
+                int r = nng_recvmsg(c->sock, &msg, NNG_FLAG_NONBLOCK);
+                if (r == NNG_EAGAIN || r == NNG_ESTATE) /* ESTATE: no request outstanding */
+                        break;
+                if (r != 0) {
+                        log_debug("link: client recv failed: %s", nng_strerror(r));
+                        break;
+                }
+                if (!c->in_flight) { /* a late reply to an abandoned request */
+                        nng_msg_free(msg);
+                        continue;
+                }
+                c->in_flight = false;
+                (void) sd_event_source_set_enabled(c->timeout, SD_EVENT_OFF);
+                c->cb(c, 0, nng_msg_body(msg), nng_msg_len(msg), c->userdata);
+                nng_msg_free(msg);
+        }
+        return 0;
+}
+
+static int client_on_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
+        LinkClient *c = userdata;
+        if (!c->in_flight)
+                return 0;
+        c->in_flight = false;
+        c->cb(c, -ETIMEDOUT, NULL, 0, c->userdata);
+        return 0;
+}
+
+int link_client_new(sd_event *e, const char *url, const LinkTls *tls, size_t max_msg,
+                    uint64_t reconnect_max_ms, link_reply_t cb, void *userdata, LinkClient **ret) {
+        _cleanup_free_ LinkClient *c = NULL;
+        nng_dialer d;
+        int r, fd;
+
+        c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        c->event = e;
+        c->cb = cb;
+        c->userdata = userdata;
+
+        r = nng_req0_open(&c->sock);
+        if (r != 0)
+                return link_errno(r);
+        c->open = true;
+
+        r = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, max_msg);
+        /* Level-triggered: we send a fresh report rather than resend a stale one. */
+        if (r == 0)
+                r = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+        if (r == 0)
+                r = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 100);
+        if (r == 0)
+                r = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT,
+                                      (nng_duration) MIN(MAX(reconnect_max_ms, 100u), 60000u));
+        if (r == 0)
+                r = nng_dialer_create(&d, c->sock, url);
+        if (r == 0 && url_is_tls(url)) {
+                _cleanup_(tls_config_freep) nng_tls_config *cfg = NULL;
+                int k = tls_config_build(tls, false, url, &cfg);
+                if (k < 0) {
+                        nng_close(c->sock);
+                        return k;
+                }
+                r = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+        }
+        if (r == 0)
+                r = nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, max_msg);
+        /* Non-blocking: NNG keeps redialling in the background with its back-off. */
+        if (r == 0)
+                r = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+        if (r == 0)
+                r = nng_socket_get_int(c->sock, NNG_OPT_RECVFD, &fd);
+        if (r != 0) {
+                nng_close(c->sock);
+                return link_errno(r);
+        }
+        r = sd_event_add_io(e, &c->io, fd, EPOLLIN, client_on_io, c);
+        if (r >= 0)
+                r = sd_event_add_time(e, &c->timeout, CLOCK_MONOTONIC, UINT64_MAX, 0,
+                                      client_on_timeout, c);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(c->timeout, SD_EVENT_OFF);
+        if (r < 0) {
+                sd_event_source_disable_unref(c->io);
+                sd_event_source_disable_unref(c->timeout);
+                nng_close(c->sock);
+                return r;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int link_client_send(LinkClient *c, const void *buf, size_t len, uint64_t timeout_usec) {
+        nng_msg *msg = NULL;
+        uint64_t now;
+        int r;
+
+        r = nng_msg_alloc(&msg, 0);
+        if (r != 0)
+                return link_errno(r);
+        r = nng_msg_append(msg, buf, len);
+        if (r == 0)
+                r = nng_sendmsg(c->sock, msg, NNG_FLAG_NONBLOCK);
+        if (r != 0) {
+                nng_msg_free(msg);
+                return link_errno(r);
+        }
+        c->in_flight = true;
+        r = sd_event_now(c->event, CLOCK_MONOTONIC, &now);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_time(c->timeout, now + timeout_usec);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(c->timeout, SD_EVENT_ONESHOT);
+}
+
+LinkClient *link_client_free(LinkClient *c) {
+        if (!c)
+                return NULL;
+        sd_event_source_disable_unref(c->io);
+        sd_event_source_disable_unref(c->timeout);
+        if (c->open)
+                nng_close(c->sock);
+        free(c);
+        return NULL;
+}
