@@ -53,7 +53,7 @@ def main():
                     coord = Coordinator(d, pki, insecure=(transport == "tcp"), interval="10s",
                                         extra=["--log-level", "warning", "--max-nodes", "20000"],
                                         name=f"coord-{transport}-{agents}-{pods}").start()
-                    rates, cpus, nbytes = [], [], 0
+                    rates, cpus, nbytes, lost = [], [], 0, 0
                     for _ in range(args.runs):
                         c0 = cpu_seconds(coord.proc.pid)
                         out = subprocess.run([BENCH_LINK, coord.url, "--agents", str(agents), "--pods", str(pods),
@@ -66,14 +66,16 @@ def main():
                         cpus.append((c1 - c0) / (r["seconds"] + 0.5))
                         nbytes = r["report_bytes"]
                         assert r["errors"] == 0 and r["refused"] == 0, r
+                        lost += r["timeouts"]
                     med = statistics.median(rates)
                     cpu = statistics.median(cpus)
                     per_core = med / cpu if cpu > 0 else 0
                     print(f"{transport:<9} {agents:>6} {pods:>5} {nbytes:>6} {med:>19.0f} {min(rates):>8.0f} "
-                          f"{max(rates):>8.0f} {cpu:>11.2f} {per_core:>15.0f}", flush=True)
+                          f"{max(rates):>8.0f} {cpu:>11.2f} {per_core:>15.0f}  lost replies: {lost}", flush=True)
                     results["link"].append({"transport": transport, "agents": agents, "pods": pods,
                                             "report_bytes": nbytes, "median": med, "runs": rates,
-                                            "coordinator_cpu": cpu, "per_coordinator_core": per_core})
+                                            "coordinator_cpu": cpu, "per_coordinator_core": per_core,
+                                            "lost_replies": lost})
                     coord.proc.stop()
 
         # the agent's own footprint: a real agent, reporting every second, for 10 s

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nodesmith.pb-c.h"
 
@@ -25,13 +26,14 @@ typedef struct Sim {
         atomic_bool stop;
 } Sim;
 
-static atomic_ullong replies, errors, refused;
+static atomic_ullong replies, errors, refused, timeouts;
 
 static void send_next(Sim *s) {
         nng_msg *m;
         nng_msg_alloc(&m, 0);
         nng_msg_append(m, s->report, s->len);
         nng_aio_set_msg(s->aio, m);
+        nng_aio_set_timeout(s->aio, 5000);
         s->sending = true;
         nng_ctx_send(s->ctx, s->aio);
 }
@@ -42,7 +44,10 @@ static void on_aio(void *arg) {
         if (r != 0) {
                 if (r == NNG_ECLOSED || r == NNG_ECANCELED || atomic_load(&s->stop))
                         return;
-                atomic_fetch_add(&errors, 1);
+                if (r == NNG_ETIMEDOUT)
+                        atomic_fetch_add(&timeouts, 1); /* a reply that never came */
+                else
+                        atomic_fetch_add(&errors, 1);
         } else if (!s->sending) {
                 nng_msg *m = nng_aio_get_msg(s->aio);
                 Nodesmith__V1__NodeDirective *d =
@@ -59,6 +64,7 @@ static void on_aio(void *arg) {
                 return;
         if (s->sending && r == 0) {
                 s->sending = false;
+                nng_aio_set_timeout(s->aio, 5000);
                 nng_ctx_recv(s->ctx, s->aio);
                 return;
         }
@@ -206,21 +212,12 @@ int main(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         for (int i = 0; i < agents; i++)
                 atomic_store(&sims[i].stop, true);
-        for (int i = 0; i < agents; i++)
-                nng_aio_stop(sims[i].aio);
         double dt = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
         printf("{\"agents\": %d, \"pods_per_report\": %d, \"report_bytes\": %zu, \"seconds\": %.2f, "
-               "\"replies\": %llu, \"reports_per_second\": %.0f, \"errors\": %llu, \"refused\": %llu}\n",
+               "\"replies\": %llu, \"reports_per_second\": %.0f, \"errors\": %llu, \"refused\": %llu, \"timeouts\": %llu}\n",
                agents, pods, msg_len, dt, r1 - r0, (double) (r1 - r0) / dt,
-               atomic_load(&errors), atomic_load(&refused));
-        for (int i = 0; i < agents; i++) {
-                nng_aio_free(sims[i].aio);
-                nng_ctx_close(sims[i].ctx);
-                free(sims[i].report);
-        }
-        for (int k = 0; k < sockets; k++)
-                nng_close(socks[k]);
-        free(sims);
-        free(socks);
-        return 0;
+               atomic_load(&errors), atomic_load(&refused), atomic_load(&timeouts));
+        fflush(stdout);
+        /* Tearing down hundreds of TLS pipes takes NNG a while and measures nothing. */
+        _exit(0);
 }
