@@ -43,7 +43,7 @@ endif
 
 ALL_CFLAGS  := -std=gnu11 $(OPT) $(WARN) -D_GNU_SOURCE -MMD -MP -pthread \
                -Ilib -Iagent -Icoordinator -I$(BUILD)/proto -I. $(PKG_CFLAGS) $(CFLAGS)
-ALL_LDFLAGS := -pthread $(SAN_LDFLAGS) $(LDFLAGS)
+ALL_LDFLAGS := -pthread -Wl,--as-needed $(SAN_LDFLAGS) $(LDFLAGS)
 LIBS        := -lnng $(PKG_LIBS) -lm
 
 # ---- sources -------------------------------------------------------------------------------

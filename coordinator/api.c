@@ -47,6 +47,30 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         for (int i = 0; i < _REPORT_RESULT_MAX; i++)
                 strbuf_printf(&b, "nodesmith_reports_total{result=\"%s\"} %llu\n",
                               report_result_to_string(i), (unsigned long long) c->metrics.reports[i]);
+        strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
+                          "# TYPE nodesmith_notices_total counter\n");
+        for (int k = 1; k < NOTICE_KINDS; k++)
+                strbuf_printf(&b, "nodesmith_notices_total{kind=\"%s\"} %llu\n", notice_kind_to_string(k),
+                              (unsigned long long) c->metrics.notices_total[k]);
+        strbuf_printf(&b, "# HELP nodesmith_notices_withdrawn_total Notices withdrawn (e.g. maintenance canceled).\n"
+                          "# TYPE nodesmith_notices_withdrawn_total counter\n");
+        for (int k = 1; k < NOTICE_KINDS; k++)
+                strbuf_printf(&b, "nodesmith_notices_withdrawn_total{kind=\"%s\"} %llu\n",
+                              notice_kind_to_string(k),
+                              (unsigned long long) c->metrics.notices_withdrawn_total[k]);
+        {
+                uint64_t in_force[NOTICE_KINDS] = {};
+                NodeEntry *ne;
+                REGISTRY_FOREACH(ne, &c->registry)
+                        for (size_t i = 0; i < ne->n_notices; i++)
+                                if (ne->notices[i].kind > 0 && ne->notices[i].kind < NOTICE_KINDS)
+                                        in_force[ne->notices[i].kind]++;
+                strbuf_printf(&b, "# HELP nodesmith_notices_in_force Notices currently in force, by kind.\n"
+                                  "# TYPE nodesmith_notices_in_force gauge\n");
+                for (int k = 1; k < NOTICE_KINDS; k++)
+                        strbuf_printf(&b, "nodesmith_notices_in_force{kind=\"%s\"} %llu\n",
+                                      notice_kind_to_string(k), (unsigned long long) in_force[k]);
+        }
         strbuf_printf(&b, "# HELP nodesmith_nodes Nodes known from agent reports.\n"
                           "# TYPE nodesmith_nodes gauge\nnodesmith_nodes %zu\n", c->registry.n);
         strbuf_printf(&b, "# HELP nodesmith_nodes_registered_total Nodes that registered.\n"
@@ -146,8 +170,12 @@ int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
                 cJSON *notices = cJSON_AddArrayToObject(n, "notices");
                 for (size_t i = 0; notices && i < r->n_notices; i++) {
                         cJSON *j = NULL;
-                        if (pb_to_json(&r->notices[i]->base, false, &j) >= 0)
-                                cJSON_AddItemToArray(notices, j);
+                        if (pb_to_json(&r->notices[i]->base, false, &j) < 0)
+                                continue;
+                        const NoticeRecord *rec = registry_find_notice(e, strempty(r->notices[i]->event_id));
+                        if (rec)
+                                cJSON_AddNumberToObject(j, "recordedUnixMs", (double) rec->recorded_unix_ms);
+                        cJSON_AddItemToArray(notices, j);
                 }
                 if (r->drain) {
                         cJSON *j = NULL;

@@ -41,8 +41,12 @@ typedef enum ReportResult {
         _REPORT_RESULT_MAX,
 } ReportResult;
 
+#define NOTICE_KINDS 6 /* Nodesmith__V1__Notice__Kind values */
+
 typedef struct Metrics {
         uint64_t reports[_REPORT_RESULT_MAX];
+        uint64_t notices_total[NOTICE_KINDS];
+        uint64_t notices_withdrawn_total[NOTICE_KINDS];
         uint64_t nodes_registered_total;
         uint64_t http_requests_total;
         uint64_t http_rejected_total;
@@ -75,6 +79,8 @@ uint64_t coordinator_now(Coordinator *c);
 int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
                               size_t *ret_len, void *userdata);
 const char *report_result_to_string(ReportResult r);
+/* "spot_interruption", "rebalance", ... */
+const char *notice_kind_to_string(int kind);
 
 /* httpd.c: /metrics, /healthz, /readyz, /api/v1/nodes served from the loop. */
 int http_server_new(Coordinator *c, const char *url, HttpServer **ret);

@@ -19,9 +19,18 @@ int registry_init(Registry *r, size_t max_nodes) {
         return r->slots ? 0 : -ENOMEM;
 }
 
+static void notices_free(NodeEntry *e) {
+        for (size_t i = 0; i < e->n_notices; i++)
+                free(e->notices[i].event_id);
+        free(e->notices);
+        e->notices = NULL;
+        e->n_notices = 0;
+}
+
 static void entry_free(NodeEntry *e) {
         if (!e)
                 return;
+        notices_free(e);
         pb_arena_free(e->arena);
         free(e->instance_id);
         free(e->reason);
@@ -123,4 +132,59 @@ int registry_remove(Registry *r, const char *id) {
                 r->slots[find_slot(r, e->instance_id)] = e;
         }
         return 0;
+}
+
+const NoticeRecord *registry_find_notice(const NodeEntry *e, const char *event_id) {
+        for (size_t i = 0; i < e->n_notices; i++)
+                if (streq(e->notices[i].event_id, event_id))
+                        return &e->notices[i];
+        return NULL;
+}
+
+int registry_sync_notices(NodeEntry *e, int64_t now, notice_change_t cb, void *userdata) {
+        const Nodesmith__V1__AgentReport *rep = e->report;
+        size_t n = rep->n_notices;
+
+        /* Fast path: the same set as before, in the same order (the steady state). */
+        if (n == e->n_notices) {
+                bool same = true;
+                for (size_t i = 0; same && i < n; i++)
+                        same = streq(strempty(rep->notices[i]->event_id), e->notices[i].event_id) &&
+                               (int) rep->notices[i]->kind == e->notices[i].kind;
+                if (same)
+                        return 0;
+        }
+
+        NoticeRecord *next = calloc(MAX(n, (size_t) 1), sizeof *next);
+        if (!next)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const Nodesmith__V1__Notice *no = rep->notices[i];
+                const NoticeRecord *old = registry_find_notice(e, strempty(no->event_id));
+                next[i] = (NoticeRecord) {
+                        .event_id = strdup(strempty(no->event_id)),
+                        .kind = (int) no->kind,
+                        .deadline_unix_ms = no->deadline_unix_ms,
+                        .recorded_unix_ms = old ? old->recorded_unix_ms : now,
+                };
+                if (!next[i].event_id) {
+                        for (size_t k = 0; k < i; k++)
+                                free(next[k].event_id);
+                        free(next);
+                        return -ENOMEM;
+                }
+                if (!old && cb)
+                        cb(e, &next[i], true, userdata);
+        }
+        for (size_t i = 0; i < e->n_notices; i++) {
+                bool kept = false;
+                for (size_t k = 0; !kept && k < n; k++)
+                        kept = streq(e->notices[i].event_id, next[k].event_id);
+                if (!kept && cb)
+                        cb(e, &e->notices[i], false, userdata);
+        }
+        notices_free(e);
+        e->notices = next;
+        e->n_notices = n;
+        return 1;
 }

@@ -12,6 +12,15 @@
 /* The coordinator's model of the nodes that report to it, keyed by instance id. Rebuilt from the
  * next round of reports after a restart; nothing here is state of record. */
 
+/* A notice as the coordinator recorded it: when it first saw it (the agent's first_seen is the
+ * agent's own clock), so notice latency can be measured end to end. */
+typedef struct NoticeRecord {
+        char *event_id;
+        int kind;                             /* Nodesmith__V1__Notice__Kind */
+        int64_t deadline_unix_ms;
+        int64_t recorded_unix_ms;
+} NoticeRecord;
+
 typedef struct NodeEntry {
         char *instance_id;
         Nodesmith__V1__AgentReport *report;   /* latest accepted report, unpacked into arena */
@@ -19,6 +28,8 @@ typedef struct NodeEntry {
         uint64_t first_seen_usec;             /* CLOCK_MONOTONIC */
         uint64_t last_seen_usec;
         uint64_t reports;
+        NoticeRecord *notices;
+        size_t n_notices;
         /* desired state handed back with every reply */
         Nodesmith__V1__NodeDirective__Action action;
         char *reason;
@@ -45,6 +56,12 @@ int registry_update(Registry *r, Nodesmith__V1__AgentReport *report, PbArena *ar
                     uint64_t now_usec, NodeEntry **ret, bool *ret_new);
 
 int registry_remove(Registry *r, const char *instance_id);
+
+/* Bring e's notice records in line with its latest report. Calls cb for each notice that is new
+ * (added = true) or withdrawn (added = false). */
+typedef void (*notice_change_t)(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata);
+int registry_sync_notices(NodeEntry *e, int64_t now_unix_ms, notice_change_t cb, void *userdata);
+const NoticeRecord *registry_find_notice(const NodeEntry *e, const char *event_id);
 
 /* Iterate: for (size_t i = 0; i < r->capacity; i++) if (r->slots[i]) ... */
 #define REGISTRY_FOREACH(e, reg)                                         \

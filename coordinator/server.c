@@ -20,6 +20,13 @@ const char *report_result_to_string(ReportResult r) {
         return r >= 0 && r < _REPORT_RESULT_MAX ? result_names[r] : "unknown";
 }
 
+const char *notice_kind_to_string(int kind) {
+        static const char *const names[NOTICE_KINDS] = {
+                "unspecified", "spot_interruption", "rebalance", "maintenance", "shutdown", "node_deleted",
+        };
+        return kind >= 0 && kind < NOTICE_KINDS ? names[kind] : "unknown";
+}
+
 static int64_t now_unix_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -45,6 +52,25 @@ static void log_refusal(Coordinator *c, const char *what, const char *instance) 
                     what, c->auth_suppressed ? " (and earlier refusals not logged)" : "");
         c->auth_log_usec = now;
         c->auth_suppressed = 0;
+}
+
+static void on_notice_change(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata) {
+        Coordinator *c = userdata;
+        int k = n->kind >= 0 && n->kind < NOTICE_KINDS ? n->kind : 0;
+        if (added) {
+                c->metrics.notices_total[k]++;
+                int64_t left = n->deadline_unix_ms > 0 ? n->deadline_unix_ms - n->recorded_unix_ms : 0;
+                if (n->deadline_unix_ms > 0)
+                        log_notice("Node %s: %s notice %s, deadline in %.1fs.", e->instance_id,
+                                   notice_kind_to_string(k), n->event_id, (double) left / 1000.0);
+                else
+                        log_notice("Node %s: %s notice %s.", e->instance_id, notice_kind_to_string(k),
+                                   n->event_id);
+        } else {
+                c->metrics.notices_withdrawn_total[k]++;
+                log_notice("Node %s: %s notice %s withdrawn.", e->instance_id,
+                           notice_kind_to_string(k), n->event_id);
+        }
 }
 
 static bool report_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *r, const char **why) {
@@ -148,6 +174,8 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         } else {
                 r = NULL; /* the registry owns it now */
                 arena = NULL;
+                if (registry_sync_notices(e, d.now_unix_ms, on_notice_change, c) < 0)
+                        log_warning("Node %s: out of memory recording notices.", e->instance_id);
                 if (is_new) {
                         c->metrics.nodes_registered_total++;
                         const Nodesmith__V1__Identity *id = e->report->identity;

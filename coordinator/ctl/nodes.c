@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
+#include <time.h>
 
 #include "ctl.h"
 #include "macro.h"
@@ -141,7 +143,10 @@ int ctl_nodes_main(int argc, char **argv) {
         cJSON_ArrayForEach(it, items) v[k++] = it;
         qsort(v, (size_t) n, sizeof *v, compare_name);
 
-        printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-8s %s\n", "NAME", "INSTANCE", "TYPE",
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double now_ms = (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1e6;
+        printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-24s %s\n", "NAME", "INSTANCE", "TYPE",
                "ZONE", "CAPACITY", "ALLOCATABLE", "REQUESTED", "NOTICES", "LAST-REPORT");
         for (int i = 0; i < n; i++) {
                 char alloc[64], req[64], age[32];
@@ -151,14 +156,24 @@ int ctl_nodes_main(int argc, char **argv) {
                 const cJSON *notices = cJSON_GetObjectItemCaseSensitive(v[i], "notices");
                 char nb[64] = "-";
                 if (cJSON_GetArraySize(notices) > 0) {
+                        /* the first notice, with the time it leaves: "spot-interruption(97s)" */
                         const cJSON *first = cJSON_GetArrayItem(notices, 0);
                         const char *kind = str(first, "kind");
+                        char kn[40];
                         if (strncmp(kind, "KIND_", 5) == 0)
                                 kind += 5;
-                        snprintf(nb, sizeof nb, "%s%s", kind,
-                                 cJSON_GetArraySize(notices) > 1 ? "+" : "");
+                        snprintf(kn, sizeof kn, "%s", kind);
+                        for (char *p = kn; *p; p++)
+                                *p = *p == '_' ? '-' : (char) tolower((unsigned char) *p);
+                        double deadline = num(first, "deadlineUnixMs");
+                        int extra = cJSON_GetArraySize(notices) - 1;
+                        if (deadline > 0)
+                                snprintf(nb, sizeof nb, "%s(%.0fs)%s", kn, (deadline - now_ms) / 1000.0,
+                                         extra > 0 ? "+" : "");
+                        else
+                                snprintf(nb, sizeof nb, "%s%s", kn, extra > 0 ? "+" : "");
                 }
-                printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-8s %s\n", str(v[i], "name"),
+                printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-24s %s\n", str(v[i], "name"),
                        str(v[i], "instanceId"), str(v[i], "instanceType"), str(v[i], "zone"),
                        str(v[i], "capacityType"), alloc, req, nb, age);
         }

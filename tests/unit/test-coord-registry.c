@@ -90,10 +90,77 @@ static void test_limit_and_growth(void **state) {
         registry_done(&reg);
 }
 
+static Nodesmith__V1__AgentReport *mk_notices(const char *boot, uint64_t seq, const char **ids, size_t n,
+                                              PbArena **ret) {
+        Nodesmith__V1__AgentReport r = NODESMITH__V1__AGENT_REPORT__INIT;
+        Nodesmith__V1__Identity ident = NODESMITH__V1__IDENTITY__INIT;
+        Nodesmith__V1__Notice no[4], *nv[4];
+        ident.instance_id = (char *) "i-n";
+        ident.boot_id = (char *) boot;
+        r.identity = &ident;
+        r.sequence = seq;
+        for (size_t i = 0; i < n; i++) {
+                nodesmith__v1__notice__init(&no[i]);
+                no[i].kind = NODESMITH__V1__NOTICE__KIND__KIND_MAINTENANCE;
+                no[i].event_id = (char *) ids[i];
+                no[i].deadline_unix_ms = 1000 * (int64_t) (i + 1);
+                nv[i] = &no[i];
+        }
+        r.n_notices = n;
+        r.notices = nv;
+        uint8_t buf[1024];
+        size_t len = nodesmith__v1__agent_report__pack(&r, buf);
+        PbArena *a = pb_arena_new(2048);
+        Nodesmith__V1__AgentReport *u = nodesmith__v1__agent_report__unpack(pb_arena_allocator(a), len, buf);
+        assert_non_null(u);
+        *ret = a;
+        return u;
+}
+
+static int added, withdrawn;
+static void count_changes(const NodeEntry *e, const NoticeRecord *n, bool add, void *userdata) {
+        if (add)
+                added++;
+        else
+                withdrawn++;
+}
+
+static void test_notices(void **state) {
+        Registry reg;
+        PbArena *a;
+        NodeEntry *e;
+        Nodesmith__V1__AgentReport *r;
+        const char *ab[] = { "evt-a", "evt-b" }, *a_only[] = { "evt-a" };
+        assert_int_equal(registry_init(&reg, 10), 0);
+
+        r = mk_notices("b", 1, ab, 2, &a);
+        assert_int_equal(registry_update(&reg, r, a, 1, &e, NULL), 0);
+        assert_int_equal(registry_sync_notices(e, 5000, count_changes, NULL), 1);
+        assert_int_equal(added, 2);
+        assert_int_equal(registry_find_notice(e, "evt-a")->recorded_unix_ms, 5000);
+
+        /* the same notices again: nothing new, first-recorded time kept */
+        r = mk_notices("b", 2, ab, 2, &a);
+        assert_int_equal(registry_update(&reg, r, a, 2, &e, NULL), 0);
+        assert_int_equal(registry_sync_notices(e, 6000, count_changes, NULL), 0);
+        assert_int_equal(added, 2);
+
+        /* evt-b withdrawn (a maintenance event canceled) */
+        r = mk_notices("b", 3, a_only, 1, &a);
+        assert_int_equal(registry_update(&reg, r, a, 3, &e, NULL), 0);
+        assert_int_equal(registry_sync_notices(e, 7000, count_changes, NULL), 1);
+        assert_int_equal(withdrawn, 1);
+        assert_int_equal(added, 2);
+        assert_null(registry_find_notice(e, "evt-b"));
+        assert_int_equal(registry_find_notice(e, "evt-a")->recorded_unix_ms, 5000);
+        registry_done(&reg);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_update_and_duplicates),
                 cmocka_unit_test(test_limit_and_growth),
+                cmocka_unit_test(test_notices),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
