@@ -6,6 +6,7 @@
 #include <systemd/sd-event.h>
 
 #include "capacity.h"
+#include "imds.h"
 #include "config.h"
 #include "link.h"
 #include "macro.h"
@@ -37,6 +38,11 @@ typedef struct AgentConfig {
         char *arch;
         char *nodepool;
         char *log_level;
+        bool imds;
+        char *imds_endpoint;
+        uint64_t imds_poll_interval_ms;
+        uint64_t imds_token_ttl_s;
+        uint64_t imds_timeout_ms;
 } AgentConfig;
 
 extern const Option agent_options[];
@@ -50,6 +56,7 @@ typedef struct Manager {
         char hostname[256];
 
         LinkClient *link;
+        ImdsWatcher *imds;           /* NULL with imds=no */
         sd_event_source *report_timer;
 
         NodeResources capacity;

@@ -47,6 +47,16 @@ const Option agent_options[] = {
         { "arch", OPTION_STRING, OPT(arch), NULL, "amd64 or arm64 (default: this machine's)" },
         { "nodepool", OPTION_STRING, OPT(nodepool), NULL, "NodePool this node belongs to" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
+        { "imds", OPTION_BOOL, OPT(imds), "yes",
+          "read identity and interruption notices from the EC2 instance metadata service" },
+        { "imds-endpoint", OPTION_STRING, OPT(imds_endpoint), "http://169.254.169.254",
+          "instance metadata service address" },
+        { "imds-poll-interval", OPTION_MSEC, OPT(imds_poll_interval_ms), "1s",
+          "how often to poll IMDS for notices (100ms..1h)" },
+        { "imds-token-ttl", OPTION_UINT, OPT(imds_token_ttl_s), "21600",
+          "IMDSv2 session token lifetime to ask for, seconds (1..21600)" },
+        { "imds-timeout", OPTION_MSEC, OPT(imds_timeout_ms), "1s",
+          "connect and total time-out of one IMDS request (50ms..1s)" },
 };
 const size_t agent_options_count = ELEMENTSOF(agent_options);
 
@@ -66,6 +76,7 @@ int manager_new(Manager **ret) {
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
+        imds_watcher_free(m->imds);
         link_client_free(m->link);
         sd_event_source_disable_unref(m->report_timer);
         sd_event_unref(m->event);
@@ -116,6 +127,15 @@ int manager_validate(Manager *m) {
                 return log_error_errno(EINVAL, "request-timeout must be at least 50ms.");
         if (c->max_message < 4096 || c->max_message > 64 * 1024 * 1024)
                 return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
+        if (c->imds_poll_interval_ms < 100 || c->imds_poll_interval_ms > 3600 * 1000)
+                return log_error_errno(EINVAL, "imds-poll-interval must be within 100ms..1h.");
+        if (c->imds_token_ttl_s < 1 || c->imds_token_ttl_s > 21600)
+                return log_error_errno(EINVAL, "imds-token-ttl must be within 1..21600 seconds.");
+        if (c->imds_timeout_ms < 50 || c->imds_timeout_ms > 1000)
+                return log_error_errno(EINVAL, "imds-timeout must be within 50ms..1s.");
+        if (c->imds && (isempty(c->imds_endpoint) || (strncmp(c->imds_endpoint, "http://", 7) != 0 &&
+                                                       strncmp(c->imds_endpoint, "https://", 8) != 0)))
+                return log_error_errno(EINVAL, "imds-endpoint must be an http:// or https:// URL.");
         if (c->capacity_type && !streq(c->capacity_type, "spot") && !streq(c->capacity_type, "on-demand"))
                 return log_error_errno(EINVAL, "capacity-type must be spot or on-demand.");
         if (!c->arch && (r = free_and_strdup(&c->arch, machine_arch())) < 0)
@@ -295,6 +315,33 @@ void manager_report_soon(Manager *m) {
                 schedule(m, 0);
 }
 
+/* IMDS values fill what the flags left unset. */
+static int fill_from_imds(char **field, const char *value) {
+        if (*field || isempty(value))
+                return 0;
+        return free_and_strdup(field, value);
+}
+
+static void on_imds(ImdsWatcher *w, ImdsEvent ev, void *userdata) {
+        Manager *m = userdata;
+        AgentConfig *c = &m->cfg;
+
+        if (ev == IMDS_EVENT_IDENTITY) {
+                const ImdsIdentity *id = imds_watcher_identity(w);
+                const char *lc = NULL;
+                if (id && id->life_cycle)
+                        lc = streq(id->life_cycle, "spot") ? "spot" : "on-demand";
+                if (fill_from_imds(&c->instance_id, id ? id->instance_id : NULL) < 0 ||
+                    fill_from_imds(&c->instance_type, id ? id->instance_type : NULL) < 0 ||
+                    fill_from_imds(&c->zone, id ? id->zone : NULL) < 0 ||
+                    fill_from_imds(&c->region, id ? id->region : NULL) < 0 ||
+                    fill_from_imds(&c->capacity_type, lc) < 0)
+                        log_oom();
+                (void) manager_refresh_capacity(m);
+        }
+        manager_report_soon(m);
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
         if (si->ssi_signo == SIGHUP) {
@@ -326,10 +373,34 @@ int manager_start(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the link to %s: %m", m->cfg.coordinator);
 
-        r = sd_event_add_time(m->event, &m->report_timer, CLOCK_MONOTONIC, 0, 0, on_report_timer, m);
+        if (isempty(m->cfg.instance_id) && !m->cfg.imds)
+                return log_error_errno(EINVAL, "No instance id: set instance-id or enable imds.");
+
+        r = sd_event_add_time(m->event, &m->report_timer, CLOCK_MONOTONIC, 0, 1, on_report_timer, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to add the report timer: %m");
         (void) sd_event_source_set_description(m->report_timer, "report");
+
+        if (m->cfg.imds) {
+                ImdsConfig ic = {
+                        .endpoint = m->cfg.imds_endpoint,
+                        .poll_interval_ms = m->cfg.imds_poll_interval_ms,
+                        .token_ttl_s = m->cfg.imds_token_ttl_s,
+                        .timeout_ms = m->cfg.imds_timeout_ms,
+                };
+                r = imds_watcher_new(m->event, &ic, on_imds, m, &m->imds);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the IMDS client: %m");
+                r = imds_watcher_start(m->imds);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to start the IMDS client: %m");
+                /* Without an instance id the first report waits for IMDS's answer. */
+                if (isempty(m->cfg.instance_id)) {
+                        (void) sd_event_source_set_enabled(m->report_timer, SD_EVENT_OFF);
+                        log_info("Waiting for the instance identity from IMDS (%s).",
+                                 m->cfg.imds_endpoint);
+                }
+        }
 
         r = daemon_add_signals(m->event, on_signal, m);
         if (r < 0)

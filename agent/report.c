@@ -39,7 +39,41 @@ typedef struct ReportParts {
         Nodesmith__V1__Identity identity;
         Nodesmith__V1__Resources capacity, allocatable, requested;
         Nodesmith__V1__DrainStatus drain;
+        Nodesmith__V1__Notice notices[IMDS_MAX_NOTICES];
+        Nodesmith__V1__Notice *notice_ptrs[IMDS_MAX_NOTICES];
 } ReportParts;
+
+static void identity_from_imds(Manager *m, ReportParts *p) {
+        const ImdsIdentity *id = imds_watcher_identity(m->imds);
+        if (!id)
+                return;
+        p->identity.private_ip = id->local_ipv4 ? id->local_ipv4 : (char *) "";
+        if (id->document)
+                p->identity.identity_document = (ProtobufCBinaryData) {
+                        .len = strlen(id->document), .data = (uint8_t *) id->document };
+        if (id->rsa2048)
+                p->identity.identity_rsa2048 = (ProtobufCBinaryData) {
+                        .len = strlen(id->rsa2048), .data = (uint8_t *) id->rsa2048 };
+}
+
+static void notices_to_pb(Manager *m, ReportParts *p) {
+        const ImdsNotice *v = NULL;
+        size_t n = imds_watcher_notices(m->imds, &v);
+        for (size_t i = 0; i < n && i < IMDS_MAX_NOTICES; i++) {
+                Nodesmith__V1__Notice *pb = &p->notices[i];
+                nodesmith__v1__notice__init(pb);
+                pb->kind = v[i].kind;
+                pb->event_id = (char *) v[i].event_id;
+                pb->action = (char *) v[i].action;
+                pb->deadline_unix_ms = v[i].deadline_unix_ms;
+                pb->first_seen_unix_ms = v[i].first_seen_unix_ms;
+                pb->not_after_unix_ms = v[i].not_after_unix_ms;
+                pb->description = (char *) v[i].description;
+                p->notice_ptrs[i] = pb;
+        }
+        p->report.n_notices = MIN(n, (size_t) IMDS_MAX_NOTICES);
+        p->report.notices = p->report.n_notices ? p->notice_ptrs : NULL;
+}
 
 static void report_build(Manager *m, ReportParts *p) {
         const AgentConfig *c = &m->cfg;
@@ -58,6 +92,7 @@ static void report_build(Manager *m, ReportParts *p) {
         p->identity.agent_version = (char *) AGENT_VERSION;
         p->identity.boot_id = m->boot_id;
         p->identity.node_name = c->node_name ? c->node_name : m->hostname;
+        identity_from_imds(m, p);
 
         resources_to_pb(&m->capacity, &p->capacity);
         resources_to_pb(&m->allocatable, &p->allocatable);
@@ -74,6 +109,7 @@ static void report_build(Manager *m, ReportParts *p) {
         p->report.requested = &p->requested;
         p->report.drain = &p->drain;
         p->report.report_interval_ms = (uint32_t) (m->interval_usec / 1000);
+        notices_to_pb(m, p);
 }
 
 int report_pack(Manager *m, uint8_t **ret, size_t *ret_len) {

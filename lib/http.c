@@ -228,7 +228,7 @@ int http_client_new(sd_event *e, HttpClient **ret) {
                 http_client_free(c);
                 return -ENOMEM;
         }
-        r = sd_event_add_time(e, &c->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_timer, c);
+        r = sd_event_add_time(e, &c->timer, CLOCK_MONOTONIC, UINT64_MAX, 1, on_timer, c);
         if (r >= 0)
                 r = sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
         if (r < 0) {

@@ -414,7 +414,7 @@ int link_client_new(sd_event *e, const char *url, const LinkTls *tls, size_t max
         }
         r = sd_event_add_io(e, &c->io, fd, EPOLLIN, client_on_io, c);
         if (r >= 0)
-                r = sd_event_add_time(e, &c->timeout, CLOCK_MONOTONIC, UINT64_MAX, 0,
+                r = sd_event_add_time(e, &c->timeout, CLOCK_MONOTONIC, UINT64_MAX, 1,
                                       client_on_timeout, c);
         if (r >= 0)
                 r = sd_event_source_set_enabled(c->timeout, SD_EVENT_OFF);

@@ -233,7 +233,8 @@ def agent_argv(coord, root, instance_id, instance_type="m5.large", zone="us-east
             "--instance-id", instance_id, "--instance-type", instance_type, "--zone", zone,
             "--region", "us-east-1", "--capacity-type", "on-demand", "--node-name",
             f"ip-{instance_id}", "--report-interval", coord.interval,
-            "--token-file", token_file or coord.pki["token_file"], "--log-level", "debug"]
+            "--token-file", token_file or coord.pki["token_file"], "--log-level", "debug",
+            "--imds", "no"]
     if coord.insecure:
         argv.append("--insecure")
     else:
