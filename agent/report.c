@@ -7,6 +7,7 @@
 #include "log.h"
 #include "macro.h"
 #include "pbjson.h"
+#include "wire.h"
 
 static int64_t now_unix_ms(void) {
         struct timespec ts;
@@ -35,7 +36,7 @@ static Nodesmith__V1__CapacityType capacity_type_from_string(const char *s) {
 
 /* The message points into m's strings; it must not outlive this call's caller frame. */
 typedef struct ReportParts {
-        Nodesmith__V1__AgentReport report;
+        Nodesmith__V1__NodeState report; /* the state; the envelope is built around its bytes */
         Nodesmith__V1__Identity identity;
         Nodesmith__V1__Resources capacity, allocatable, requested;
         Nodesmith__V1__DrainStatus drain;
@@ -78,7 +79,7 @@ static void notices_to_pb(Manager *m, ReportParts *p) {
 static void report_build(Manager *m, ReportParts *p) {
         const AgentConfig *c = &m->cfg;
 
-        nodesmith__v1__agent_report__init(&p->report);
+        nodesmith__v1__node_state__init(&p->report);
         nodesmith__v1__identity__init(&p->identity);
         nodesmith__v1__drain_status__init(&p->drain);
 
@@ -99,42 +100,47 @@ static void report_build(Manager *m, ReportParts *p) {
         NodeResources none = {};
         resources_to_pb(&none, &p->requested);
 
-        p->report.protocol_version = NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
-        p->report.token = m->token ? m->token : (char *) "";
         p->report.identity = &p->identity;
-        p->report.sequence = m->sequence;
-        p->report.sent_unix_ms = now_unix_ms();
         p->report.capacity = &p->capacity;
         p->report.allocatable = &p->allocatable;
         p->report.requested = &p->requested;
         p->report.drain = &p->drain;
-        p->report.report_interval_ms = (uint32_t) (m->interval_usec / 1000);
         notices_to_pb(m, p);
+}
+
+static WireEnvelope envelope(Manager *m) {
+        return (WireEnvelope) {
+                .token = m->token,
+                .instance_id = m->cfg.instance_id,
+                .boot_id = m->boot_id,
+                .sequence = m->sequence,
+                .sent_unix_ms = now_unix_ms(),
+                .report_interval_ms = (uint32_t) (m->interval_usec / 1000),
+        };
 }
 
 int report_pack(Manager *m, uint8_t **ret, size_t *ret_len) {
         ReportParts p;
+        WireEnvelope w = envelope(m);
         report_build(m, &p);
-        size_t n = nodesmith__v1__agent_report__get_packed_size(&p.report);
-        if (n > m->cfg.max_message)
-                return -EMSGSIZE;
-        uint8_t *buf = malloc(n ? n : 1);
-        if (!buf)
-                return -ENOMEM;
-        nodesmith__v1__agent_report__pack(&p.report, buf);
-        *ret = buf;
-        *ret_len = n;
-        return 0;
+        return wire_pack_report(&w, &p.report, m->cfg.max_message, ret, ret_len);
 }
 
 int report_print_json(Manager *m, FILE *f) {
         ReportParts p;
         cJSON *j = NULL;
+        int r;
+
         report_build(m, &p);
-        p.report.token = (char *) ""; /* never print the secret */
-        int r = pb_to_json(&p.report.base, false, &j);
+        r = pb_to_json(&p.report.base, false, &j);
         if (r < 0)
                 return r;
+        /* the envelope's fields, but never the token */
+        WireEnvelope w = envelope(m);
+        cJSON_AddStringToObject(j, "instanceId", strempty(w.instance_id));
+        cJSON_AddStringToObject(j, "bootId", strempty(w.boot_id));
+        cJSON_AddNumberToObject(j, "protocolVersion", NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+        cJSON_AddNumberToObject(j, "reportIntervalMs", w.report_interval_ms);
         char *s = cJSON_Print(j);
         cJSON_Delete(j);
         if (!s)

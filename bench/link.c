@@ -2,7 +2,8 @@
 /* bench/link: how many agent reports per second one coordinator answers. Simulates N agents,
  * each a REQ context that sends a realistic report (P pods), waits for the directive and sends
  * the next one at once, for S seconds. Prints one JSON line.
- *   link URL [--agents N] [--pods P] [--seconds S] [--token T] [--ca FILE] [--sockets K] */
+ *   link URL [--agents N] [--pods P] [--seconds S] [--token T] [--ca FILE] [--sockets K]
+ *            [--change-rate F]   fraction of reports whose node state changed (default 0) */
 #include <getopt.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -16,22 +17,43 @@
 #include <unistd.h>
 
 #include "nodesmith.pb-c.h"
+#include "wire.h"
 
 typedef struct Sim {
         nng_ctx ctx;
         nng_aio *aio;
-        uint8_t *report;
-        size_t len;
+        uint8_t *state[2];   /* two packed NodeStates: the usual one and a changed one */
+        size_t state_len[2];
+        char iid[32], boot[48];
+        uint64_t seq;
+        int variant;
+        unsigned rng;
         bool sending;
         atomic_bool stop;
 } Sim;
 
 static atomic_ullong replies, errors, refused, timeouts;
+static double change_rate; /* fraction of reports whose state changed since the last one */
+static const char *bench_token = "";
+static size_t report_bytes;
 
 static void send_next(Sim *s) {
         nng_msg *m;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        /* Every report is new (sequence + 1); some carry a changed state. */
+        s->seq++;
+        if (change_rate > 0 && (double) rand_r(&s->rng) / RAND_MAX < change_rate)
+                s->variant ^= 1;
+        WireEnvelope w = { .token = bench_token, .instance_id = s->iid, .boot_id = s->boot,
+                           .sequence = s->seq, .sent_unix_ms = (int64_t) time(NULL) * 1000,
+                           .report_interval_ms = 10000 };
+        if (wire_pack_envelope(&w, s->state[s->variant], s->state_len[s->variant], 64u << 20, &buf, &len) < 0)
+                abort();
+        report_bytes = len;
         nng_msg_alloc(&m, 0);
-        nng_msg_append(m, s->report, s->len);
+        nng_msg_append(m, buf, len);
+        free(buf);
         nng_aio_set_msg(s->aio, m);
         nng_aio_set_timeout(s->aio, 5000);
         s->sending = true;
@@ -70,13 +92,12 @@ static void on_aio(void *arg) {
         }
         if (s->sending && r != 0) /* the message is still ours after a failed send */
                 nng_msg_free(nng_aio_get_msg(s->aio));
-        /* The same report again: after the first one the coordinator counts it as a duplicate
-         * (same boot, same sequence), which is still fully unpacked, checked and answered. */
         send_next(s);
 }
 
-static uint8_t *make_report(int idx, int pods, const char *token, size_t *len) {
-        Nodesmith__V1__AgentReport rep = NODESMITH__V1__AGENT_REPORT__INIT;
+/* The packed NodeState of simulated node idx (variant 1: one pod's phase differs). */
+static uint8_t *make_state(int idx, int pods, int variant, size_t *len) {
+        Nodesmith__V1__NodeState rep = NODESMITH__V1__NODE_STATE__INIT;
         Nodesmith__V1__Identity id = NODESMITH__V1__IDENTITY__INIT;
         Nodesmith__V1__Resources cap = NODESMITH__V1__RESOURCES__INIT, alloc = cap, req = cap;
         Nodesmith__V1__DrainStatus drain = NODESMITH__V1__DRAIN_STATUS__INIT;
@@ -122,21 +143,19 @@ static uint8_t *make_report(int idx, int pods, const char *token, size_t *len) {
                 req.cpu_millis += 250;
                 req.memory_bytes += 512LL << 20;
         }
-        rep.protocol_version = 1;
-        rep.token = (char *) token;
         rep.identity = &id;
-        rep.sequence = 1;
-        rep.sent_unix_ms = (int64_t) time(NULL) * 1000;
         rep.capacity = &cap;
         rep.allocatable = &alloc;
         rep.requested = &req;
         rep.drain = &drain;
         rep.n_pods = (size_t) pods;
         rep.pods = pv;
-        rep.report_interval_ms = 10000;
-        *len = nodesmith__v1__agent_report__get_packed_size(&rep);
+        /* a changed state: one pod's phase differs */
+        if (variant && pods > 0)
+                pp[0].phase = (char *) "Pending";
+        *len = nodesmith__v1__node_state__get_packed_size(&rep);
         uint8_t *buf = malloc(*len);
-        nodesmith__v1__agent_report__pack(&rep, buf);
+        nodesmith__v1__node_state__pack(&rep, buf);
         free(pp);
         free(pv);
         free(pr);
@@ -150,6 +169,7 @@ int main(int argc, char **argv) {
                 { "agents", required_argument, NULL, 'a' }, { "pods", required_argument, NULL, 'p' },
                 { "seconds", required_argument, NULL, 's' }, { "token", required_argument, NULL, 't' },
                 { "ca", required_argument, NULL, 'c' }, { "sockets", required_argument, NULL, 'k' },
+                { "change-rate", required_argument, NULL, 'r' },
                 {}
         };
         int agents = 200, pods = 20, sockets = 0, c;
@@ -163,6 +183,7 @@ int main(int argc, char **argv) {
                 case 't': token = optarg; break;
                 case 'c': ca = optarg; break;
                 case 'k': sockets = atoi(optarg); break;
+                case 'r': change_rate = atof(optarg); break;
                 default: return 2;
                 }
         if (sockets <= 0 || sockets > agents)
@@ -195,11 +216,17 @@ int main(int argc, char **argv) {
         }
         Sim *sims = calloc((size_t) agents, sizeof *sims);
         for (int i = 0; i < agents; i++) {
-                sims[i].report = make_report(i, pods, token, &sims[i].len);
+                sims[i].state[0] = make_state(i, pods, 0, &sims[i].state_len[0]);
+                sims[i].state[1] = make_state(i, pods, 1, &sims[i].state_len[1]);
+                snprintf(sims[i].iid, sizeof sims[i].iid, "i-%017x", i);
+                snprintf(sims[i].boot, sizeof sims[i].boot, "6b1c3c2e-0000-4000-8000-%012x", i);
+                sims[i].rng = (unsigned) i * 2654435761u + 1;
+                /* newer than any earlier run against the same coordinator */
+                sims[i].seq = (uint64_t) time(NULL) << 24;
                 nng_ctx_open(&sims[i].ctx, socks[i % sockets]);
                 nng_aio_alloc(&sims[i].aio, on_aio, &sims[i]);
         }
-        size_t msg_len = sims[0].len;
+        bench_token = token;
         /* warm up: every agent registers once */
         for (int i = 0; i < agents; i++)
                 send_next(&sims[i]);
@@ -213,9 +240,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < agents; i++)
                 atomic_store(&sims[i].stop, true);
         double dt = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
-        printf("{\"agents\": %d, \"pods_per_report\": %d, \"report_bytes\": %zu, \"seconds\": %.2f, "
+        printf("{\"agents\": %d, \"pods_per_report\": %d, \"change_rate\": %.3f, \"report_bytes\": %zu, \"seconds\": %.2f, "
                "\"replies\": %llu, \"reports_per_second\": %.0f, \"errors\": %llu, \"refused\": %llu, \"timeouts\": %llu}\n",
-               agents, pods, msg_len, dt, r1 - r0, (double) (r1 - r0) / dt,
+               agents, pods, change_rate, report_bytes, dt, r1 - r0, (double) (r1 - r0) / dt,
                atomic_load(&errors), atomic_load(&refused), atomic_load(&timeouts));
         fflush(stdout);
         /* Tearing down hundreds of TLS pipes takes NNG a while and measures nothing. */

@@ -71,6 +71,9 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                         strbuf_printf(&b, "nodesmith_notices_in_force{kind=\"%s\"} %llu\n",
                                       notice_kind_to_string(k), (unsigned long long) in_force[k]);
         }
+        strbuf_printf(&b, "# HELP nodesmith_reports_unchanged_total Reports whose node state was unchanged (not re-read).\n"
+                          "# TYPE nodesmith_reports_unchanged_total counter\nnodesmith_reports_unchanged_total %llu\n",
+                      (unsigned long long) c->metrics.reports_unchanged_total);
         strbuf_printf(&b, "# HELP nodesmith_nodes Nodes known from agent reports.\n"
                           "# TYPE nodesmith_nodes gauge\nnodesmith_nodes %zu\n", c->registry.n);
         strbuf_printf(&b, "# HELP nodesmith_nodes_registered_total Nodes that registered.\n"
@@ -93,7 +96,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         strbuf_printf(&b, "# HELP nodesmith_node_allocatable Allocatable resources reported by each node's agent.\n"
                           "# TYPE nodesmith_node_allocatable gauge\n");
         REGISTRY_FOREACH(e, &c->registry) {
-                const Nodesmith__V1__Resources *a = e->report->allocatable;
+                const Nodesmith__V1__Resources *a = e->state->allocatable;
                 const struct {
                         const char *name;
                         int64_t v;
@@ -104,7 +107,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                         strbuf_printf(&b, "nodesmith_node_allocatable{instance_id=\"");
                         label(&b, e->instance_id);
                         strbuf_printf(&b, "\",node=\"");
-                        label(&b, e->report->identity->node_name);
+                        label(&b, e->state->identity->node_name);
                         if (k == 0)
                                 strbuf_printf(&b, "\",resource=\"cpu\"} %.3f\n", (double) res[k].v / 1000.0);
                         else
@@ -150,7 +153,7 @@ int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
                 return -ENOMEM;
         }
         REGISTRY_FOREACH(e, &c->registry) {
-                const Nodesmith__V1__AgentReport *r = e->report;
+                const Nodesmith__V1__NodeState *r = e->state;
                 const Nodesmith__V1__Identity *id = r->identity;
                 cJSON *n = cJSON_CreateObject();
                 if (!n)
@@ -183,7 +186,7 @@ int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
                                 cJSON_AddItemToObject(n, "drain", j);
                 }
                 cJSON_AddStringToObject(n, "action", e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN ? "drain" : "run");
-                cJSON_AddNumberToObject(n, "reportSequence", (double) r->sequence);
+                cJSON_AddNumberToObject(n, "reportSequence", (double) e->sequence);
                 cJSON_AddNumberToObject(n, "reports", (double) e->reports);
                 cJSON_AddNumberToObject(n, "lastReportAgeSeconds",
                                         (double) (now - e->last_seen_usec) / 1e6);

@@ -54,6 +54,7 @@ Coordinator *coordinator_free(Coordinator *c) {
         http_server_free(c->http);
         link_server_free(c->link);
         registry_done(&c->registry);
+        pb_arena_free(c->scratch);
         sd_event_unref(c->event);
         config_free(coord_options, coord_options_count, &c->cfg);
         if (c->token)
@@ -148,6 +149,9 @@ int coordinator_start(Coordinator *c) {
 
         r = registry_init(&c->registry, c->cfg.max_nodes);
         if (r < 0)
+                return log_oom();
+        c->scratch = pb_arena_new(64 * 1024);
+        if (!c->scratch)
                 return log_oom();
 
         LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };

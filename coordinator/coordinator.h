@@ -45,6 +45,7 @@ typedef enum ReportResult {
 
 typedef struct Metrics {
         uint64_t reports[_REPORT_RESULT_MAX];
+        uint64_t reports_unchanged_total;
         uint64_t notices_total[NOTICE_KINDS];
         uint64_t notices_withdrawn_total[NOTICE_KINDS];
         uint64_t nodes_registered_total;
@@ -59,6 +60,7 @@ typedef struct Coordinator {
         CoordConfig cfg;
         char *token;
         Registry registry;
+        PbArena *scratch;              /* for report envelopes, reset per report */
         LinkServer *link;
         HttpServer *http;
         Metrics metrics;

@@ -32,6 +32,7 @@ static void entry_free(NodeEntry *e) {
                 return;
         notices_free(e);
         pb_arena_free(e->arena);
+        free(e->state_bytes);
         free(e->instance_id);
         free(e->reason);
         free(e);
@@ -72,34 +73,50 @@ static int grow(Registry *r) {
         return 0;
 }
 
-int registry_update(Registry *r, Nodesmith__V1__AgentReport *report, PbArena *arena, uint64_t now,
-                    NodeEntry **ret, bool *ret_new) {
-        const char *id = report->identity->instance_id;
+bool registry_is_duplicate(const NodeEntry *e, const char *boot_id, uint64_t sequence) {
+        return e && e->state && streq_ptr(e->state->identity ? e->state->identity->boot_id : NULL, boot_id) &&
+               sequence <= e->sequence;
+}
+
+bool registry_state_unchanged(const NodeEntry *e, const uint8_t *state, size_t len) {
+        return e && e->state_bytes && e->state_len == len && memcmp(e->state_bytes, state, len) == 0;
+}
+
+void registry_touch(NodeEntry *e, uint64_t sequence, uint64_t now) {
+        e->sequence = sequence;
+        e->last_seen_usec = now;
+        e->reports++;
+}
+
+int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__NodeState *state,
+                 PbArena *arena, const uint8_t *bytes, size_t len, uint64_t now, NodeEntry **ret,
+                 bool *ret_new) {
         size_t i = find_slot(r, id);
         NodeEntry *e = r->slots[i];
         bool is_new = false;
 
-        if (e) {
-                const Nodesmith__V1__AgentReport *old = e->report;
-                if (old && streq_ptr(old->identity->boot_id, report->identity->boot_id) &&
-                    report->sequence <= old->sequence)
-                        return -EALREADY;
-                e->arena = pb_arena_free(e->arena);
-        } else {
-                if (r->n >= r->max_nodes)
+        uint8_t *copy = malloc(len ? len : 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, bytes, len);
+
+        if (!e) {
+                if (r->n >= r->max_nodes) {
+                        free(copy);
                         return -ENOSPC;
+                }
                 if ((r->n + 1) * 4 > r->capacity * 3) {
                         int k = grow(r);
-                        if (k < 0)
+                        if (k < 0) {
+                                free(copy);
                                 return k;
+                        }
                         i = find_slot(r, id);
                 }
                 e = calloc(1, sizeof *e);
-                if (!e)
-                        return -ENOMEM;
-                e->instance_id = strdup(id);
-                if (!e->instance_id) {
+                if (!e || !(e->instance_id = strdup(id))) {
                         free(e);
+                        free(copy);
                         return -ENOMEM;
                 }
                 e->first_seen_usec = now;
@@ -107,10 +124,13 @@ int registry_update(Registry *r, Nodesmith__V1__AgentReport *report, PbArena *ar
                 r->n++;
                 is_new = true;
         }
-        e->report = report;
+        pb_arena_free(e->arena);
+        free(e->state_bytes);
+        e->state = state;
         e->arena = arena;
-        e->last_seen_usec = now;
-        e->reports++;
+        e->state_bytes = copy;
+        e->state_len = len;
+        registry_touch(e, sequence, now);
         if (ret)
                 *ret = e;
         if (ret_new)
@@ -142,7 +162,7 @@ const NoticeRecord *registry_find_notice(const NodeEntry *e, const char *event_i
 }
 
 int registry_sync_notices(NodeEntry *e, int64_t now, notice_change_t cb, void *userdata) {
-        const Nodesmith__V1__AgentReport *rep = e->report;
+        const Nodesmith__V1__NodeState *rep = e->state;
         size_t n = rep->n_notices;
 
         /* Fast path: the same set as before, in the same order (the steady state). */

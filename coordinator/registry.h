@@ -23,8 +23,11 @@ typedef struct NoticeRecord {
 
 typedef struct NodeEntry {
         char *instance_id;
-        Nodesmith__V1__AgentReport *report;   /* latest accepted report, unpacked into arena */
-        PbArena *arena;                       /* owns report */
+        uint64_t sequence;                    /* of the last accepted report */
+        Nodesmith__V1__NodeState *state;      /* latest state, unpacked into arena */
+        PbArena *arena;                       /* owns state */
+        uint8_t *state_bytes;                 /* the state as received, to spot unchanged ones */
+        size_t state_len;
         uint64_t first_seen_usec;             /* CLOCK_MONOTONIC */
         uint64_t last_seen_usec;
         uint64_t reports;
@@ -49,15 +52,21 @@ void registry_done(Registry *r);
 
 NodeEntry *registry_get(const Registry *r, const char *instance_id);
 
-/* Record a report unpacked into arena (takes ownership of both on success). A report from the same boot with a
- * sequence not newer than the last one is a duplicate: -EALREADY, nothing changes. A new node
- * beyond max_nodes: -ENOSPC. *ret_new tells whether the node was unknown. */
-int registry_update(Registry *r, Nodesmith__V1__AgentReport *report, PbArena *arena,
-                    uint64_t now_usec, NodeEntry **ret, bool *ret_new);
+/* A report from the same boot whose sequence is not newer than the last one. */
+bool registry_is_duplicate(const NodeEntry *e, const char *boot_id, uint64_t sequence);
+/* The state bytes are those of the last accepted report: nothing to re-read. */
+bool registry_state_unchanged(const NodeEntry *e, const uint8_t *state, size_t len);
+/* Record a report whose state is unchanged. */
+void registry_touch(NodeEntry *e, uint64_t sequence, uint64_t now_usec);
+/* Record a new state, unpacked into arena from bytes (takes ownership of state and arena on
+ * success; copies bytes). A new node beyond max_nodes: -ENOSPC, nothing taken. */
+int registry_put(Registry *r, const char *instance_id, uint64_t sequence,
+                 Nodesmith__V1__NodeState *state, PbArena *arena, const uint8_t *bytes, size_t len,
+                 uint64_t now_usec, NodeEntry **ret, bool *ret_new);
 
 int registry_remove(Registry *r, const char *instance_id);
 
-/* Bring e's notice records in line with its latest report. Calls cb for each notice that is new
+/* Bring e's notice records in line with its latest state. Calls cb for each notice that is new
  * (added = true) or withdrawn (added = false). */
 typedef void (*notice_change_t)(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata);
 int registry_sync_notices(NodeEntry *e, int64_t now_unix_ms, notice_change_t cb, void *userdata);

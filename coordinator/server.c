@@ -73,131 +73,136 @@ static void on_notice_change(const NodeEntry *e, const NoticeRecord *n, bool add
         }
 }
 
-static bool report_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *r, const char **why) {
-        if (!r->identity || isempty(r->identity->instance_id)) {
-                *why = "report carries no instance id";
+static bool state_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *env,
+                        const Nodesmith__V1__NodeState *st, const char **why) {
+        if (!st->identity || !streq(strempty(st->identity->instance_id), env->instance_id)) {
+                *why = "state names another instance than the report";
                 return false;
         }
-        if (strlen(r->identity->instance_id) > 64) {
-                *why = "instance id too long";
+        if (!streq(strempty(st->identity->boot_id), strempty(env->boot_id))) {
+                *why = "state names another boot than the report";
                 return false;
         }
-        if (!r->capacity || !r->allocatable) {
+        if (!st->capacity || !st->allocatable) {
                 *why = "report carries no capacity";
                 return false;
         }
-        if (r->n_pods > c->cfg.max_pods_per_node) {
+        if (st->n_pods > c->cfg.max_pods_per_node) {
                 *why = "too many pods in one report";
                 return false;
         }
-        if (r->n_notices > c->cfg.max_notices_per_node) {
+        if (st->n_notices > c->cfg.max_notices_per_node) {
                 *why = "too many notices in one report";
                 return false;
         }
-        if (r->allocatable->cpu_millis < 0 || r->allocatable->memory_bytes < 0 ||
-            r->allocatable->pods < 0 || r->capacity->cpu_millis < 0) {
+        if (st->allocatable->cpu_millis < 0 || st->allocatable->memory_bytes < 0 ||
+            st->allocatable->pods < 0 || st->capacity->cpu_millis < 0) {
                 *why = "negative resources";
                 return false;
         }
         return true;
 }
 
+#define REFUSE(res, code, text)                                                     \
+        do {                                                                          \
+                result = (res);                                                       \
+                d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__##code;             \
+                d.error = (char *) (text);                                            \
+                log_refusal(c, d.error, instance);                                    \
+                goto reply;                                                           \
+        } while (0)
+
 int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
                               size_t *ret_len, void *userdata) {
         Coordinator *c = userdata;
         Nodesmith__V1__NodeDirective d = NODESMITH__V1__NODE_DIRECTIVE__INIT;
         ReportResult result = REPORT_OK;
-        const char *why = NULL;
+        const char *instance = NULL, *why = NULL;
         char errbuf[160];
         NodeEntry *e = NULL;
+        PbArena *arena = NULL;
+        Nodesmith__V1__AgentReport *env = NULL;
 
         d.protocol_version = NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
         d.report_interval_ms = (uint32_t) c->cfg.report_interval_ms;
         d.now_unix_ms = now_unix_ms();
 
-        /* Everything the report holds lives in one arena, released in one go. */
-        PbArena *arena = pb_arena_new(len * 4 + 512);
-        Nodesmith__V1__AgentReport *r =
-                arena ? nodesmith__v1__agent_report__unpack(pb_arena_allocator(arena), len, req) : NULL;
-        if (!r) {
-                result = REPORT_INVALID;
-                d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_INVALID;
-                d.error = (char *) "malformed report";
-                log_refusal(c, "malformed message", NULL);
-                goto reply;
-        }
-        d.ack_sequence = r->sequence;
-        const char *instance = r->identity ? r->identity->instance_id : NULL;
+        /* The envelope is small; its allocations go to a scratch arena reused for every report. */
+        pb_arena_reset(c->scratch);
+        env = nodesmith__v1__agent_report__unpack(pb_arena_allocator(c->scratch), len, req);
+        if (!env)
+                REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed report");
+        d.ack_sequence = env->sequence;
+        instance = env->instance_id;
 
-        if (r->protocol_version != NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
-                result = REPORT_VERSION_MISMATCH;
-                d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_VERSION_MISMATCH;
+        if (env->protocol_version != NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
                 snprintf(errbuf, sizeof errbuf,
                          "coordinator %s speaks protocol version %d, the agent sent version %u",
                          COORDINATOR_VERSION, NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT,
-                         r->protocol_version);
-                d.error = errbuf;
-                log_refusal(c, errbuf, instance);
-                goto reply;
+                         env->protocol_version);
+                REFUSE(REPORT_VERSION_MISMATCH, STATUS_VERSION_MISMATCH, errbuf);
         }
-        if (!token_equal(strempty(r->token), c->token)) {
-                result = REPORT_UNAUTHENTICATED;
-                d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_UNAUTHENTICATED;
-                d.error = (char *) "bootstrap token not accepted";
-                log_refusal(c, "wrong bootstrap token", instance);
-                goto reply;
+        if (!token_equal(strempty(env->token), c->token))
+                REFUSE(REPORT_UNAUTHENTICATED, STATUS_UNAUTHENTICATED, "wrong bootstrap token");
+        if (isempty(env->instance_id) || strlen(env->instance_id) > 64)
+                REFUSE(REPORT_INVALID, STATUS_INVALID, "report carries no valid instance id");
+        if (strlen(strempty(env->boot_id)) > 64)
+                REFUSE(REPORT_INVALID, STATUS_INVALID, "boot id too long");
+
+        e = registry_get(&c->registry, env->instance_id);
+        if (registry_is_duplicate(e, env->boot_id, env->sequence)) {
+                result = REPORT_DUPLICATE; /* still answered with the desired state */
+                goto directive;
         }
-        if (!report_valid(c, r, &why)) {
-                result = REPORT_INVALID;
-                d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_INVALID;
-                d.error = (char *) why;
-                log_refusal(c, why, instance);
-                goto reply;
+        if (registry_state_unchanged(e, env->state.data, env->state.len)) {
+                /* the steady state: same bytes, nothing to re-read */
+                registry_touch(e, env->sequence, coordinator_now(c));
+                c->metrics.reports_unchanged_total++;
+                goto directive;
         }
 
+        arena = pb_arena_new(env->state.len * 4 + 512);
+        Nodesmith__V1__NodeState *st =
+                arena ? nodesmith__v1__node_state__unpack(pb_arena_allocator(arena), env->state.len,
+                                                          env->state.data)
+                      : NULL;
+        if (!st)
+                REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed node state");
+        if (!state_valid(c, env, st, &why))
+                REFUSE(REPORT_INVALID, STATUS_INVALID, why);
+
         bool is_new = false;
-        int k = registry_update(&c->registry, r, arena, coordinator_now(c), &e, &is_new);
-        if (k == -EALREADY) {
-                result = REPORT_DUPLICATE; /* still answered with the desired state */
-                e = registry_get(&c->registry, instance);
-        } else if (k == -ENOSPC) {
-                result = REPORT_OVERLOADED;
-                d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_OVERLOADED;
-                d.error = (char *) "coordinator at its node limit";
-                log_refusal(c, "node limit reached (max-nodes)", instance);
-                goto reply;
-        } else if (k < 0) {
-                result = REPORT_OVERLOADED;
-                d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_OVERLOADED;
-                d.error = (char *) "coordinator out of memory";
-                goto reply;
-        } else {
-                r = NULL; /* the registry owns it now */
-                arena = NULL;
-                if (registry_sync_notices(e, d.now_unix_ms, on_notice_change, c) < 0)
-                        log_warning("Node %s: out of memory recording notices.", e->instance_id);
-                if (is_new) {
-                        c->metrics.nodes_registered_total++;
-                        const Nodesmith__V1__Identity *id = e->report->identity;
-                        log_info("Node %s registered: %s %s in %s, allocatable %lldm CPU, %lld MiB, %lld pods.",
-                                 id->instance_id, isempty(id->node_name) ? "-" : id->node_name,
-                                 isempty(id->instance_type) ? "?" : id->instance_type,
-                                 isempty(id->zone) ? "?" : id->zone,
-                                 (long long) e->report->allocatable->cpu_millis,
-                                 (long long) (e->report->allocatable->memory_bytes >> 20),
-                                 (long long) e->report->allocatable->pods);
-                }
+        int k = registry_put(&c->registry, env->instance_id, env->sequence, st, arena, env->state.data,
+                             env->state.len, coordinator_now(c), &e, &is_new);
+        if (k == -ENOSPC)
+                REFUSE(REPORT_OVERLOADED, STATUS_OVERLOADED, "coordinator at its node limit (max-nodes)");
+        if (k < 0)
+                REFUSE(REPORT_OVERLOADED, STATUS_OVERLOADED, "coordinator out of memory");
+        arena = NULL; /* the registry owns it now */
+        if (is_new) {
+                c->metrics.nodes_registered_total++;
+                const Nodesmith__V1__Identity *id = e->state->identity;
+                log_info("Node %s registered: %s %s in %s, allocatable %lldm CPU, %lld MiB, %lld pods.",
+                         id->instance_id, isempty(id->node_name) ? "-" : id->node_name,
+                         isempty(id->instance_type) ? "?" : id->instance_type,
+                         isempty(id->zone) ? "?" : id->zone,
+                         (long long) e->state->allocatable->cpu_millis,
+                         (long long) (e->state->allocatable->memory_bytes >> 20),
+                         (long long) e->state->allocatable->pods);
         }
+        if (registry_sync_notices(e, d.now_unix_ms, on_notice_change, c) < 0)
+                log_warning("Node %s: out of memory recording notices.", e->instance_id);
+
+directive:
         if (e) {
                 d.action = e->action;
                 d.reason = e->reason;
                 d.deadline_unix_ms = e->deadline_unix_ms;
                 d.force = e->force;
         }
-
 reply:
         c->metrics.reports[result]++;
-        pb_arena_free(arena); /* and r with it, unless the registry took them */
+        pb_arena_free(arena); /* a state that was refused */
         size_t n = nodesmith__v1__node_directive__get_packed_size(&d);
         if (n > reply_size)
                 return -EMSGSIZE;

@@ -98,3 +98,22 @@ size_t pb_arena_used(const PbArena *a) {
                 u += c->used;
         return u;
 }
+
+void pb_arena_reset(PbArena *a) {
+        Chunk *keep = NULL;
+        for (Chunk *c = a->chunks, *n; c; c = n) {
+                n = c->next;
+                if (!keep || c->size > keep->size) {
+                        free(keep);
+                        keep = c;
+                } else
+                        free(c);
+        }
+        if (keep) {
+                keep->next = NULL;
+                keep->used = 0;
+                a->total = keep->size;
+        } else
+                a->total = 0;
+        a->chunks = keep;
+}

@@ -13,4 +13,6 @@ typedef struct PbArena PbArena;
 PbArena *pb_arena_new(size_t size_hint);
 PbArena *pb_arena_free(PbArena *a);
 ProtobufCAllocator *pb_arena_allocator(PbArena *a);
+/* Forget everything allocated, keeping the largest chunk for reuse. */
+void pb_arena_reset(PbArena *a);
 size_t pb_arena_used(const PbArena *a);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "nodesmith.pb-c.h"
+#include "wire.h"
 
 static int fail(const char *what, int r) {
         fprintf(stderr, "linkpoke: %s: %s\n", what, nng_strerror(r));
@@ -78,7 +79,7 @@ int main(int argc, char **argv) {
         size_t len = 0;
         if (strcmp(mode, "report") == 0 || strcmp(mode, "version") == 0 ||
             strcmp(mode, "truncated") == 0) {
-                Nodesmith__V1__AgentReport rep = NODESMITH__V1__AGENT_REPORT__INIT;
+                Nodesmith__V1__NodeState st = NODESMITH__V1__NODE_STATE__INIT;
                 Nodesmith__V1__Identity id = NODESMITH__V1__IDENTITY__INIT;
                 Nodesmith__V1__Resources cap = NODESMITH__V1__RESOURCES__INIT;
                 cap.cpu_millis = 2000;
@@ -87,15 +88,18 @@ int main(int argc, char **argv) {
                 id.instance_id = (char *) instance;
                 id.node_name = (char *) instance;
                 id.boot_id = (char *) "poke";
-                rep.protocol_version = strcmp(mode, "version") == 0 ? 99 : 1;
-                rep.token = (char *) token;
-                rep.identity = &id;
-                rep.sequence = (uint64_t) time(NULL);
-                rep.capacity = &cap;
-                rep.allocatable = &cap;
-                len = nodesmith__v1__agent_report__get_packed_size(&rep);
-                buf = malloc(len);
-                nodesmith__v1__agent_report__pack(&rep, buf);
+                st.identity = &id;
+                st.capacity = &cap;
+                st.allocatable = &cap;
+                WireEnvelope w = {
+                        .protocol_version = strcmp(mode, "version") == 0 ? 99 : 0,
+                        .token = token,
+                        .instance_id = instance,
+                        .boot_id = "poke",
+                        .sequence = (uint64_t) time(NULL),
+                };
+                if (wire_pack_report(&w, &st, 1 << 20, &buf, &len) < 0)
+                        return 2;
                 if (strcmp(mode, "truncated") == 0)
                         len = len / 2;
         } else if (strcmp(mode, "garbage") == 0 || strcmp(mode, "oversized") == 0) {

@@ -9,70 +9,102 @@
 
 #include "registry.h"
 
-/* A report unpacked into an arena, as the server makes them. */
-static Nodesmith__V1__AgentReport *mk(const char *id, const char *boot, uint64_t seq, PbArena **ret) {
-        Nodesmith__V1__AgentReport r = NODESMITH__V1__AGENT_REPORT__INIT;
+typedef struct Packed {
+        uint8_t buf[2048];
+        size_t len;
+        Nodesmith__V1__NodeState *state;
+        PbArena *arena;
+} Packed;
+
+/* A node state packed as an agent sends it and unpacked into an arena as the server does. */
+static void mk(Packed *p, const char *id, const char *boot, const char **notice_ids, size_t n) {
+        Nodesmith__V1__NodeState s = NODESMITH__V1__NODE_STATE__INIT;
         Nodesmith__V1__Identity ident = NODESMITH__V1__IDENTITY__INIT;
+        Nodesmith__V1__Notice no[4], *nv[4];
         ident.instance_id = (char *) id;
         ident.boot_id = (char *) boot;
-        r.identity = &ident;
-        r.sequence = seq;
-        uint8_t buf[512];
-        size_t n = nodesmith__v1__agent_report__pack(&r, buf);
-        PbArena *a = pb_arena_new(1024);
-        assert_non_null(a);
-        Nodesmith__V1__AgentReport *u = nodesmith__v1__agent_report__unpack(pb_arena_allocator(a), n, buf);
-        assert_non_null(u);
-        *ret = a;
-        return u;
+        s.identity = &ident;
+        for (size_t i = 0; i < n; i++) {
+                nodesmith__v1__notice__init(&no[i]);
+                no[i].kind = NODESMITH__V1__NOTICE__KIND__KIND_MAINTENANCE;
+                no[i].event_id = (char *) notice_ids[i];
+                no[i].deadline_unix_ms = 1000 * (int64_t) (i + 1);
+                nv[i] = &no[i];
+        }
+        s.n_notices = n;
+        s.notices = n ? nv : NULL;
+        p->len = nodesmith__v1__node_state__pack(&s, p->buf);
+        p->arena = pb_arena_new(1024);
+        assert_non_null(p->arena);
+        p->state = nodesmith__v1__node_state__unpack(pb_arena_allocator(p->arena), p->len, p->buf);
+        assert_non_null(p->state);
 }
 
-static void test_update_and_duplicates(void **state) {
+static int put(Registry *reg, Packed *p, const char *id, uint64_t seq, uint64_t now, NodeEntry **e,
+               bool *is_new) {
+        int r = registry_put(reg, id, seq, p->state, p->arena, p->buf, p->len, now, e, is_new);
+        if (r < 0)
+                pb_arena_free(p->arena);
+        return r;
+}
+
+static void test_duplicates_and_unchanged(void **state) {
         Registry reg;
-        PbArena *a;
+        Packed p;
         NodeEntry *e;
         bool is_new;
         assert_int_equal(registry_init(&reg, 10), 0);
 
-        Nodesmith__V1__AgentReport *r = mk("i-1", "boot-a", 5, &a);
-        assert_int_equal(registry_update(&reg, r, a, 100, &e, &is_new), 0);
+        mk(&p, "i-1", "boot-a", NULL, 0);
+        assert_int_equal(put(&reg, &p, "i-1", 5, 100, &e, &is_new), 0);
         assert_true(is_new);
         assert_int_equal(reg.n, 1);
 
-        /* same boot, older or equal sequence: a duplicate, nothing changes */
-        r = mk("i-1", "boot-a", 5, &a);
-        assert_int_equal(registry_update(&reg, r, a, 200, &e, &is_new), -EALREADY);
-        pb_arena_free(a);
-        assert_int_equal(registry_get(&reg, "i-1")->last_seen_usec, 100);
+        /* same boot, older or equal sequence: a duplicate */
+        assert_true(registry_is_duplicate(e, "boot-a", 5));
+        assert_true(registry_is_duplicate(e, "boot-a", 4));
+        assert_false(registry_is_duplicate(e, "boot-a", 6));
+        /* a reboot restarts the sequence: not a duplicate */
+        assert_false(registry_is_duplicate(e, "boot-b", 1));
 
-        /* a reboot restarts the sequence: accepted */
-        r = mk("i-1", "boot-b", 1, &a);
-        assert_int_equal(registry_update(&reg, r, a, 300, &e, &is_new), 0);
-        assert_false(is_new);
-        assert_int_equal(e->last_seen_usec, 300);
+        /* the same bytes: unchanged, only touched */
+        Packed same;
+        mk(&same, "i-1", "boot-a", NULL, 0);
+        assert_true(registry_state_unchanged(e, same.buf, same.len));
+        pb_arena_free(same.arena);
+        registry_touch(e, 6, 200);
+        assert_int_equal(e->sequence, 6);
+        assert_int_equal(e->last_seen_usec, 200);
         assert_int_equal(e->reports, 2);
+
+        /* different bytes: changed */
+        Packed other;
+        mk(&other, "i-1", "boot-b", NULL, 0);
+        assert_false(registry_state_unchanged(e, other.buf, other.len));
+        assert_int_equal(put(&reg, &other, "i-1", 1, 300, &e, &is_new), 0);
+        assert_false(is_new);
+        assert_string_equal(e->state->identity->boot_id, "boot-b");
+        assert_int_equal(e->reports, 3);
         registry_done(&reg);
 }
 
 static void test_limit_and_growth(void **state) {
         Registry reg;
-        PbArena *a;
+        Packed p;
         char id[32];
         assert_int_equal(registry_init(&reg, 500), 0);
         for (int i = 0; i < 500; i++) {
                 snprintf(id, sizeof id, "i-%05d", i);
-                Nodesmith__V1__AgentReport *r = mk(id, "b", 1, &a);
-                assert_int_equal(registry_update(&reg, r, a, 1, NULL, NULL), 0);
+                mk(&p, id, "b", NULL, 0);
+                assert_int_equal(put(&reg, &p, id, 1, 1, NULL, NULL), 0);
         }
-        Nodesmith__V1__AgentReport *r = mk("i-overflow", "b", 1, &a);
-        assert_int_equal(registry_update(&reg, r, a, 1, NULL, NULL), -ENOSPC);
-        pb_arena_free(a);
+        mk(&p, "i-overflow", "b", NULL, 0);
+        assert_int_equal(put(&reg, &p, "i-overflow", 1, 1, NULL, NULL), -ENOSPC);
         assert_int_equal(reg.n, 500);
         for (int i = 0; i < 500; i++) {
                 snprintf(id, sizeof id, "i-%05d", i);
                 assert_non_null(registry_get(&reg, id));
         }
-        /* remove every other one; the rest must still be found */
         for (int i = 0; i < 500; i += 2) {
                 snprintf(id, sizeof id, "i-%05d", i);
                 assert_int_equal(registry_remove(&reg, id), 0);
@@ -90,33 +122,6 @@ static void test_limit_and_growth(void **state) {
         registry_done(&reg);
 }
 
-static Nodesmith__V1__AgentReport *mk_notices(const char *boot, uint64_t seq, const char **ids, size_t n,
-                                              PbArena **ret) {
-        Nodesmith__V1__AgentReport r = NODESMITH__V1__AGENT_REPORT__INIT;
-        Nodesmith__V1__Identity ident = NODESMITH__V1__IDENTITY__INIT;
-        Nodesmith__V1__Notice no[4], *nv[4];
-        ident.instance_id = (char *) "i-n";
-        ident.boot_id = (char *) boot;
-        r.identity = &ident;
-        r.sequence = seq;
-        for (size_t i = 0; i < n; i++) {
-                nodesmith__v1__notice__init(&no[i]);
-                no[i].kind = NODESMITH__V1__NOTICE__KIND__KIND_MAINTENANCE;
-                no[i].event_id = (char *) ids[i];
-                no[i].deadline_unix_ms = 1000 * (int64_t) (i + 1);
-                nv[i] = &no[i];
-        }
-        r.n_notices = n;
-        r.notices = nv;
-        uint8_t buf[1024];
-        size_t len = nodesmith__v1__agent_report__pack(&r, buf);
-        PbArena *a = pb_arena_new(2048);
-        Nodesmith__V1__AgentReport *u = nodesmith__v1__agent_report__unpack(pb_arena_allocator(a), len, buf);
-        assert_non_null(u);
-        *ret = a;
-        return u;
-}
-
 static int added, withdrawn;
 static void count_changes(const NodeEntry *e, const NoticeRecord *n, bool add, void *userdata) {
         if (add)
@@ -127,27 +132,26 @@ static void count_changes(const NodeEntry *e, const NoticeRecord *n, bool add, v
 
 static void test_notices(void **state) {
         Registry reg;
-        PbArena *a;
+        Packed p;
         NodeEntry *e;
-        Nodesmith__V1__AgentReport *r;
         const char *ab[] = { "evt-a", "evt-b" }, *a_only[] = { "evt-a" };
         assert_int_equal(registry_init(&reg, 10), 0);
 
-        r = mk_notices("b", 1, ab, 2, &a);
-        assert_int_equal(registry_update(&reg, r, a, 1, &e, NULL), 0);
+        mk(&p, "i-n", "b", ab, 2);
+        assert_int_equal(put(&reg, &p, "i-n", 1, 1, &e, NULL), 0);
         assert_int_equal(registry_sync_notices(e, 5000, count_changes, NULL), 1);
         assert_int_equal(added, 2);
         assert_int_equal(registry_find_notice(e, "evt-a")->recorded_unix_ms, 5000);
 
         /* the same notices again: nothing new, first-recorded time kept */
-        r = mk_notices("b", 2, ab, 2, &a);
-        assert_int_equal(registry_update(&reg, r, a, 2, &e, NULL), 0);
+        mk(&p, "i-n", "b", ab, 2);
+        assert_int_equal(put(&reg, &p, "i-n", 2, 2, &e, NULL), 0);
         assert_int_equal(registry_sync_notices(e, 6000, count_changes, NULL), 0);
         assert_int_equal(added, 2);
 
         /* evt-b withdrawn (a maintenance event canceled) */
-        r = mk_notices("b", 3, a_only, 1, &a);
-        assert_int_equal(registry_update(&reg, r, a, 3, &e, NULL), 0);
+        mk(&p, "i-n", "b", a_only, 1);
+        assert_int_equal(put(&reg, &p, "i-n", 3, 3, &e, NULL), 0);
         assert_int_equal(registry_sync_notices(e, 7000, count_changes, NULL), 1);
         assert_int_equal(withdrawn, 1);
         assert_int_equal(added, 2);
@@ -158,7 +162,7 @@ static void test_notices(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_update_and_duplicates),
+                cmocka_unit_test(test_duplicates_and_unchanged),
                 cmocka_unit_test(test_limit_and_growth),
                 cmocka_unit_test(test_notices),
         };
