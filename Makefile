@@ -156,6 +156,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(DESTDIR)$(PREFIX)/bin/
 
+include packaging/packages.mk
+
 clean:
 	rm -rf $(BUILD)
 

@@ -10,6 +10,9 @@ run() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 if run link; then
   echo "== bench/link"; python3 bench/bench_link.py ${LINK_ARGS:-}
 fi
+if run notice; then
+  echo "== bench/notice"; python3 bench/bench_notice.py ${NOTICE_ARGS:-}
+fi
 for b in "$BUILD"/benchbin/*; do
   name=$(basename "$b")
   [ "$name" = link ] && continue

@@ -12,7 +12,7 @@ PKGS=(
   openssl curl python3 iproute2 procps
 )
 # Optional: plots in the demo, packaging checks. Missing ones never fail the build.
-OPTIONAL=(gnuplot-nox)
+OPTIONAL=(gnuplot-nox rpm packer)
 
 missing=()
 for p in "${PKGS[@]}"; do
