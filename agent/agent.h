@@ -9,6 +9,7 @@
 #include "imds.h"
 #include "config.h"
 #include "link.h"
+#include "logind.h"
 #include "macro.h"
 #include "nodesmith.pb-c.h"
 
@@ -43,6 +44,7 @@ typedef struct AgentConfig {
         uint64_t imds_poll_interval_ms;
         uint64_t imds_token_ttl_s;
         uint64_t imds_timeout_ms;
+        bool logind;
 } AgentConfig;
 
 extern const Option agent_options[];
@@ -57,6 +59,12 @@ typedef struct Manager {
 
         LinkClient *link;
         ImdsWatcher *imds;           /* NULL with imds=no */
+        Logind *logind;              /* NULL without a system bus or with logind=no */
+        sd_event_source *shutdown_timer; /* releases the delay lock before logind gives up */
+        bool shutting_down;          /* PrepareForShutdown(true) seen */
+        int64_t shutdown_seen_ms;
+        int64_t shutdown_deadline_ms;
+        uint64_t shutdown_sequence;  /* first report that carried the shutdown notice */
         sd_event_source *report_timer;
 
         NodeResources capacity;

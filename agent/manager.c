@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
@@ -47,6 +48,8 @@ const Option agent_options[] = {
         { "arch", OPTION_STRING, OPT(arch), NULL, "amd64 or arm64 (default: this machine's)" },
         { "nodepool", OPTION_STRING, OPT(nodepool), NULL, "NodePool this node belongs to" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
+        { "logind", OPTION_BOOL, OPT(logind), "yes",
+          "hold a logind shutdown delay lock to see shutdowns coming" },
         { "imds", OPTION_BOOL, OPT(imds), "yes",
           "read identity and interruption notices from the EC2 instance metadata service" },
         { "imds-endpoint", OPTION_STRING, OPT(imds_endpoint), "http://169.254.169.254",
@@ -78,6 +81,8 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         imds_watcher_free(m->imds);
         link_client_free(m->link);
+        logind_free(m->logind);
+        sd_event_source_disable_unref(m->shutdown_timer);
         sd_event_source_disable_unref(m->report_timer);
         sd_event_unref(m->event);
         config_free(agent_options, agent_options_count, &m->cfg);
@@ -246,6 +251,8 @@ static int send_report(Manager *m) {
 
         (void) manager_refresh_capacity(m);
         m->sequence++;
+        if (m->shutting_down && !m->shutdown_sequence)
+                m->shutdown_sequence = m->sequence;
         r = report_pack(m, &buf, &len);
         if (r < 0)
                 return log_error_errno(r, "Failed to build the report: %m");
@@ -306,6 +313,12 @@ static void on_reply(LinkClient *c, int error, const uint8_t *reply, size_t len,
         }
         m->failures = 0;
         m->last_ok_usec = now_usec(m);
+        if (m->shutting_down && m->shutdown_sequence && m->sequence >= m->shutdown_sequence &&
+            logind_holding(m->logind)) {
+                /* The coordinator knows. Nothing else holds the node back yet. */
+                log_info("Shutdown reported to the coordinator; letting it proceed.");
+                logind_release(m->logind);
+        }
         schedule(m, m->dirty ? 0 : next_delay(m));
 }
 
@@ -340,6 +353,51 @@ static void on_imds(ImdsWatcher *w, ImdsEvent ev, void *userdata) {
                 (void) manager_refresh_capacity(m);
         }
         manager_report_soon(m);
+}
+
+static int64_t realtime_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int on_shutdown_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        if (logind_holding(m->logind)) {
+                log_warning("Shutdown delay nearly over; releasing the lock.");
+                logind_release(m->logind);
+        }
+        return 0;
+}
+
+static void on_shutdown(Logind *l, bool starting, void *userdata) {
+        Manager *m = userdata;
+        if (starting && !m->shutting_down) {
+                uint64_t delay = logind_delay_max_usec(l);
+                if (delay == 0)
+                        delay = 5 * USEC_PER_SEC; /* logind's default InhibitDelayMaxSec */
+                m->shutting_down = true;
+                m->shutdown_seen_ms = realtime_ms();
+                m->shutdown_deadline_ms = m->shutdown_seen_ms + (int64_t) (delay / 1000);
+                m->shutdown_sequence = 0;
+                log_notice("System shutdown announced; %.1fs of delay.", (double) delay / 1e6);
+                /* keep a margin: logind proceeds without us at the end of the delay */
+                uint64_t margin = MIN(delay / 5, 2 * USEC_PER_SEC);
+                if (!m->shutdown_timer)
+                        (void) sd_event_add_time(m->event, &m->shutdown_timer, CLOCK_MONOTONIC,
+                                                 now_usec(m) + delay - margin, 1, on_shutdown_timer, m);
+                else {
+                        (void) sd_event_source_set_time(m->shutdown_timer, now_usec(m) + delay - margin);
+                        (void) sd_event_source_set_enabled(m->shutdown_timer, SD_EVENT_ONESHOT);
+                }
+                manager_report_soon(m);
+        } else if (!starting && m->shutting_down) {
+                log_notice("System shutdown cancelled.");
+                m->shutting_down = false;
+                m->shutdown_sequence = 0;
+                (void) sd_event_source_set_enabled(m->shutdown_timer, SD_EVENT_OFF);
+                manager_report_soon(m);
+        }
 }
 
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -400,6 +458,13 @@ int manager_start(Manager *m) {
                         log_info("Waiting for the instance identity from IMDS (%s).",
                                  m->cfg.imds_endpoint);
                 }
+        }
+
+        if (m->cfg.logind) {
+                r = logind_new(m->event, on_shutdown, m, &m->logind);
+                if (r < 0)
+                        log_notice_errno(r, "No system bus (%m): running without a shutdown delay lock; "
+                                            "spot and maintenance notices still come from IMDS.");
         }
 
         r = daemon_add_signals(m->event, on_signal, m);

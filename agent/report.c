@@ -40,8 +40,9 @@ typedef struct ReportParts {
         Nodesmith__V1__Identity identity;
         Nodesmith__V1__Resources capacity, allocatable, requested;
         Nodesmith__V1__DrainStatus drain;
-        Nodesmith__V1__Notice notices[IMDS_MAX_NOTICES];
-        Nodesmith__V1__Notice *notice_ptrs[IMDS_MAX_NOTICES];
+        Nodesmith__V1__Notice notices[IMDS_MAX_NOTICES + 1];   /* + the shutdown notice */
+        Nodesmith__V1__Notice *notice_ptrs[IMDS_MAX_NOTICES + 1];
+        char shutdown_id[40];
 } ReportParts;
 
 static void identity_from_imds(Manager *m, ReportParts *p) {
@@ -72,8 +73,23 @@ static void notices_to_pb(Manager *m, ReportParts *p) {
                 pb->description = (char *) v[i].description;
                 p->notice_ptrs[i] = pb;
         }
-        p->report.n_notices = MIN(n, (size_t) IMDS_MAX_NOTICES);
-        p->report.notices = p->report.n_notices ? p->notice_ptrs : NULL;
+        size_t k = MIN(n, (size_t) IMDS_MAX_NOTICES);
+        if (m->shutting_down) {
+                Nodesmith__V1__Notice *pb = &p->notices[k];
+                nodesmith__v1__notice__init(pb);
+                snprintf(p->shutdown_id, sizeof p->shutdown_id, "shutdown@%lld",
+                         (long long) m->shutdown_seen_ms);
+                pb->kind = NODESMITH__V1__NOTICE__KIND__KIND_SHUTDOWN;
+                pb->event_id = p->shutdown_id;
+                pb->action = (char *) "shutdown";
+                pb->deadline_unix_ms = m->shutdown_deadline_ms;
+                pb->first_seen_unix_ms = m->shutdown_seen_ms;
+                pb->description = (char *) "systemd-logind PrepareForShutdown";
+                p->notice_ptrs[k++] = pb;
+        }
+        p->report.n_notices = k;
+        p->report.notices = k ? p->notice_ptrs : NULL;
+        p->report.shutting_down = m->shutting_down;
 }
 
 static void report_build(Manager *m, ReportParts *p) {

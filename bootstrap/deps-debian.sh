@@ -9,7 +9,7 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler
   libcjson-dev libcurl4-openssl-dev libxml2-dev libyaml-dev libssl-dev
   libsystemd-dev libcmocka-dev
-  openssl curl python3 iproute2 procps
+  openssl curl python3 iproute2 procps dbus-daemon
 )
 # Optional: plots in the demo, packaging checks. Missing ones never fail the build.
 OPTIONAL=(gnuplot-nox rpm packer)
