@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 
 #include "capacity.h"
+#include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "quantity.h"
@@ -19,25 +20,6 @@
 static int path_join(char *buf, size_t size, const char *root, const char *path) {
         int n = snprintf(buf, size, "%s/%s", isempty(root) ? "" : root, path[0] == '/' ? path + 1 : path);
         return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : 0;
-}
-
-static int read_text(const char *path, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        _cleanup_free_ char *buf = malloc(max + 1);
-        if (!buf)
-                return -ENOMEM;
-        size_t n = fread(buf, 1, max + 1, f);
-        if (ferror(f))
-                return -EIO;
-        if (n > max)
-                return -EFBIG;
-        buf[n] = 0;
-        *ret = TAKE_PTR(buf);
-        if (ret_len)
-                *ret_len = n;
-        return 0;
 }
 
 /* "0-3,8,10-11" → 7 */
@@ -77,7 +59,7 @@ static int read_cpus(const char *root, int64_t *ret) {
         r = path_join(path, sizeof path, root, "/sys/devices/system/cpu/online");
         if (r < 0)
                 return r;
-        if (read_text(path, 4096, &text, NULL) >= 0 && count_cpu_list(text, ret) >= 0)
+        if (read_file_bounded(path, 4096, &text, NULL) >= 0 && count_cpu_list(text, ret) >= 0)
                 return 0;
 
         /* fall back to /proc/cpuinfo */
@@ -86,7 +68,7 @@ static int read_cpus(const char *root, int64_t *ret) {
         r = path_join(path, sizeof path, root, "/proc/cpuinfo");
         if (r < 0)
                 return r;
-        r = read_text(path, 8 * 1024 * 1024, &text, NULL);
+        r = read_file_bounded(path, 8 * 1024 * 1024, &text, NULL);
         if (r < 0)
                 return r;
         int64_t n = 0;
@@ -125,7 +107,7 @@ static int read_hugepages(const char *root, const char *dir, int64_t page_bytes,
         int r = path_join(path, sizeof path, root, rel);
         if (r < 0)
                 return r;
-        r = read_text(path, 64, &text, NULL);
+        r = read_file_bounded(path, 64, &text, NULL);
         if (r < 0) {
                 *ret = 0;
                 return 0;
@@ -166,7 +148,7 @@ int capacity_read(const char *root, const char *kubelet_dir, NodeResources *ret)
         r = path_join(path, sizeof path, root, "/proc/meminfo");
         if (r < 0)
                 return r;
-        r = read_text(path, 1024 * 1024, &meminfo, NULL);
+        r = read_file_bounded(path, 1024 * 1024, &meminfo, NULL);
         if (r < 0)
                 return log_debug_errno(r, "Cannot read %s: %m", path);
         r = meminfo_get(meminfo, "MemTotal", &c.memory_bytes);
@@ -294,7 +276,7 @@ int kubelet_config_load(const char *root, const char *path, KubeletSettings *ret
                 return r;
         _cleanup_free_ char *text = NULL;
         size_t len;
-        r = read_text(full, KUBELET_CONFIG_MAX, &text, &len);
+        r = read_file_bounded(full, KUBELET_CONFIG_MAX, &text, &len);
         if (r >= 0) {
                 r = kubelet_config_parse(text, len, &k);
                 if (r < 0)
@@ -313,7 +295,7 @@ int kubelet_config_load(const char *root, const char *path, KubeletSettings *ret
                 snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
                 _cleanup_free_ char *t = NULL;
                 size_t tl;
-                r = read_text(p, KUBELET_CONFIG_MAX, &t, &tl);
+                r = read_file_bounded(p, KUBELET_CONFIG_MAX, &t, &tl);
                 if (r >= 0)
                         r = kubelet_config_parse(t, tl, &k);
                 if (r < 0) {
@@ -343,7 +325,7 @@ int eni_max_pods_lookup(const char *root, const char *path, const char *instance
         r = path_join(full, sizeof full, root, path);
         if (r < 0)
                 return r;
-        r = read_text(full, 4 * 1024 * 1024, &text, NULL);
+        r = read_file_bounded(full, 4 * 1024 * 1024, &text, NULL);
         if (r < 0)
                 return r;
         size_t tl = strlen(instance_type);

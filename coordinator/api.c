@@ -186,6 +186,10 @@ int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
                                 cJSON_AddItemToObject(n, "drain", j);
                 }
                 cJSON_AddStringToObject(n, "action", e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN ? "drain" : "run");
+                if (e->reason)
+                        cJSON_AddStringToObject(n, "drainReason", e->reason);
+                if (e->deadline_unix_ms)
+                        cJSON_AddNumberToObject(n, "drainDeadlineUnixMs", (double) e->deadline_unix_ms);
                 cJSON_AddNumberToObject(n, "reportSequence", (double) e->sequence);
                 cJSON_AddNumberToObject(n, "reports", (double) e->reports);
                 cJSON_AddNumberToObject(n, "lastReportAgeSeconds",

@@ -31,6 +31,8 @@ const Option coord_options[] = {
         { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest agent message accepted" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
+        { "drain-on", OPTION_STRING, OPT(drain_on), NOTICE_POLICY_DEFAULT,
+          "notices that drain a node: spot, rebalance, maintenance (shutdown and node deletion always do)" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
 };
 const size_t coord_options_count = ELEMENTSOF(coord_options);
@@ -122,6 +124,10 @@ int coordinator_validate(Coordinator *c) {
                         return log_error_errno(r, "No bootstrap token: cannot read token-file %s: %m",
                                                strempty(cfg->token_file));
         }
+        r = notice_policy_parse(strempty(cfg->drain_on), &c->drain_on);
+        if (r < 0)
+                return log_error_errno(r, "drain-on '%s': expected a list of spot, rebalance, maintenance.",
+                                       strempty(cfg->drain_on));
         if (cfg->report_interval_ms < 100 || cfg->report_interval_ms > 3600 * 1000)
                 return log_error_errno(EINVAL, "report-interval must be within 100ms..1h.");
         if (cfg->max_nodes < 1 || cfg->max_nodes > 100000)

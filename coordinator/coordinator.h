@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "link.h"
+#include "policy.h"
 #include "registry.h"
 
 #define COORDINATOR_VERSION "0.1.0"
@@ -25,6 +26,7 @@ typedef struct CoordConfig {
         uint64_t max_notices_per_node;
         uint64_t max_message;
         uint64_t stale_after_ms;
+        char *drain_on;
         char *log_level;
 } CoordConfig;
 
@@ -61,6 +63,7 @@ typedef struct Coordinator {
         char *token;
         Registry registry;
         PbArena *scratch;              /* for report envelopes, reset per report */
+        NoticePolicy drain_on;
         LinkServer *link;
         HttpServer *http;
         Metrics metrics;

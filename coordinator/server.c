@@ -192,6 +192,13 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         }
         if (registry_sync_notices(e, d.now_unix_ms, on_notice_change, c) < 0)
                 log_warning("Node %s: out of memory recording notices.", e->instance_id);
+        if (directive_from_notices(e, c->drain_on)) {
+                if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN)
+                        log_notice("Node %s: drain (%s), deadline %lld.", e->instance_id, e->reason,
+                                   (long long) e->deadline_unix_ms);
+                else
+                        log_notice("Node %s: drain withdrawn, notices gone.", e->instance_id);
+        }
 
 directive:
         if (e) {

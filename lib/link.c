@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "link.h"
 #include "log.h"
 #include "macro.h"
@@ -105,23 +106,6 @@ static bool url_is_tls(const char *url) {
         return strncmp(url, "tls+", 4) == 0;
 }
 
-static int read_small_file(const char *path, char **ret) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        _cleanup_free_ char *buf = malloc(LINK_PEM_MAX + 1);
-        if (!buf)
-                return -ENOMEM;
-        size_t n = fread(buf, 1, LINK_PEM_MAX + 1, f);
-        if (ferror(f))
-                return -EIO;
-        if (n > LINK_PEM_MAX)
-                return -EFBIG;
-        buf[n] = 0;
-        *ret = TAKE_PTR(buf);
-        return 0;
-}
-
 static void tls_config_freep(nng_tls_config **c) {
         if (*c)
                 nng_tls_config_free(*c);
@@ -143,10 +127,10 @@ static int tls_config_build(const LinkTls *tls, bool server, const char *url, nn
                 if (isempty(tls->cert_file) || isempty(tls->key_file))
                         return -ENOKEY;
                 _cleanup_free_ char *cert = NULL, *key = NULL;
-                r = read_small_file(tls->cert_file, &cert);
+                r = read_file_bounded(tls->cert_file, LINK_PEM_MAX, &cert, NULL);
                 if (r < 0)
                         return r;
-                r = read_small_file(tls->key_file, &key);
+                r = read_file_bounded(tls->key_file, LINK_PEM_MAX, &key, NULL);
                 if (r < 0)
                         return r;
                 r = nng_tls_config_own_cert(cfg, cert, key, NULL);

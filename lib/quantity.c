@@ -6,84 +6,114 @@
 #include "macro.h"
 #include "quantity.h"
 
-/* Split "<number><suffix>" and give the value as a long double scaled by the suffix. Follows
- * k8s.io/apimachinery resource.Quantity: binary suffixes Ki Mi Gi Ti Pi Ei, decimal m k M G T P
- * E (and none), or a decimal exponent e/E. */
-static int parse_scaled(const char *s, long double *ret) {
+/* Exact, in integers (k8s.io/apimachinery resource.Quantity): a decimal mantissa, then a binary
+ * suffix (Ki Mi Gi Ti Pi Ei), a decimal one (n u m k M G T P, E alone) or an exponent (e/E),
+ * times 10^shift10, rounded up as the API server rounds requests. Negative values are refused. */
+int quantity_parse_scaled(const char *s, int shift10, int64_t *ret) {
         if (isempty(s) || strlen(s) > 64)
                 return -EINVAL;
-
         const char *p = s;
+        bool neg = false;
         if (*p == '+' || *p == '-')
-                p++;
-        size_t digits = 0;
-        while (isdigit((unsigned char) *p) || *p == '.') {
-                if (isdigit((unsigned char) *p))
-                        digits++;
-                p++;
-        }
-        if (digits == 0)
-                return -EINVAL;
-
-        char num[72];
-        size_t n = (size_t) (p - s);
-        memcpy(num, s, n);
-        num[n] = 0;
-        char *end;
-        errno = 0;
-        long double v = strtold(num, &end);
-        if (errno != 0 || *end != 0)
-                return -EINVAL;
-
-        static const struct {
-                const char *suffix;
-                long double mult;
-        } suffixes[] = {
-                { "Ki", 1024.0L }, { "Mi", 1048576.0L }, { "Gi", 1073741824.0L },
-                { "Ti", 1099511627776.0L }, { "Pi", 1125899906842624.0L },
-                { "Ei", 1152921504606846976.0L },
-                { "n", 1e-9L }, { "u", 1e-6L }, { "m", 1e-3L }, { "", 1.0L }, { "k", 1e3L },
-                { "M", 1e6L }, { "G", 1e9L }, { "T", 1e12L }, { "P", 1e15L }, { "E", 1e18L },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++)
-                if (streq(p, suffixes[i].suffix)) {
-                        *ret = v * suffixes[i].mult;
-                        return 0;
+                neg = *p++ == '-';
+        unsigned __int128 mant = 0;
+        int dexp = 0, digits = 0;
+        bool any = false, dot = false;
+        for (; *p; p++) {
+                if (*p == '.') {
+                        if (dot)
+                                return -EINVAL;
+                        dot = true;
+                        continue;
                 }
-        if (*p == 'e' || *p == 'E') {
-                char *e2;
-                errno = 0;
-                long x = strtol(p + 1, &e2, 10);
-                if (errno != 0 || *e2 != 0 || p[1] == 0 || x < -18 || x > 18)
-                        return -EINVAL;
-                *ret = v * powl(10.0L, (long double) x);
-                return 0;
+                if (*p < '0' || *p > '9')
+                        break;
+                any = true;
+                if (digits < 30) {
+                        mant = mant * 10 + (unsigned) (*p - '0');
+                        if (mant)
+                                digits++;
+                        if (dot)
+                                dexp--;
+                } else if (!dot)
+                        dexp++;
         }
-        return -EINVAL;
+        if (!any)
+                return -EINVAL;
+        int bexp = 0;
+        /* suffix */
+        if ((*p == 'e' || *p == 'E') && p[1] != 'i') {
+                if (p[1] == 0) { /* "E" alone is exa */
+                        dexp += 18;
+                        p++;
+                } else {
+                        char *end;
+                        long e = strtol(p + 1, &end, 10);
+                        if (end == p + 1 || *end || e < -40 || e > 40)
+                                return -EINVAL;
+                        dexp += (int) e;
+                        p = end;
+                }
+        } else if (*p) {
+                static const struct {
+                        const char *sfx;
+                        int d, b;
+                } sfx[] = {
+                        { "Ki", 0, 10 }, { "Mi", 0, 20 }, { "Gi", 0, 30 }, { "Ti", 0, 40 },
+                        { "Pi", 0, 50 }, { "Ei", 0, 60 }, { "n", -9, 0 },  { "u", -6, 0 },
+                        { "m", -3, 0 },  { "k", 3, 0 },   { "M", 6, 0 },   { "G", 9, 0 },
+                        { "T", 12, 0 },  { "P", 15, 0 },
+                };
+                size_t i;
+                for (i = 0; i < ELEMENTSOF(sfx); i++)
+                        if (streq(p, sfx[i].sfx))
+                                break;
+                if (i == ELEMENTSOF(sfx))
+                        return -EINVAL;
+                dexp += sfx[i].d;
+                bexp = sfx[i].b;
+                p += strlen(sfx[i].sfx);
+        }
+        if (*p)
+                return -EINVAL;
+        if (neg && mant != 0)
+                return -ERANGE;
+        dexp += shift10;
+
+        const unsigned __int128 lim = (unsigned __int128) INT64_MAX;
+        unsigned __int128 v = mant;
+        for (int i = 0; i < bexp; i++) {
+                v <<= 1;
+                if (v > lim)
+                        return -ERANGE;
+        }
+        if (dexp >= 0) {
+                for (int i = 0; i < dexp; i++) {
+                        v *= 10;
+                        if (v > lim)
+                                return -ERANGE;
+                }
+        } else {
+                unsigned __int128 den = 1;
+                for (int i = 0; i < -dexp; i++) {
+                        den *= 10;
+                        if (den > ((unsigned __int128) 1 << 120))
+                                break;
+                }
+                v = (v + den - 1) / den; /* round up, like Kubernetes for requests */
+        }
+        if (v > lim)
+                return -ERANGE;
+        *ret = (int64_t) v;
+        return 0;
 }
 
 int quantity_parse_milli(const char *s, int64_t *ret) {
-        long double v;
-        int r = parse_scaled(s, &v);
-        if (r < 0)
-                return r;
-        v = ceill(v * 1000.0L - 1e-9L);
-        if (v > (long double) INT64_MAX || v < (long double) INT64_MIN)
-                return -ERANGE;
-        *ret = (int64_t) v;
-        return 0;
+        return quantity_parse_scaled(s, 3, ret);
 }
 
 int quantity_parse(const char *s, int64_t *ret) {
-        long double v;
-        int r = parse_scaled(s, &v);
-        if (r < 0)
-                return r;
-        v = ceill(v - 1e-9L);
-        if (v > (long double) INT64_MAX || v < (long double) INT64_MIN)
-                return -ERANGE;
-        *ret = (int64_t) v;
-        return 0;
+        return quantity_parse_scaled(s, 0, ret);
 }
 
 int quantity_parse_percent(const char *s, double *ret) {

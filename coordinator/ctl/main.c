@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl-solver.h"
 #include "log.h"
 
 static const struct {
@@ -12,6 +13,8 @@ static const struct {
         const char *help;
 } commands[] = {
         { "nodes",    ctl_nodes_main,    "list the nodes the coordinator knows" },
+        { "simulate", ctl_simulate_main, "plan nodes for pods, offline (NodePools, catalog)" },
+        { "convert",  ctl_convert_main,  "turn Karpenter objects into nodesmith's" },
 };
 
 static void help(FILE *f) {

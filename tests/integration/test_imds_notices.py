@@ -168,6 +168,11 @@ def run(d, pki, fake, fk, proxy):
     assert delay < POLL + 1.0, f"spot notice took {delay:.2f}s (poll {POLL}s, report {REPORT})"
     print(f"spot notice: at the coordinator {delay:.2f}s after publication (poll {POLL}s)")
     first_seen = s["firstSeenUnixMs"]
+    # policy: a spot notice drains the node, by its deadline, forced
+    n = wait_for("drain directive", lambda: (lambda x: x if x["action"] == "drain" else None)(node()), 5)
+    assert n["drainReason"] == "spot-interruption" and n["drainDeadlineUnixMs"] == s["deadlineUnixMs"], n
+    wait_for("the agent told to drain", lambda: "Coordinator directs: drain (reason spot-interruption"
+             in agent.output(), 5)
 
     # --- token: short TTLs are refreshed before expiry; a revoked token is replaced once -------
     ctl(fk, "DELETE", "/counters")
@@ -214,6 +219,9 @@ def run(d, pki, fake, fk, proxy):
     t0 = time.monotonic()
     got = wait_for("rebalance notice after IMDS came back", lambda: notices("KIND_REBALANCE"), 15)
     assert got[0]["eventId"] == f"rebalance@{reb['noticeTime']}", got
+    # policy: the spot notice is gone, so is its drain; a rebalance recommendation only reports
+    assert node()["action"] == "run", node()
+    assert "Coordinator directs: run (drain withdrawn)" in agent.output()
     assert agent.alive()
     assert log_count(r"IMDS answering again") >= 1, agent.output()[-3000:]
     print(f"down/up: agent kept running, rebalance caught {time.monotonic() - t0:.1f}s after up")

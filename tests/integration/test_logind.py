@@ -72,6 +72,9 @@ def main():
         took = time.time() - t0
         deadline = notes[0]["deadlineUnixMs"] / 1000
         assert abs(deadline - (t0 + DELAY_MS / 1000)) < 1.0, (deadline, t0)
+        n = wait_for("drain directive", lambda: (lambda x: x if x["action"] == "drain" else None)(
+            coord.nodes()["i-logind"]), 5)
+        assert n["drainReason"] == "shutdown", n
         out = wait_for("logind proceeds", lambda: re.search(r"proceeding: (.*) after ([0-9.]+)s", logind.output()), 8)
         assert out.group(1) == "locks released", logind.output()
         assert float(out.group(2)) < DELAY_MS / 1000 / 2, out.group(0)
@@ -82,6 +85,7 @@ def main():
         # --- cancelled: notice withdrawn, lock taken again ---------------------------------------
         logind.p.send_signal(signal.SIGUSR2)
         wait_for("shutdown notice withdrawn", lambda: not shutdown_notice(), 5, interval=0.05)
+        wait_for("drain withdrawn", lambda: coord.nodes()["i-logind"]["action"] == "run", 5)
         wait_for("lock taken again", lambda: logind.output().count("inhibit who=nodesmith-agent") == 2, 5)
         print("cancelled: notice withdrawn and the delay lock taken again")
         assert agent.stop() == 0

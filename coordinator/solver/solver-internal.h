@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Private to coordinator/solver: compiled snapshot and placement state. */
+
+#include "solver.h"
+
+#define R_MAX _SOLVER_RES_MAX
+#define NCT _SOLVER_CAPACITY_MAX
+#define NO_ZONE (-1)
+#define NONE32 UINT32_MAX
+
+/* ---- arena extras, interning ---------------------------------------------------------------- */
+
+void *solver_arena_alloc_nozero(SolverArena *a, size_t size);
+
+typedef struct Intern {
+        SolverArena *arena;
+        uint32_t *slots;
+        size_t cap;
+        const char **strs;
+        size_t n, strs_cap;
+} Intern;
+
+void intern_init(Intern *t, SolverArena *arena);
+void intern_done(Intern *t);
+int intern_get(Intern *t, const char *s, uint32_t *ret);
+int64_t intern_lookup(const Intern *t, const char *s);
+
+/* ---- bitsets over instance types ------------------------------------------------------------ */
+
+static inline void bs_copy(uint64_t *d, const uint64_t *s, size_t w) {
+        memcpy(d, s, w * sizeof(uint64_t));
+}
+static inline void bs_fill(uint64_t *d, size_t w, size_t nbits) {
+        for (size_t i = 0; i < w; i++)
+                d[i] = ~(uint64_t) 0;
+        if (nbits % 64)
+                d[w - 1] = (((uint64_t) 1) << (nbits % 64)) - 1;
+        else if (w > 0 && nbits == 0)
+                d[0] = 0;
+}
+static inline void bs_and(uint64_t *d, const uint64_t *s, size_t w) {
+        for (size_t i = 0; i < w; i++)
+                d[i] &= s[i];
+}
+static inline bool bs_and_any(uint64_t *d, const uint64_t *a, const uint64_t *b, size_t w) {
+        uint64_t acc = 0;
+        for (size_t i = 0; i < w; i++)
+                acc |= (d[i] = a[i] & b[i]);
+        return acc != 0;
+}
+static inline bool bs_any(const uint64_t *s, size_t w) {
+        for (size_t i = 0; i < w; i++)
+                if (s[i])
+                        return true;
+        return false;
+}
+static inline bool bs_eq(const uint64_t *a, const uint64_t *b, size_t w) {
+        return memcmp(a, b, w * sizeof(uint64_t)) == 0;
+}
+static inline void bs_set(uint64_t *d, size_t i) {
+        d[i / 64] |= ((uint64_t) 1) << (i % 64);
+}
+static inline bool bs_test(const uint64_t *d, size_t i) {
+        return (d[i / 64] >> (i % 64)) & 1;
+}
+static inline size_t bs_count(const uint64_t *s, size_t w) {
+        size_t n = 0;
+        for (size_t i = 0; i < w; i++)
+                n += (size_t) __builtin_popcountll(s[i]);
+        return n;
+}
+#define BS_FOREACH(i, s, w)                                                                   \
+        for (size_t _w_ = 0; _w_ < (w); _w_++)                                                \
+                for (uint64_t _b_ = (s)[_w_]; _b_; _b_ &= _b_ - 1)                            \
+                        for (size_t i = _w_ * 64 + (size_t) __builtin_ctzll(_b_), _o_ = 1; _o_; \
+                             _o_ = 0)
+
+/* Offering slots: bit = capacity_type * 32 + zone. */
+static inline uint64_t slots_of_zone(int z) {
+        return (((uint64_t) 1) << z) | (((uint64_t) 1) << (32 + z));
+}
+static inline uint32_t zones_of_slots(uint64_t slots) {
+        return (uint32_t) (slots & 0xffffffffu) | (uint32_t) (slots >> 32);
+}
+static inline uint64_t slots_of_zones(uint32_t zm) {
+        return (uint64_t) zm | ((uint64_t) zm << 32);
+}
+static inline uint64_t slots_of_ct(int ct) {
+        return (uint64_t) 0xffffffffu << (32 * ct);
+}
+
+/* ---- compiled node requirements (custom label keys) ----------------------------------------- */
+
+/* The set of values a label may take: values (sorted ids) or their complement, bounded by
+ * gt/lt for integer values. absent: the label must not exist. */
+typedef struct VSet {
+        uint32_t key;
+        bool absent;
+        bool complement;
+        bool has_gt, has_lt;
+        int64_t gt, lt;
+        uint32_t n;
+        uint32_t *vals;
+} VSet;
+
+typedef struct VSetList {
+        uint32_t n;
+        VSet *sets; /* sorted by key */
+} VSetList;
+
+/* ---- topology ------------------------------------------------------------------------------- */
+
+typedef enum TopoKey {
+        TOPO_ZONE,
+        TOPO_HOST,
+        TOPO_OTHER,
+} TopoKey;
+
+typedef struct Group {
+        TopoKey key;
+        const SolverLabelSelector *selector;
+        const char *const *namespaces;      /* NULL with all_namespaces */
+        size_t n_namespaces;
+        bool all_namespaces;
+        const char *description;            /* for messages */
+        bool has_anti_owners;               /* some pod carries a required anti term on it */
+        int64_t total;                      /* matching pods anywhere */
+        int32_t *zcount, *zowners;          /* [n_zones] */
+        int32_t *hcount, *howners;          /* [node capacity] */
+} Group;
+
+typedef enum ConstraintKind {
+        CON_SPREAD,
+        CON_AFFINITY,
+        CON_ANTI,
+} ConstraintKind;
+
+typedef struct Constraint {
+        ConstraintKind kind;
+        bool required;
+        uint32_t group;
+        int32_t max_skew;
+        int32_t min_domains;
+        bool self;                          /* the owning pod matches the group */
+        int32_t host_min;                   /* hostname spread: the smallest count over the
+                                             * eligible nodes (refreshed for every batch) */
+} Constraint;
+
+/* ---- shapes and variants -------------------------------------------------------------------- */
+
+typedef enum RelaxKind {
+        RELAX_REQUIRED_TERM,
+        RELAX_PREF_AFFINITY,
+        RELAX_PREF_ANTI,
+        RELAX_PREF_NODE,
+        RELAX_SCHEDULE_ANYWAY,
+        RELAX_PREFER_NO_SCHEDULE,
+} RelaxKind;
+
+typedef struct PoolCompat PoolCompat;
+
+/* A shape with some preferences relaxed: what placement actually checks. */
+typedef struct Variant {
+        uint32_t shape;
+        uint32_t level;
+        bool unsupported;
+        const char *unsupported_msg;
+        /* Requirements as a list (for existing nodes, matched on labels). */
+        const SolverRequirement **reqs;
+        uint32_t n_reqs;
+        uint64_t *types;                    /* instance types allowed by type-derived keys */
+        uint64_t slots;                     /* zone x capacity-type allowed */
+        uint64_t slots_novol;               /* the same without the volume's zones */
+        bool volume_restricted;             /* slots narrowed by volume zones */
+        bool new_nodes_ok;                  /* false with kubernetes.io/hostname In [...] */
+        VSetList custom;                    /* requirements on custom keys */
+        const SolverRequirement **pool_reqs; /* on nodesmith.io/nodepool */
+        uint32_t n_pool_reqs;
+        bool tolerate_prefer_no_schedule;
+        Constraint *cons;                   /* owned topology constraints in force */
+        uint32_t n_cons;
+        bool zone_mode;                     /* placement must fix a zone */
+        uint32_t eligible_zones;            /* zone domains for spread */
+        PoolCompat *pools;                  /* [n_nodepools], lazily */
+        uint8_t *node_ok;                   /* [n_existing]: 0 unknown, 1 ok, 2 not */
+        const char *req_desc;               /* requirements for messages */
+} Variant;
+
+struct PoolCompat {
+        bool done, ok;
+        SolverReason reason;
+        const char *message;
+        uint64_t *types;                    /* can hold one pod plus DaemonSet overhead */
+        uint64_t slots;
+        const VSetList *custom;             /* narrowed custom set for new nodes */
+        bool custom_changed;
+};
+
+typedef struct Shape {
+        const SolverPod *pod;               /* representative */
+        uint32_t *pods;                     /* pending pods of this shape */
+        uint32_t n_pods, cap_pods;
+        SolverResources req;
+        uint8_t active[R_MAX];              /* resources with a non-zero request */
+        uint8_t n_active;
+        uint32_t *matches;                  /* groups whose selector matches */
+        uint32_t n_matches;
+        uint32_t n_relax;
+        RelaxKind *relax;                   /* relaxation steps in Karpenter's order */
+        Variant **variants;                 /* [n_relax + 1] */
+        uint32_t *spread_g, *aff_g, *anti_g, *paff_g, *panti_g; /* group per term */
+        uint32_t *paff_order, *panti_order, *pnode_order;       /* heaviest first */
+        bool headroom;                      /* virtual headroom unit */
+        bool has_constraints;
+        bool has_wffc;
+        int64_t size_key[2];                /* dominant share, then sum: sort order */
+        bool anchor;                        /* at most a few per node: seeds nodes, goes first */
+} Shape;
+
+/* ---- catalog, pools, nodes ------------------------------------------------------------------ */
+
+typedef struct FitTable {
+        const SolverResources *alloc_of;    /* identity: the allocatable array it was built from */
+        size_t stride;                      /* bytes between consecutive types' allocatable */
+        /* per resource: sorted distinct allocatable values and the bitset of types >= each */
+        uint32_t nvals[R_MAX];
+        int64_t *vals[R_MAX];
+        uint64_t *ge[R_MAX];                /* nvals * W words */
+        int64_t *alloc;                     /* [T * R_MAX] */
+} FitTable;
+
+typedef struct Pool {
+        const SolverNodePool *np;
+        uint32_t index;
+        uint64_t *types;                    /* type-key requirements */
+        uint64_t slots;
+        VSetList custom;                    /* labels + custom-key requirements */
+        FitTable *fit;
+        SolverResources ds;                 /* DaemonSet overhead on a new node */
+        SolverHostPort *ds_ports;           /* host ports the DaemonSets take on a new node */
+        uint32_t n_ds_ports;
+        bool has_limits;
+        SolverResources remaining;          /* limits - existing capacity (base) */
+        bool has_min_values;
+        uint32_t *price_order;              /* types by cheapest offering in the pool's slots */
+        uint32_t n_price_order;
+        const SolverRequirement **minv;     /* requirements with min_values on type keys */
+        uint32_t n_minv;
+        uint32_t *minv_key;
+} Pool;
+
+typedef enum NodeKind {
+        NODE_EXISTING,
+        NODE_NEW,
+} NodeKind;
+
+typedef struct Node {
+        NodeKind kind;
+        bool removed;
+        bool closed;                        /* existing: cordoned/deleting */
+        int32_t zone;
+        uint32_t pool;                      /* NONE32: unmanaged */
+        uint64_t slots;                     /* new nodes */
+        uint64_t *types;                    /* new nodes: W words */
+        const VSetList *custom;             /* new nodes */
+        int64_t used[R_MAX];
+        int64_t cap[R_MAX];                 /* existing: allocatable; new: max over types */
+        int64_t reserved[R_MAX];            /* new nodes under limits: capacity held */
+        int64_t slack[R_MAX];               /* room left in the cheapest type that fits */
+        SolverHostPort *ports;
+        uint32_t n_ports, cap_ports;
+        uint32_t n_pods;
+        uint32_t headroom;
+        int32_t min_priority;               /* existing: lowest bound pod priority */
+        uint32_t first_bound, n_bound;      /* existing: range in Solver.bound */
+} Node;
+
+typedef struct Batch {
+        uint32_t shape;
+        uint32_t level;
+        uint32_t *pods;
+        uint32_t n;
+        int32_t priority;
+        uint64_t seq;
+} Batch;
+
+/* Undo log entries: what a run changed in the base state, by index (arrays may move). */
+typedef enum UndoKind {
+        U_USED,          /* node a, resource b */
+        U_NPODS,         /* node a */
+        U_REMOVED,       /* node a */
+        U_NPORTS,        /* node a */
+        U_TOTAL,         /* group a */
+        U_ZCOUNT,        /* group a, zone b */
+        U_ZOWNERS,
+        U_HCOUNT,        /* group a, node b */
+        U_HOWNERS,
+        U_PREEMPTED,     /* pod a */
+} UndoKind;
+
+typedef struct Undo {
+        uint8_t kind;
+        uint32_t a, b;
+        int64_t v;
+} Undo;
+
+struct Solver {
+        const SolverSnapshot *snap;
+        SolverArena *arena;
+        Intern keys, vals;
+        uint32_t T, W;
+        /* well-known key ids */
+        uint32_t k_zone, k_ct, k_host, k_pool, k_type;
+        /* instance types */
+        bool *type_key;                     /* [n keys]: defined by some instance type */
+        uint32_t *type_vals;                /* [n keys at compile][T]: value id or NONE32 */
+        uint32_t n_type_keys_cap;
+        uint64_t *all_types;
+        uint64_t *offer_bits;               /* [64][W]: types with an available offering */
+        double *price;                      /* [T][64]: price or < 0 */
+        uint64_t *type_slots;               /* [T] */
+        FitTable **fits;
+        uint32_t n_fits;
+        /* zones */
+        uint32_t n_zones;
+        const char *zones[SOLVER_MAX_ZONES];
+        uint32_t zone_ids[SOLVER_MAX_ZONES]; /* value ids */
+        /* pools, sorted by weight */
+        Pool *pools;
+        uint32_t n_pools;
+        uint32_t *pool_order;
+        bool any_prefer_no_schedule;
+        double mem_weight;                  /* millicores per byte across the catalog */
+        /* pods: snapshot pods then virtual headroom pods */
+        const SolverPod *pods;              /* == snap->pods when no headroom */
+        SolverPod *vpods;                   /* virtual headroom pods */
+        uint32_t n_pods_all;
+        uint32_t *pod_shape;                /* [n_pods_all] */
+        int32_t *pod_node;                  /* [n_snapshot pods]: existing node or -1 */
+        uint32_t *bound;                    /* pods bound to existing nodes, grouped by node */
+        uint32_t n_bound;
+        Shape *shapes;
+        uint32_t n_shapes;
+        Group *groups;
+        uint32_t n_groups;
+        /* nodes: existing first */
+        Node *nodes;
+        uint32_t n_existing, n_nodes, cap_nodes;
+        uint64_t *node_types;               /* pool of W-word bitsets for new nodes */
+        size_t node_types_cap;              /* in nodes */
+        /* run state */
+        const SolverOptions *opts;
+        Undo *undo;
+        size_t n_undo, cap_undo;
+        uint8_t *preempted;                 /* [n_snapshot pods] */
+        uint8_t *claim_zone_set;
+        Batch *heap;
+        size_t n_heap, cap_heap;
+        uint64_t seq;
+        size_t new_nodes;
+        SolverResources *remaining;         /* [n_pools] limits left during a run */
+        /* run output (into the result) */
+        SolverDecision *decisions;
+        uint32_t *launch_of_node;
+        /* WFFC claims */
+        Intern claims;
+        int32_t *claim_zone;                /* [claims] */
+        size_t claim_cap;
+        /* failure diagnostics of the batch being placed */
+        SolverReason fail_reason;
+        const char *fail_msg;
+        /* scratch */
+        uint64_t *scratch;                  /* several W-word bitsets */
+        uint32_t *stamp;
+        uint32_t stamp_gen;
+        size_t stamp_cap;
+        /* results arena for the current run */
+        SolverArena *rarena;
+        uint32_t *preempt_list;
+        size_t n_preempt, cap_preempt;
+};
+
+static inline const SolverPod *pod_at(const Solver *s, uint32_t i) {
+        return i < s->snap->n_pods ? &s->snap->pods[i] : &s->vpods[i - s->snap->n_pods];
+}
+
+/* labels.c */
+bool req_value_matches(const SolverRequirement *r, const char *v);
+bool vset_contains(const VSet *s, uint32_t val, const char *str);
+int vset_from_requirement(Solver *s, const SolverRequirement *r, uint32_t key, VSet *ret);
+/* Intersects a node's custom sets with a pod's. Returns 1 and *ret (NULL: unchanged) when
+ * compatible, 0 when not (with a message), <0 on OOM. */
+int vsetlist_narrow(Solver *s, SolverArena *arena, const VSetList *node, const VSetList *pod,
+                    const VSetList **ret, const char **ret_msg);
+int vsetlist_add(Solver *s, VSetList *l, const VSet *v);
+bool int_of(const char *s, int64_t *ret);
+
+/* prepare.c */
+Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level);
+PoolCompat *solver_pool_compat(Solver *s, Variant *v, uint32_t pool);
+bool solver_existing_ok(Solver *s, Variant *v, uint32_t node);
+bool pool_min_values_ok(Solver *s, const Pool *p, const uint64_t *types);
+void fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t *out);
+uint64_t *offer_set(const Solver *s, uint64_t slots, uint64_t *out);
+int solver_grow_nodes(Solver *s, size_t need);
+const char *format_resources(SolverArena *a, const int64_t *v);
+
+/* place.c */
+int solver_place_all(Solver *s);
+void undo_all(Solver *s);
+
+/* result.c */
+int solver_build_result(Solver *s, SolverResult **ret);

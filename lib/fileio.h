@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stddef.h>
+
+/* Read a whole file of at most max bytes into a NUL-terminated buffer. -EFBIG when larger,
+ * -errno from open/read otherwise. ret_len may be NULL. */
+int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* The same, with trailing white space (newlines) removed: tokens, names, ids. */
+int read_file_trimmed(const char *path, size_t max, char **ret);

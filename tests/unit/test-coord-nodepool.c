@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Kubernetes/Karpenter objects into solver structs, and Karpenter to nodesmith conversion. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/nodepool.h"
+#include "yaml-json.h"
+
+#define MI ((int64_t) 1024 * 1024)
+#define GI (1024 * MI)
+
+static cJSON *yaml(const char *text) {
+        cJSON *j = NULL;
+        assert_int_equal(yaml_documents_to_json(text, strlen(text), &j), 0);
+        return j;
+}
+
+static NodepoolObjects *load(const char *text, char **ret_error) {
+        NodepoolObjects *o = NULL;
+        assert_int_equal(nodepool_objects_new(&o), 0);
+        cJSON *j = yaml(text);
+        char *err = NULL;
+        int r = nodepool_objects_add(o, j, "test.yaml", &err);
+        cJSON_Delete(j);
+        if (r >= 0)
+                r = nodepool_objects_finish(o, NULL, &err);
+        if (ret_error)
+                *ret_error = err;
+        else {
+                if (r < 0)
+                        fail_msg("unexpected error: %s", err ? err : "?");
+                free(err);
+        }
+        if (r < 0) {
+                nodepool_objects_free(o);
+                return NULL;
+        }
+        return o;
+}
+
+static void expect_error(const char *text, const char *msg) {
+        char *err = NULL;
+        NodepoolObjects *o = load(text, &err);
+        assert_null(o);
+        assert_non_null(err);
+        if (!strstr(err, msg))
+                fail_msg("\"%s\" lacks \"%s\"", err, msg);
+        free(err);
+}
+
+static void test_nodepool(void **state) {
+        NodepoolObjects *o = load("apiVersion: nodesmith.io/v1\n"
+                                  "kind: NodePool\n"
+                                  "metadata: {name: general}\n"
+                                  "spec:\n"
+                                  "  weight: 10\n"
+                                  "  template:\n"
+                                  "    metadata: {labels: {team: a}}\n"
+                                  "    spec:\n"
+                                  "      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: default}\n"
+                                  "      requirements:\n"
+                                  "        - {key: node.kubernetes.io/instance-type, operator: Exists, minValues: 5}\n"
+                                  "        - {key: nodesmith.io/instance-cpu, operator: Gt, values: ['3']}\n"
+                                  "      taints: [{key: k, value: v, effect: NoSchedule}]\n"
+                                  "      startupTaints: [{key: s, effect: NoExecute}]\n"
+                                  "      expireAfter: 24h\n"
+                                  "  limits: {cpu: 100, memory: 400Gi}\n"
+                                  "  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 5m, budgets: [{nodes: '10%'}]}\n"
+                                  "  headroom: {cpu: '4', memory: 8Gi, pods: 2}\n",
+                                  NULL);
+        assert_int_equal(o->n_pools, 1);
+        const SolverNodePool *p = &o->pools[0];
+        const NodePoolExtra *x = &o->extra[0];
+        assert_string_equal(p->name, "general");
+        assert_int_equal(p->weight, 10);
+        assert_int_equal(p->n_labels, 1);
+        assert_int_equal(p->n_requirements, 2);
+        assert_int_equal(p->requirements[0].op, SOLVER_OP_EXISTS);
+        assert_int_equal(p->requirements[0].min_values, 5);
+        assert_int_equal(p->requirements[1].op, SOLVER_OP_GT);
+        assert_int_equal(p->n_taints, 1);
+        assert_int_equal(p->taints[0].effect, SOLVER_EFFECT_NO_SCHEDULE);
+        assert_int_equal(p->n_startup_taints, 1);
+        assert_int_equal(p->limits.v[SOLVER_RES_CPU], 100000);
+        assert_int_equal(p->limits.v[SOLVER_RES_MEMORY], 400 * GI);
+        assert_int_equal(p->limits.v[SOLVER_RES_PODS], -1);
+        assert_int_equal(p->headroom.v[SOLVER_RES_CPU], 4000);
+        assert_int_equal(p->headroom.v[SOLVER_RES_PODS], 2);
+        assert_string_equal(x->node_class, "default");
+        assert_int_equal(x->expire_after_s, 24 * 3600);
+        assert_string_equal(x->consolidation_policy, "WhenEmpty");
+        assert_int_equal(x->consolidate_after_s, 300);
+        assert_int_equal(cJSON_GetArraySize(x->budgets), 1);
+        nodepool_objects_free(o);
+}
+
+static void test_nodepool_errors(void **state) {
+        const char *head = "apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template:\n    spec:\n";
+        char buf[1024];
+        snprintf(buf, sizeof(buf), "%s      requirements: [{key: a, operator: In, values: [x], minValues: 2}]\n", head);
+        expect_error(buf, "NodePool np: spec.template.spec.requirements[0].minValues: is larger than the number of values");
+        snprintf(buf, sizeof(buf), "%s      requirements: [{key: a, operator: Gt, values: [x]}]\n", head);
+        expect_error(buf, "requirements[0].values: Gt needs exactly one integer value");
+        snprintf(buf, sizeof(buf), "%s      requirements: [{key: a, operator: In}]\n", head);
+        expect_error(buf, "requirements[0].values: In needs at least one value");
+        snprintf(buf, sizeof(buf), "%s      taints: [{key: a, effect: Sometimes}]\n", head);
+        expect_error(buf, "taints[0].effect: \"Sometimes\" is not NoSchedule");
+        snprintf(buf, sizeof(buf), "%s      expireAfter: soon\n", head);
+        expect_error(buf, "spec.template.spec.expireAfter: \"soon\" is not a duration");
+        expect_error("apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template:\n"
+                     "    metadata: {labels: {karpenter.sh/capacity-type: spot}}\n    spec: {}\n",
+                     "is a well-known label");
+        expect_error("apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  weight: 500\n"
+                     "  template: {spec: {}}\n",
+                     "spec.weight: must be between 1 and 100");
+        expect_error("apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template: {spec: {}}\n"
+                     "  limits: {cpu: many}\n",
+                     "spec.limits.cpu: \"many\" is not a quantity");
+        expect_error("apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template: {spec: {}}\n"
+                     "---\napiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template: {spec: {}}\n",
+                     "another NodePool has this name");
+        expect_error("kind: Pod\nmetadata: {name: x}\n", "Pod default/x: spec: must be an object");
+        expect_error("apiVersion: v1\nmetadata: {name: x}\n", "kind: is required");
+}
+
+static void test_pod_requests(void **state) {
+        /* containers 100m + 200m (+ a sidecar 50m); init 500m runs next to the sidecar: 550m;
+         * a limit-only container requests its limit; overhead adds */
+        NodepoolObjects *o = load("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: n, labels: {app: x}}\n"
+                                  "spec:\n"
+                                  "  priority: 100\n"
+                                  "  preemptionPolicy: Never\n"
+                                  "  initContainers:\n"
+                                  "    - {name: side, restartPolicy: Always, resources: {requests: {cpu: 50m}}}\n"
+                                  "    - {name: init, resources: {requests: {cpu: 500m, memory: 1Gi}}}\n"
+                                  "  containers:\n"
+                                  "    - {name: a, resources: {requests: {cpu: 100m, memory: 100Mi}}}\n"
+                                  "    - {name: b, resources: {limits: {cpu: 200m, memory: 200Mi, nvidia.com/gpu: 1}},\n"
+                                  "       ports: [{containerPort: 80, hostPort: 8080}, {containerPort: 53, hostPort: 53, protocol: UDP}]}\n"
+                                  "  overhead: {memory: 10Mi}\n",
+                                  NULL);
+        assert_int_equal(o->n_pods, 1);
+        const SolverPod *p = &o->pods[0];
+        assert_int_equal(p->requests.v[SOLVER_RES_CPU], 550);
+        assert_int_equal(p->requests.v[SOLVER_RES_MEMORY], 1 * GI + 10 * MI);
+        assert_int_equal(p->requests.v[SOLVER_RES_NVIDIA_GPU], 1);
+        assert_int_equal(p->requests.v[SOLVER_RES_PODS], 1);
+        assert_int_equal(p->priority, 100);
+        assert_true(p->preempt_never);
+        assert_int_equal(p->n_host_ports, 2);
+        assert_int_equal(p->host_ports[0].port, 8080);
+        assert_int_equal(p->host_ports[1].protocol, 1);
+        assert_string_equal(p->namespace_, "n");
+        nodepool_objects_free(o);
+}
+
+static void test_pod_scheduling_fields(void **state) {
+        NodepoolObjects *o = load(
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: web, pod-template-hash: abc}}\n"
+                "spec:\n"
+                "  nodeSelector: {kubernetes.io/arch: arm64}\n"
+                "  tolerations: [{key: k, operator: Exists}, {operator: Exists}]\n"
+                "  affinity:\n"
+                "    nodeAffinity:\n"
+                "      requiredDuringSchedulingIgnoredDuringExecution:\n"
+                "        nodeSelectorTerms:\n"
+                "          - matchExpressions: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]\n"
+                "          - matchFields: [{key: metadata.name, operator: In, values: [node-1]}]\n"
+                "      preferredDuringSchedulingIgnoredDuringExecution:\n"
+                "        - weight: 20\n"
+                "          preference: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}]}\n"
+                "    podAntiAffinity:\n"
+                "      requiredDuringSchedulingIgnoredDuringExecution:\n"
+                "        - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}\n"
+                "      preferredDuringSchedulingIgnoredDuringExecution:\n"
+                "        - weight: 5\n"
+                "          podAffinityTerm: {topologyKey: topology.kubernetes.io/zone, namespaceSelector: {},\n"
+                "                            labelSelector: {matchExpressions: [{key: app, operator: Exists}]}}\n"
+                "  topologySpreadConstraints:\n"
+                "    - {maxSkew: 2, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway,\n"
+                "       minDomains: 3, labelSelector: {matchLabels: {app: web}}, matchLabelKeys: [pod-template-hash]}\n"
+                "  containers: [{name: a}]\n",
+                NULL);
+        const SolverPod *p = &o->pods[0];
+        assert_int_equal(p->n_node_selector, 1);
+        assert_int_equal(p->n_tolerations, 2);
+        assert_true(p->tolerations[1].exists);
+        assert_int_equal(p->n_required_terms, 2);
+        assert_string_equal(p->required_terms[1].reqs[0].key, SOLVER_LABEL_HOSTNAME);
+        assert_int_equal(p->n_preferred_terms, 1);
+        assert_int_equal(p->preferred_terms[0].weight, 20);
+        assert_int_equal(p->n_anti_affinity, 1);
+        assert_string_equal(p->anti_affinity[0].topology_key, SOLVER_LABEL_HOSTNAME);
+        assert_int_equal(p->n_pref_anti_affinity, 1);
+        assert_true(p->pref_anti_affinity[0].all_namespaces);
+        assert_int_equal(p->n_spreads, 1);
+        assert_true(p->spreads[0].schedule_anyway);
+        assert_int_equal(p->spreads[0].min_domains, 3);
+        /* matchLabelKeys added the pod's own pod-template-hash */
+        assert_int_equal(p->spreads[0].selector.n_match_labels, 2);
+        assert_string_equal(p->spreads[0].selector.match_labels[1].value, "abc");
+        nodepool_objects_free(o);
+}
+
+static void test_workloads_and_volumes(void **state) {
+        NodepoolObjects *o = load(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\n"
+                "spec:\n  replicas: 3\n  template:\n    metadata: {labels: {app: web}}\n"
+                "    spec:\n      containers: [{name: a, resources: {requests: {cpu: 250m}}}]\n"
+                "      volumes: [{name: d, persistentVolumeClaim: {claimName: bound}}, {name: e, emptyDir: {}}]\n"
+                "---\n"
+                "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db, namespace: shop}\n"
+                "spec:\n  replicas: 2\n  template:\n    spec:\n      priorityClassName: high\n      containers: [{name: a}]\n"
+                "  volumeClaimTemplates: [{metadata: {name: data}, spec: {storageClassName: late}}]\n"
+                "---\n"
+                "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\n"
+                "spec:\n  template:\n    spec:\n      containers: [{name: a, resources: {requests: {cpu: 100m}}}]\n"
+                "---\n"
+                "apiVersion: v1\nkind: List\nitems:\n"
+                "  - {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: bound, namespace: shop}, spec: {volumeName: pv1}}\n"
+                "  - apiVersion: v1\n    kind: PersistentVolume\n    metadata: {name: pv1}\n"
+                "    spec: {nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: topology.kubernetes.io/zone,"
+                " operator: In, values: [us-east-1b]}]}]}}}\n"
+                "  - {apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: late}, volumeBindingMode: WaitForFirstConsumer}\n"
+                "  - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}\n"
+                "  - {apiVersion: v1, kind: ConfigMap, metadata: {name: ignored}}\n",
+                NULL);
+        assert_int_equal(o->n_pods, 5);
+        assert_int_equal(o->n_daemonsets, 1);
+        assert_string_equal(o->pods[0].name, "web-0");
+        assert_string_equal(o->pods[2].name, "web-2");
+        assert_string_equal(o->pods[0].owner, "Deployment/web");
+        assert_int_equal(o->pods[1].requests.v[SOLVER_RES_CPU], 250);
+        /* the bound claim pins the zone */
+        assert_int_equal(o->pods[0].n_volume_zones, 1);
+        assert_string_equal(o->pods[0].volume_zones[0], "us-east-1b");
+        /* StatefulSet: per-replica WaitForFirstConsumer claims, priority from the class */
+        assert_string_equal(o->pods[3].name, "db-0");
+        assert_int_equal(o->pods[3].n_wffc_claims, 1);
+        assert_string_equal(o->pods[3].wffc_claims[0], "shop/data-db-0");
+        assert_string_equal(o->pods[4].wffc_claims[0], "shop/data-db-1");
+        assert_int_equal(o->pods[3].priority, 1000);
+        assert_int_equal(o->daemonsets[0].requests.v[SOLVER_RES_CPU], 100);
+        /* the ConfigMap is noted, not an error */
+        bool noted = false;
+        for (size_t i = 0; i < o->n_notes; i++)
+                noted |= strstr(o->notes[i], "ConfigMap") != NULL;
+        assert_true(noted);
+        nodepool_objects_free(o);
+}
+
+static void test_nodeclass_and_node(void **state) {
+        NodepoolObjects *o = load(
+                "apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: default}\n"
+                "spec:\n  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]\n"
+                "  subnetSelectorTerms: [{tags: {a: b}}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n"
+                "  metadataOptions: {httpTokens: required, httpPutResponseHopLimit: 2}\n"
+                "  blockDeviceMappings: [{deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 80Gi}}]\n"
+                "  kubelet: {maxPods: 110, kubeReserved: {cpu: 200m}, evictionHard: {memory.available: 500Mi}}\n"
+                "---\n"
+                "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels: {karpenter.sh/nodepool: general,"
+                " topology.kubernetes.io/zone: us-east-1a, karpenter.sh/capacity-type: spot}\n"
+                "spec: {unschedulable: true, taints: [{key: t, effect: NoSchedule}]}\n"
+                "status: {allocatable: {cpu: 3920m, memory: 6Gi, pods: '58'}}\n",
+                NULL);
+        assert_int_equal(o->n_classes, 1);
+        const NodeClass *nc = &o->classes[0];
+        assert_string_equal(nc->ami_family, "AL2023");
+        assert_int_equal(nc->root_volume_bytes, 80 * GI);
+        assert_int_equal(nc->http_put_hop_limit, 2);
+        assert_true(nc->http_tokens_required);
+        assert_true(nc->has_kubelet);
+        assert_int_equal(nc->kubelet.max_pods, 110);
+        assert_true(nc->kubelet.has_kube_reserved_cpu);
+        assert_int_equal(nc->kubelet.kube_reserved_cpu, 200);
+        assert_int_equal(nc->kubelet.eviction_memory, 500 * MI);
+        assert_int_equal(o->n_nodes, 1);
+        const SolverNode *n = &o->nodes[0];
+        assert_string_equal(n->nodepool, "general");
+        assert_string_equal(n->zone, "us-east-1a");
+        assert_int_equal(n->capacity_type, SOLVER_CAPACITY_SPOT);
+        assert_true(n->unschedulable);
+        assert_int_equal(n->allocatable.v[SOLVER_RES_CPU], 3920);
+        nodepool_objects_free(o);
+
+        expect_error("apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n"
+                     "spec: {amiSelectorTerms: [{alias: a}], subnetSelectorTerms: [{id: s}], securityGroupSelectorTerms: [{id: g}]}\n",
+                     "EC2NodeClass x: spec.role: exactly one of role and instanceProfile must be set");
+        expect_error("apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n"
+                     "spec: {role: r, subnetSelectorTerms: [], securityGroupSelectorTerms: [{id: g}]}\n",
+                     "spec.subnetSelectorTerms: needs at least one term");
+        expect_error("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n", "Node n: status.allocatable: is required");
+}
+
+static void test_durations(void **state) {
+        int64_t v;
+        assert_int_equal(nodepool_parse_duration("720h", &v), 0);
+        assert_int_equal(v, 720 * 3600);
+        assert_int_equal(nodepool_parse_duration("1h30m15s", &v), 0);
+        assert_int_equal(v, 5415);
+        assert_int_equal(nodepool_parse_duration("Never", &v), 0);
+        assert_int_equal(v, -1);
+        assert_int_equal(nodepool_parse_duration("1500ms", &v), 0);
+        assert_int_equal(v, 1);
+        assert_int_equal(nodepool_parse_duration("10", &v), -EINVAL);
+        assert_int_equal(nodepool_parse_duration("5d", &v), -EINVAL);
+}
+
+static const cJSON *find_kind(const cJSON *arr, const char *kind) {
+        const cJSON *o;
+        cJSON_ArrayForEach(o, arr) {
+                const cJSON *k = cJSON_GetObjectItem(o, "kind");
+                if (cJSON_IsString(k) && strcmp(k->valuestring, kind) == 0)
+                        return o;
+        }
+        return NULL;
+}
+
+static const char *jstr(const cJSON *o, const char *path) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", path);
+        const cJSON *cur = o;
+        for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && cur; k = strtok_r(NULL, ".", &save))
+                cur = cJSON_GetObjectItem(cur, k);
+        return cJSON_IsString(cur) ? cur->valuestring : NULL;
+}
+
+static void test_convert_v1beta1_with_kubelet(void **state) {
+        cJSON *in = yaml("apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: np}\n"
+                         "spec:\n  template:\n    metadata: {labels: {team: a}}\n"
+                         "    spec:\n      nodeClassRef: {apiVersion: karpenter.k8s.aws/v1beta1, kind: EC2NodeClass, name: nc}\n"
+                         "      kubelet: {maxPods: 42}\n"
+                         "      requirements: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m7i]}]\n"
+                         "  disruption: {consolidationPolicy: WhenUnderutilized, expireAfter: 48h}\n"
+                         "---\n"
+                         "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: nc}\n"
+                         "spec: {role: r, amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{id: s}],"
+                         " securityGroupSelectorTerms: [{id: g}]}\n"
+                         "---\n"
+                         "apiVersion: v1\nkind: Service\nmetadata: {name: untouched}\n");
+        cJSON *out = NULL;
+        char **notes = NULL, *err = NULL;
+        assert_int_equal(nodepool_convert(in, &out, &notes, &err), 0);
+        assert_int_equal(cJSON_GetArraySize(out), 3);
+        const cJSON *np = find_kind(out, "NodePool"), *nc = find_kind(out, "EC2NodeClass");
+        assert_string_equal(jstr(np, "apiVersion"), "nodesmith.io/v1");
+        assert_string_equal(jstr(np, "spec.disruption.consolidationPolicy"), "WhenEmptyOrUnderutilized");
+        assert_string_equal(jstr(np, "spec.template.spec.expireAfter"), "48h");
+        assert_null(jstr(np, "spec.disruption.expireAfter"));
+        assert_string_equal(jstr(np, "spec.template.spec.nodeClassRef.group"), "nodesmith.io");
+        assert_string_equal(jstr(np, "spec.template.metadata.labels.team"), "a");
+        const cJSON *req = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
+                cJSON_GetObjectItem(np, "spec"), "template"), "spec"), "requirements"), 0);
+        assert_string_equal(jstr(req, "key"), "nodesmith.io/instance-family");
+        /* the v1beta1 kubelet block went to the EC2NodeClass converted with it */
+        assert_string_equal(jstr(nc, "apiVersion"), "nodesmith.io/v1");
+        assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(nc, "spec"), "kubelet"), "maxPods")->valueint, 42);
+        assert_null(cJSON_GetObjectItem(np, "x-kubelet"));
+        bool moved = false;
+        for (char **n = notes; *n; n++)
+                moved |= strstr(*n, "kubelet settings moved to EC2NodeClass nc") != NULL;
+        assert_true(moved);
+        assert_string_equal(jstr(find_kind(out, "Service"), "metadata.name"), "untouched");
+
+        /* what comes out parses as nodesmith objects, also through YAML */
+        char *text = NULL;
+        assert_int_equal(json_to_yaml(out, true, &text), 0);
+        cJSON *back = yaml(text);
+        assert_true(cJSON_Compare(back, out, true));
+        NodepoolObjects *o = NULL;
+        assert_int_equal(nodepool_objects_new(&o), 0);
+        int r = nodepool_objects_add(o, back, NULL, &err);
+        if (r < 0)
+                fail_msg("%s", err ? err : "?");
+        assert_int_equal(o->n_pools, 1);
+        assert_int_equal(o->n_classes, 1);
+        assert_int_equal(o->classes[0].kubelet.max_pods, 42);
+        nodepool_objects_free(o);
+        cJSON_Delete(back);
+        free(text);
+        nodepool_notes_free(notes);
+        cJSON_Delete(out);
+        cJSON_Delete(in);
+}
+
+static void test_convert_provisioner(void **state) {
+        /* consolidation on, an inline provider, a field with no equivalent */
+        cJSON *in = yaml("apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: p}\n"
+                         "spec:\n  consolidation: {enabled: true}\n  ttlSecondsAfterEmpty: 60\n"
+                         "  provider: {subnetSelector: {karpenter.sh/discovery: x}, securityGroupSelector: {aws-ids: sg-1},"
+                         " instanceProfile: ip, launchTemplate: lt}\n"
+                         "  requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]\n"
+                         "  limits: {resources: {cpu: '64'}}\n"
+                         "  weirdField: 1\n");
+        cJSON *out = NULL;
+        char **notes = NULL;
+        assert_int_equal(nodepool_convert(in, &out, &notes, NULL), 0);
+        const cJSON *np = find_kind(out, "NodePool"), *nc = find_kind(out, "EC2NodeClass");
+        assert_non_null(np);
+        assert_non_null(nc);
+        assert_string_equal(jstr(np, "spec.disruption.consolidationPolicy"), "WhenEmptyOrUnderutilized");
+        assert_string_equal(jstr(np, "spec.disruption.consolidateAfter"), "0s");
+        assert_string_equal(jstr(np, "spec.template.spec.expireAfter"), "Never");
+        assert_string_equal(jstr(np, "spec.template.spec.nodeClassRef.name"), "p");
+        assert_string_equal(jstr(np, "spec.limits.cpu"), "64");
+        assert_string_equal(jstr(nc, "spec.instanceProfile"), "ip");
+        int seen = 0;
+        for (char **n = notes; *n; n++) {
+                seen += strstr(*n, "launchTemplate cannot be carried over") != NULL;
+                seen += strstr(*n, "spec.weirdField cannot be carried over") != NULL;
+                seen += strstr(*n, "consolidation.enabled wins over ttlSecondsAfterEmpty") != NULL;
+        }
+        assert_int_equal(seen, 3);
+        nodepool_notes_free(notes);
+        cJSON_Delete(out);
+        cJSON_Delete(in);
+}
+
+static void test_yaml_anchors_and_emitter(void **state) {
+        /* manifests written with anchors and merge keys parse like the expanded text */
+        NodepoolObjects *o = load("apiVersion: v1\nkind: List\n"
+                                  "x-res: &res {requests: {cpu: 300m, memory: 64Mi}}\n"
+                                  "items:\n"
+                                  "  - apiVersion: v1\n    kind: Pod\n    metadata: {name: a}\n"
+                                  "    spec:\n      containers:\n        - &c {name: a, resources: *res}\n"
+                                  "        - <<: *c\n          name: b\n",
+                                  NULL);
+        assert_int_equal(o->n_pods, 1);
+        assert_int_equal(o->pods[0].requests.v[SOLVER_RES_CPU], 600);
+        nodepool_objects_free(o);
+
+        /* strings that would read back as something else are quoted */
+        cJSON *j = cJSON_Parse("{\"a\": \"true\", \"b\": \"1.5\", \"c\": \"\", \"d\": \"null\", \"e\": \"plain\","
+                               " \"f\": 2, \"g\": [], \"h\": \"0x10\", \"yes\": false}");
+        char *text = NULL;
+        assert_int_equal(json_to_yaml(j, false, &text), 0);
+        assert_non_null(strstr(text, "a: \"true\""));
+        assert_non_null(strstr(text, "e: plain"));
+        assert_non_null(strstr(text, "f: 2"));
+        cJSON *back = NULL;
+        assert_int_equal(yaml_to_json(text, strlen(text), &back), 0);
+        assert_true(cJSON_Compare(j, back, true));
+        cJSON_Delete(back);
+        free(text);
+        cJSON_Delete(j);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_nodepool),
+                cmocka_unit_test(test_nodepool_errors),
+                cmocka_unit_test(test_pod_requests),
+                cmocka_unit_test(test_pod_scheduling_fields),
+                cmocka_unit_test(test_workloads_and_volumes),
+                cmocka_unit_test(test_nodeclass_and_node),
+                cmocka_unit_test(test_durations),
+                cmocka_unit_test(test_convert_v1beta1_with_kubelet),
+                cmocka_unit_test(test_convert_provisioner),
+                cmocka_unit_test(test_yaml_anchors_and_emitter),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
