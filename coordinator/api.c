@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "coordinator.h"
+#include "provisioner.h"
 #include "macro.h"
 #include "pbjson.h"
 #include "strbuf.h"
@@ -122,6 +123,9 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                 label(&b, e->instance_id);
                 strbuf_printf(&b, "\"} %.3f\n", (double) (now - e->last_seen_usec) / 1e6);
         }
+        strbuf_printf(&b, "# HELP nodesmith_leader Whether this replica holds the Lease (acts).\n"
+                          "# TYPE nodesmith_leader gauge\nnodesmith_leader %d\n", c->leading ? 1 : 0);
+        provisioner_metrics(c->provisioner, &b);
         if (b.error < 0) {
                 int r = b.error;
                 strbuf_done(&b);
@@ -129,6 +133,15 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         }
         *ret = b.data;
         *ret_len = b.len;
+        return 0;
+}
+
+int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len) {
+        char *s = provisioner_api(c->provisioner);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        *ret_len = strlen(s);
         return 0;
 }
 

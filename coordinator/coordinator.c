@@ -7,6 +7,8 @@
 
 #include "coordinator.h"
 #include "daemon.h"
+#include "leader.h"
+#include "provisioner.h"
 #include "log.h"
 #include "macro.h"
 
@@ -33,6 +35,36 @@ const Option coord_options[] = {
           "a node whose agent is silent this long is reported stale" },
         { "drain-on", OPTION_STRING, OPT(drain_on), NOTICE_POLICY_DEFAULT,
           "notices that drain a node: spot, rebalance, maintenance (shutdown and node deletion always do)" },
+        { "cluster-name", OPTION_STRING, OPT(cluster_name), NULL,
+          "cluster to provision for (tag nodesmith.io/cluster); unset: no provisioning" },
+        { "kube-server", OPTION_STRING, OPT(kube_server), NULL,
+          "Kubernetes API URL (default: kubeconfig, else in-cluster)" },
+        { "kubeconfig", OPTION_STRING, OPT(kubeconfig), NULL, "kubeconfig file" },
+        { "region", OPTION_STRING, OPT(region), "us-east-1", "AWS region" },
+        { "ec2-endpoint", OPTION_STRING, OPT(ec2_endpoint), NULL, "EC2 endpoint (default: the region's)" },
+        { "ssm-endpoint", OPTION_STRING, OPT(ssm_endpoint), NULL, "SSM endpoint (default: the region's)" },
+        { "catalog", OPTION_STRING, OPT(catalog), "/usr/share/nodesmith/catalog-us-east-1.json",
+          "instance catalog (types, offerings, prices)" },
+        { "batch-idle", OPTION_MSEC, OPT(batch_idle_ms), "1s", "a batch of pending pods closes after this idle time" },
+        { "batch-max", OPTION_MSEC, OPT(batch_max_ms), "10s", "and at most this long after it opened" },
+        { "registration-timeout", OPTION_MSEC, OPT(registration_timeout_ms), "15m",
+          "an instance that has not registered as a Node by then is terminated" },
+        { "kubernetes-version", OPTION_STRING, OPT(kubernetes_version), "1.31",
+          "EKS version for the AL2023 AMI (SSM parameter)" },
+        { "instance-profile", OPTION_STRING, OPT(instance_profile), NULL, "instance profile for nodes" },
+        { "cluster-endpoint", OPTION_STRING, OPT(cluster_endpoint), NULL, "API server endpoint for NodeConfig" },
+        { "cluster-ca", OPTION_STRING, OPT(cluster_ca), NULL, "cluster CA (base64) for NodeConfig" },
+        { "cluster-cidr", OPTION_STRING, OPT(cluster_cidr), "10.100.0.0/16", "service CIDR for NodeConfig" },
+        { "agent-endpoint", OPTION_STRING, OPT(agent_endpoint), NULL,
+          "address agents on new nodes dial (tls+tcp://HOST:PORT), written into their user data" },
+        { "agent-ca", OPTION_STRING, OPT(agent_ca), NULL, "CA file agents verify this coordinator with" },
+        { "agent-tls-server-name", OPTION_STRING, OPT(agent_tls_server_name), NULL,
+          "name agents verify in this coordinator's certificate" },
+        { "leader-elect", OPTION_BOOL, OPT(leader_elect), "yes", "take part in leader election (Lease)" },
+        { "lease-namespace", OPTION_STRING, OPT(lease_namespace), "nodesmith", "namespace of the Lease" },
+        { "lease-name", OPTION_STRING, OPT(lease_name), "nodesmith-coordinator", "name of the Lease" },
+        { "lease-duration", OPTION_MSEC, OPT(lease_duration_ms), "15s", "Lease duration" },
+        { "identity", OPTION_STRING, OPT(identity), NULL, "this replica's identity (default: hostname_pid)" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
 };
 const size_t coord_options_count = ELEMENTSOF(coord_options);
@@ -53,6 +85,9 @@ int coordinator_new(Coordinator **ret) {
 Coordinator *coordinator_free(Coordinator *c) {
         if (!c)
                 return NULL;
+        provisioner_free(c->provisioner);
+        leader_free(c->leader);
+        kube_client_free(c->kube);
         http_server_free(c->http);
         link_server_free(c->link);
         registry_done(&c->registry);
@@ -134,6 +169,9 @@ int coordinator_validate(Coordinator *c) {
                 return log_error_errno(EINVAL, "max-nodes must be within 1..100000.");
         if (cfg->max_message < 4096 || cfg->max_message > 64 * 1024 * 1024)
                 return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
+        if (!isempty(cfg->cluster_name) && !isempty(cfg->agent_endpoint) &&
+            link_url_check(cfg->agent_endpoint, false, NULL) < 0 && !cfg->insecure)
+                return log_error_errno(EINVAL, "agent-endpoint must be tls+tcp://HOST:PORT.");
         if (!isempty(cfg->http_listen) && strncmp(cfg->http_listen, "http://", 7) != 0)
                 return log_error_errno(EINVAL, "http-listen must be http://HOST:PORT.");
         return 0;
@@ -148,6 +186,49 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         log_info("Received %s, stopping.", strsignal((int) si->ssi_signo));
         (void) sd_notify(false, "STOPPING=1");
         return sd_event_exit(c->event, 0);
+}
+
+static void on_leading(Leader *l, bool leading, void *userdata) {
+        Coordinator *c = userdata;
+        c->leading = leading;
+        provisioner_set_leading(c->provisioner, leading);
+        (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
+}
+
+/* Leader election through a Lease, or lead alone when it is off. */
+static int coordinator_elect(Coordinator *c) {
+        const CoordConfig *cfg = &c->cfg;
+        _cleanup_(kube_config_freep) KubeConfig *kc = NULL;
+        char identity[300];
+        int r;
+
+        if (!cfg->leader_elect) {
+                on_leading(NULL, true, c);
+                return 0;
+        }
+        if (!isempty(cfg->kube_server))
+                r = kube_config_new(cfg->kube_server, &kc);
+        else if (!isempty(cfg->kubeconfig))
+                r = kube_config_from_kubeconfig(cfg->kubeconfig, NULL, &kc);
+        else
+                r = kube_config_in_cluster(NULL, &kc);
+        if (r >= 0)
+                r = kube_client_new(c->event, kc, &c->kube);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the Kubernetes client for leader election: %m");
+        if (isempty(cfg->identity)) {
+                char host[256] = "coordinator";
+                (void) gethostname(host, sizeof host - 1);
+                snprintf(identity, sizeof identity, "%s_%d", host, (int) getpid());
+        } else
+                snprintf(identity, sizeof identity, "%s", cfg->identity);
+        LeaderConfig lc = { .namespace = cfg->lease_namespace, .name = cfg->lease_name, .identity = identity,
+                            .lease_usec = cfg->lease_duration_ms * USEC_PER_MSEC };
+        r = leader_new(c->event, c->kube, &lc, on_leading, c, &c->leader);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up leader election: %m");
+        log_info("Leader election: Lease %s/%s as %s.", cfg->lease_namespace, cfg->lease_name, identity);
+        return 0;
 }
 
 int coordinator_start(Coordinator *c) {
@@ -178,6 +259,15 @@ int coordinator_start(Coordinator *c) {
         r = sd_event_set_watchdog(c->event, true);
         if (r < 0)
                 log_warning_errno(r, "Failed to enable the watchdog: %m");
+
+        if (!isempty(c->cfg.cluster_name)) {
+                r = provisioner_new(c, &c->provisioner);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up provisioning: %m");
+                r = coordinator_elect(c);
+                if (r < 0)
+                        return r;
+        }
 
         c->start_usec = coordinator_now(c);
         (void) sd_notify(false, "READY=1");

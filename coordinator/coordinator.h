@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "link.h"
+#include "kube.h"
 #include "policy.h"
 #include "registry.h"
 
@@ -27,6 +28,30 @@ typedef struct CoordConfig {
         uint64_t max_message;
         uint64_t stale_after_ms;
         char *drain_on;
+        /* provisioning */
+        char *cluster_name;
+        char *kube_server;
+        char *kubeconfig;
+        char *region;
+        char *ec2_endpoint;
+        char *ssm_endpoint;
+        char *catalog;
+        uint64_t batch_idle_ms;
+        uint64_t batch_max_ms;
+        uint64_t registration_timeout_ms;
+        char *kubernetes_version;
+        char *instance_profile;
+        char *cluster_endpoint;
+        char *cluster_ca;
+        char *cluster_cidr;
+        char *agent_endpoint;
+        char *agent_ca;
+        char *agent_tls_server_name;
+        bool leader_elect;
+        char *lease_namespace;
+        char *lease_name;
+        uint64_t lease_duration_ms;
+        char *identity;
         char *log_level;
 } CoordConfig;
 
@@ -56,6 +81,8 @@ typedef struct Metrics {
 } Metrics;
 
 typedef struct HttpServer HttpServer;
+typedef struct Provisioner Provisioner;
+typedef struct Leader Leader;
 
 typedef struct Coordinator {
         sd_event *event;
@@ -64,6 +91,10 @@ typedef struct Coordinator {
         Registry registry;
         PbArena *scratch;              /* for report envelopes, reset per report */
         NoticePolicy drain_on;
+        KubeClient *kube;              /* for the Lease */
+        Leader *leader;
+        Provisioner *provisioner;
+        bool leading;
         LinkServer *link;
         HttpServer *http;
         Metrics metrics;
@@ -94,3 +125,4 @@ HttpServer *http_server_free(HttpServer *h);
 /* api.c: what the HTTP endpoints answer. */
 int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);
+int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len);

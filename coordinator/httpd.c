@@ -25,7 +25,7 @@ struct HttpServer {
         Coordinator *coord;
         nng_http_server *server;
         nng_url *url;
-        nng_http_handler *handlers[5];
+        nng_http_handler *handlers[8];
         size_t n_handlers;
         int efd;
         sd_event_source *io;
@@ -101,7 +101,8 @@ static void serve(HttpServer *s, nng_aio *aio) {
         if (pl == 8 && strncmp(uri, "/healthz", 8) == 0) {
                 respond(aio, 200, "text/plain", "ok\n", 3);
         } else if (pl == 7 && strncmp(uri, "/readyz", 7) == 0) {
-                bool ready = c->link != NULL;
+                /* a standby serves metrics but is not ready: agents and the Service go to the leader */
+                bool ready = c->link != NULL && (!c->provisioner || c->leading);
                 respond(aio, ready ? 200 : 503, "text/plain", ready ? "ok\n" : "not ready\n",
                         ready ? 3 : 10);
         } else if (pl == 8 && strncmp(uri, "/metrics", 8) == 0) {
@@ -112,6 +113,12 @@ static void serve(HttpServer *s, nng_aio *aio) {
                         respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
         } else if (pl == 13 && strncmp(uri, "/api/v1/nodes", 13) == 0) {
                 r = api_nodes_render(c, &body, &len);
+                if (r < 0)
+                        respond(aio, 500, "text/plain", "error\n", 6);
+                else
+                        respond(aio, 200, "application/json", body, len);
+        } else if (pl == 20 && strncmp(uri, "/api/v1/provisioning", 20) == 0) {
+                r = api_provisioning_render(c, &body, &len);
                 if (r < 0)
                         respond(aio, 500, "text/plain", "error\n", 6);
                 else
@@ -144,7 +151,8 @@ static int on_wakeup(sd_event_source *es, int fd, uint32_t revents, void *userda
 }
 
 int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
-        static const char *const paths[] = { "/healthz", "/readyz", "/metrics", "/api/v1/nodes" };
+        static const char *const paths[] = { "/healthz", "/readyz", "/metrics", "/api/v1/nodes",
+                                             "/api/v1/provisioning" };
         HttpServer *s;
         int r;
 

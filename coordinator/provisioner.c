@@ -1,0 +1,1336 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "aws-credentials.h"
+#include "catalog.h"
+#include "coordinator.h"
+#include "ec2.h"
+#include "fileio.h"
+#include "http.h"
+#include "kube.h"
+#include "log.h"
+#include "macro.h"
+#include "nodepool.h"
+#include "provisioner.h"
+#include "solver/solver.h"
+#include "userdata.h"
+
+#define ICE_TTL_USEC (3 * 60 * USEC_PER_SEC)
+#define RESOLVE_TTL_USEC (5 * 60 * USEC_PER_SEC)
+#define MAX_IN_FLIGHT 10000
+#define MAX_ICE 4096
+#define MAX_SUBNETS 64
+#define MAX_SGS 16
+
+typedef struct InFlight {
+        char *instance_id;
+        char *nodepool;
+        char *instance_type;
+        char *zone;
+        SolverCapacityType capacity_type;
+        uint64_t launched_usec;  /* CLOCK_MONOTONIC */
+        size_t n_pods;           /* nominated when launched */
+} InFlight;
+
+typedef struct Unavailable {
+        char *instance_type, *zone;
+        SolverCapacityType capacity_type;
+        uint64_t until_usec;
+} Unavailable;
+
+typedef struct Subnet {
+        char *id, *zone;
+        uint64_t free_ips;
+} Subnet;
+
+/* What a launch needs from EC2, resolved once per node class and refreshed now and then. */
+typedef struct Resolved {
+        char *node_class;        /* "" for NodePools without one */
+        Subnet subnets[MAX_SUBNETS];
+        size_t n_subnets;
+        char *sgs[MAX_SGS + 1];  /* NULL-terminated */
+        char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
+        char *template_name[2];
+        char *template_hash[2];  /* what the template was made from */
+        uint64_t resolved_usec;
+} Resolved;
+
+typedef enum Step {
+        STEP_IDLE,
+        STEP_SUBNETS,
+        STEP_SGS,
+        STEP_AMI,
+        STEP_TEMPLATE,
+        STEP_FLEET,
+} Step;
+
+/* A round: one solve, then its launches one after the other. */
+typedef struct Round {
+        SolverArena *arena;         /* owns copies of what the launches need */
+        NodepoolObjects *objects;
+        Solver *solver;
+        SolverResult *result;
+        SolverSnapshot snap;
+        size_t next;                /* next launch to start */
+        Step step;
+        Resolved *res;              /* of the launch under way */
+        int arch;                   /* 0 amd64, 1 arm64 */
+        bool launched_nothing;      /* a launch failed for capacity: solve again */
+        uint64_t started_usec;
+        char **pod_uids;            /* per snapshot pod */
+} Round;
+
+struct Provisioner {
+        Coordinator *c;
+        KubeClient *kube;
+        KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes;
+        HttpClient *http;
+        AwsCredentialProvider *creds;
+        Ec2Client *ec2;
+        Catalog *catalog;
+        char *agent_ca_pem;
+
+        sd_event_source *batch_idle, *batch_max, *housekeeping;
+        bool batch_open;
+        bool leading;
+        bool learned;               /* in-flight instances learned from EC2 since leading */
+        bool learning;
+        Round *round;
+
+        InFlight *inflight;
+        size_t n_inflight;
+        Unavailable *ice;
+        size_t n_ice;
+        Resolved **resolved;
+        size_t n_resolved;
+
+        /* metrics */
+        uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
+        uint64_t pods_nominated, pods_unschedulable;
+        double last_decision_seconds, last_round_seconds;
+        size_t pending_unschedulable;
+        char last_error[256];
+};
+
+static uint64_t now_usec(Provisioner *p) {
+        return coordinator_now(p->c);
+}
+
+/* For measuring work done inside one loop iteration (sd_event_now() stands still there). */
+static uint64_t clock_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static const cJSON *jget(const cJSON *o, const char *k) {
+        return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+        const cJSON *v = jget(o, k);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
+ * reason Unschedulable) and nobody is deleting it. */
+static bool pod_unschedulable(const cJSON *pod) {
+        const cJSON *md = jget(pod, "metadata"), *status = jget(pod, "status");
+        if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
+                return false;
+        if (!isempty(jstr(jget(pod, "spec"), "nodeName")))
+                return false;
+        if (!streq_ptr(jstr(status, "phase"), "Pending"))
+                return false;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, jget(status, "conditions"))
+                if (streq_ptr(jstr(c, "type"), "PodScheduled") && streq_ptr(jstr(c, "status"), "False") &&
+                    streq_ptr(jstr(c, "reason"), "Unschedulable"))
+                        return true;
+        return false;
+}
+
+static void hex_digest(const char *data, size_t len, char *out, size_t out_size) {
+        unsigned char md[32];
+        unsigned int n = 0;
+        EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
+        for (unsigned i = 0; i < n && 2 * i + 2 < out_size; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static int arch_index(const char *arch) {
+        return streq_ptr(arch, "arm64") ? 1 : 0;
+}
+
+static const char *arch_of_type(const SolverInstanceType *t) {
+        for (size_t i = 0; i < t->n_labels; i++)
+                if (streq(t->labels[i].key, SOLVER_LABEL_ARCH))
+                        return t->labels[i].value;
+        return "amd64";
+}
+
+static void set_error(Provisioner *p, const char *fmt, ...) _printf_(2, 3);
+static void set_error(Provisioner *p, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->last_error, sizeof p->last_error, fmt, ap);
+        va_end(ap);
+}
+
+/* ---- batching ----------------------------------------------------------------------------- */
+
+static void round_start(Provisioner *p);
+
+static void batch_close(Provisioner *p) {
+        p->batch_open = false;
+        (void) sd_event_source_set_enabled(p->batch_idle, SD_EVENT_OFF);
+        (void) sd_event_source_set_enabled(p->batch_max, SD_EVENT_OFF);
+}
+
+static int on_batch_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Provisioner *p = userdata;
+        batch_close(p);
+        round_start(p);
+        return 0;
+}
+
+/* A pod needs capacity: open a batch, or keep the open one waiting for more (1 s idle, 10 s
+ * at most). */
+static void batch_poke(Provisioner *p) {
+        uint64_t now = now_usec(p);
+        if (!p->batch_open) {
+                p->batch_open = true;
+                (void) sd_event_source_set_time(p->batch_max, now + p->c->cfg.batch_max_ms * USEC_PER_MSEC);
+                (void) sd_event_source_set_enabled(p->batch_max, SD_EVENT_ONESHOT);
+        }
+        (void) sd_event_source_set_time(p->batch_idle, now + p->c->cfg.batch_idle_ms * USEC_PER_MSEC);
+        (void) sd_event_source_set_enabled(p->batch_idle, SD_EVENT_ONESHOT);
+}
+
+static void on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
+        Provisioner *p = userdata;
+        if ((ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED) && pod_unschedulable(ev->object))
+                batch_poke(p);
+        if (ev->type == KUBE_WATCH_SYNCED && p->pending_unschedulable == 0)
+                batch_poke(p); /* look once at what was pending before we started */
+}
+
+static void on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
+        Provisioner *p = userdata;
+        /* a new NodePool may make pending pods schedulable; a Node may register */
+        if (ev->type == KUBE_WATCH_ADDED && w != p->nodes)
+                batch_poke(p);
+}
+
+/* ---- in-flight instances ------------------------------------------------------------------ */
+
+static void inflight_free(InFlight *f) {
+        free(f->instance_id);
+        free(f->nodepool);
+        free(f->instance_type);
+        free(f->zone);
+}
+
+static InFlight *inflight_find(Provisioner *p, const char *id) {
+        for (size_t i = 0; i < p->n_inflight; i++)
+                if (streq(p->inflight[i].instance_id, id))
+                        return &p->inflight[i];
+        return NULL;
+}
+
+static int inflight_add(Provisioner *p, const char *id, const char *pool, const char *type, const char *zone,
+                        SolverCapacityType ct, uint64_t launched, size_t n_pods) {
+        if (inflight_find(p, id))
+                return 0;
+        if (p->n_inflight >= MAX_IN_FLIGHT)
+                return -ENOSPC;
+        InFlight *n = realloc(p->inflight, (p->n_inflight + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        p->inflight = n;
+        InFlight *f = &p->inflight[p->n_inflight];
+        *f = (InFlight) { .instance_id = strdup(id), .nodepool = strdup(strempty(pool)),
+                          .instance_type = strdup(strempty(type)), .zone = strdup(strempty(zone)),
+                          .capacity_type = ct, .launched_usec = launched, .n_pods = n_pods };
+        if (!f->instance_id || !f->nodepool || !f->instance_type || !f->zone) {
+                inflight_free(f);
+                return -ENOMEM;
+        }
+        p->n_inflight++;
+        return 1;
+}
+
+static void inflight_remove(Provisioner *p, size_t i) {
+        inflight_free(&p->inflight[i]);
+        p->inflight[i] = p->inflight[--p->n_inflight];
+}
+
+/* The instance id of a Node, from spec.providerID "aws:///us-east-1a/i-0abc". */
+static const char *node_instance_id(const cJSON *node) {
+        const char *pid = jstr(jget(node, "spec"), "providerID");
+        const char *slash = pid ? strrchr(pid, '/') : NULL;
+        return slash && slash[1] == 'i' ? slash + 1 : NULL;
+}
+
+static int forget_registered(const cJSON *node, void *userdata) {
+        Provisioner *p = userdata;
+        const char *id = node_instance_id(node);
+        for (size_t i = 0; id && i < p->n_inflight; i++)
+                if (streq(p->inflight[i].instance_id, id)) {
+                        log_info("Instance %s registered as Node %s.", id, strempty(kube_object_meta(node, "name")));
+                        inflight_remove(p, i);
+                        break;
+                }
+        return 0;
+}
+
+static void on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
+        Provisioner *p = userdata;
+        if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED)
+                (void) forget_registered(ev->object, p);
+}
+
+/* ---- insufficient capacity ---------------------------------------------------------------- */
+
+static bool ice_marked(Provisioner *p, const char *type, const char *zone, SolverCapacityType ct, uint64_t now) {
+        for (size_t i = 0; i < p->n_ice; i++)
+                if (p->ice[i].until_usec > now && p->ice[i].capacity_type == ct &&
+                    streq(p->ice[i].instance_type, type) && streq_ptr(p->ice[i].zone, zone))
+                        return true;
+        return false;
+}
+
+static void ice_mark(Provisioner *p, const char *type, const char *zone, SolverCapacityType ct) {
+        uint64_t now = now_usec(p);
+        /* drop what expired */
+        for (size_t i = 0; i < p->n_ice;)
+                if (p->ice[i].until_usec <= now) {
+                        free(p->ice[i].instance_type);
+                        free(p->ice[i].zone);
+                        p->ice[i] = p->ice[--p->n_ice];
+                } else
+                        i++;
+        if (!type || ice_marked(p, type, zone, ct, now) || p->n_ice >= MAX_ICE)
+                return;
+        Unavailable *n = realloc(p->ice, (p->n_ice + 1) * sizeof *n);
+        if (!n)
+                return;
+        p->ice = n;
+        p->ice[p->n_ice] = (Unavailable) { .instance_type = strdup(type), .zone = zone ? strdup(zone) : NULL,
+                                           .capacity_type = ct, .until_usec = now + ICE_TTL_USEC };
+        if (p->ice[p->n_ice].instance_type)
+                p->n_ice++;
+        p->ice_total++;
+        log_notice("Offering %s %s in %s marked unavailable for 3 minutes (insufficient capacity).", type,
+                   solver_capacity_type_to_name(ct), zone ? zone : "every zone");
+}
+
+/* ---- the snapshot ------------------------------------------------------------------------- */
+
+typedef struct Collect {
+        NodepoolObjects *o;
+        const char *kind, *api_version;
+        bool pending_only;
+        size_t added;
+} Collect;
+
+/* Objects from a watch carry no kind or apiVersion: add them to a copy, then parse it. One bad
+ * object is skipped with a warning; it never stops provisioning for everything else. */
+static int collect_one(const cJSON *obj, void *userdata) {
+        Collect *k = userdata;
+        if (k->pending_only && !pod_unschedulable(obj))
+                return 0;
+        cJSON *copy = cJSON_Duplicate(obj, true);
+        if (!copy)
+                return -ENOMEM;
+        if (!jget(copy, "kind"))
+                cJSON_AddStringToObject(copy, "kind", k->kind);
+        if (!jget(copy, "apiVersion"))
+                cJSON_AddStringToObject(copy, "apiVersion", k->api_version);
+        char *err = NULL;
+        int r = nodepool_objects_add(k->o, copy, NULL, &err);
+        cJSON_Delete(copy);
+        if (r < 0) {
+                log_warning("Skipping %s: %s", k->kind, err ? err : strerror(-r));
+                free(err);
+        } else
+                k->added++;
+        return 0;
+}
+
+static int collect_kind(KubeWatch *w, NodepoolObjects *o, const char *kind, const char *api_version,
+                        bool pending_only, size_t *ret_added) {
+        Collect k = { .o = o, .kind = kind, .api_version = api_version, .pending_only = pending_only };
+        int r = w ? kube_watch_foreach(w, collect_one, &k) : 0;
+        if (ret_added)
+                *ret_added = k.added;
+        return r;
+}
+
+static void resources_from_pb(const Nodesmith__V1__Resources *r, SolverResources *ret) {
+        *ret = (SolverResources) {};
+        if (!r)
+                return;
+        ret->v[SOLVER_RES_CPU] = r->cpu_millis;
+        ret->v[SOLVER_RES_MEMORY] = r->memory_bytes;
+        ret->v[SOLVER_RES_PODS] = r->pods;
+        ret->v[SOLVER_RES_EPHEMERAL] = r->ephemeral_storage_bytes;
+        ret->v[SOLVER_RES_NVIDIA_GPU] = r->gpus;
+        ret->v[SOLVER_RES_HUGEPAGES_2MI] = r->hugepages_2mi_bytes;
+        ret->v[SOLVER_RES_HUGEPAGES_1GI] = r->hugepages_1gi_bytes;
+}
+
+/* Builds round->snap from the watches, the agents' reports and the in-flight instances. */
+static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
+        NodepoolObjects *o = NULL;
+        char *err = NULL;
+        size_t pending = 0;
+        int r;
+
+        r = nodepool_objects_new(&o);
+        if (r < 0)
+                return r;
+        rd->objects = o;
+        r = collect_kind(p->nodepools, o, "NodePool", "nodesmith.io/v1", false, NULL);
+        if (r >= 0)
+                r = collect_kind(p->nodeclasses, o, "EC2NodeClass", "nodesmith.io/v1", false, NULL);
+        if (r >= 0)
+                r = collect_kind(p->daemonsets, o, "DaemonSet", "apps/v1", false, NULL);
+        if (r >= 0)
+                r = collect_kind(p->nodes, o, "Node", "v1", false, NULL);
+        if (r >= 0)
+                r = collect_kind(p->pods, o, "Pod", "v1", true, &pending);
+        if (r < 0)
+                return r;
+        r = nodepool_objects_finish(o, p->catalog, &err);
+        if (r < 0) {
+                log_warning("Cannot build the snapshot: %s", err ? err : strerror(-r));
+                free(err);
+                return r;
+        }
+        *ret_pending = pending;
+
+        SolverArena *a = o->arena;
+        uint64_t now = now_usec(p);
+
+        /* Nodes: those of the API, then instances still in flight. */
+        size_t n_nodes = o->n_nodes + p->n_inflight;
+        SolverNode *nodes = solver_arena_alloc(a, (n_nodes + 1) * sizeof *nodes);
+        if (!nodes)
+                return -ENOMEM;
+        memcpy(nodes, o->nodes, o->n_nodes * sizeof *nodes);
+        size_t k = o->n_nodes;
+        size_t nt = 0;
+        const SolverInstanceType *types = catalog_types(p->catalog, &nt);
+        for (size_t i = 0; i < p->n_inflight; i++) {
+                const InFlight *f = &p->inflight[i];
+                int t = catalog_find(p->catalog, f->instance_type);
+                if (t < 0)
+                        continue;
+                SolverLabel *labels = solver_arena_alloc(a, 5 * sizeof *labels);
+                if (!labels)
+                        return -ENOMEM;
+                labels[0] = (SolverLabel) { SOLVER_LABEL_INSTANCE_TYPE, f->instance_type };
+                labels[1] = (SolverLabel) { SOLVER_LABEL_ZONE, f->zone };
+                labels[2] = (SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, solver_capacity_type_to_name(f->capacity_type) };
+                labels[3] = (SolverLabel) { SOLVER_LABEL_NODEPOOL, f->nodepool };
+                labels[4] = (SolverLabel) { SOLVER_LABEL_ARCH, arch_of_type(&types[t]) };
+                nodes[k++] = (SolverNode) {
+                        .name = solver_arena_strdup(a, f->instance_id),
+                        .nodepool = solver_arena_strdup(a, f->nodepool),
+                        .instance_type = types[t].name,
+                        .zone = solver_arena_strdup(a, f->zone),
+                        .capacity_type = f->capacity_type,
+                        .labels = labels,
+                        .n_labels = 5,
+                        .allocatable = types[t].allocatable,
+                        .in_flight = true,
+                };
+        }
+        n_nodes = k;
+
+        /* Pods: the pending ones, then what each node's agent reports running there. */
+        size_t n_bound = 0;
+        NodeEntry *e;
+        REGISTRY_FOREACH(e, &p->c->registry)
+                n_bound += e->state ? e->state->n_pods : 0;
+        SolverPod *pods = solver_arena_alloc(a, (o->n_pods + n_bound + 1) * sizeof *pods);
+        if (!pods)
+                return -ENOMEM;
+        memcpy(pods, o->pods, o->n_pods * sizeof *pods);
+        size_t np = o->n_pods;
+        REGISTRY_FOREACH(e, &p->c->registry) {
+                const Nodesmith__V1__NodeState *st = e->state;
+                const char *node = st && st->identity ? st->identity->node_name : NULL;
+                bool known = false;
+                for (size_t i = 0; node && i < o->n_nodes && !known; i++)
+                        known = streq(nodes[i].name, node);
+                if (!known)
+                        continue;
+                /* the agent's allocatable is exact */
+                for (size_t i = 0; i < o->n_nodes; i++)
+                        if (streq(nodes[i].name, node) && st->allocatable) {
+                                SolverResources al;
+                                resources_from_pb(st->allocatable, &al);
+                                if (al.v[SOLVER_RES_CPU] > 0 && al.v[SOLVER_RES_MEMORY] > 0)
+                                        nodes[i].allocatable = al;
+                        }
+                for (size_t i = 0; i < st->n_pods; i++) {
+                        const Nodesmith__V1__Pod *pp = st->pods[i];
+                        if (pp->terminating || streq_ptr(pp->phase, "Succeeded") || streq_ptr(pp->phase, "Failed"))
+                                continue;
+                        SolverPod *sp = &pods[np++];
+                        *sp = (SolverPod) {
+                                .name = solver_arena_strdup(a, pp->name),
+                                .namespace_ = solver_arena_strdup(a, pp->namespace_),
+                                .node_name = solver_arena_strdup(a, node),
+                                .priority = pp->priority,
+                                .daemonset = pp->daemonset,
+                                .do_not_disrupt = pp->do_not_disrupt,
+                        };
+                        resources_from_pb(pp->requests, &sp->requests);
+                        sp->requests.v[SOLVER_RES_PODS] = 1;
+                }
+        }
+
+        /* Offerings that failed for capacity lately are left out. */
+        SolverInstanceType *tcopy = NULL;
+        if (p->n_ice > 0) {
+                tcopy = solver_arena_alloc(a, (nt + 1) * sizeof *tcopy);
+                if (!tcopy)
+                        return -ENOMEM;
+                memcpy(tcopy, types, nt * sizeof *tcopy);
+                for (size_t t = 0; t < nt; t++) {
+                        bool any = false;
+                        for (size_t f = 0; f < types[t].n_offerings && !any; f++)
+                                any = ice_marked(p, types[t].name, types[t].offerings[f].zone,
+                                                 types[t].offerings[f].capacity_type, now);
+                        if (!any)
+                                continue;
+                        SolverOffering *off = solver_arena_alloc(a, (types[t].n_offerings + 1) * sizeof *off);
+                        if (!off)
+                                return -ENOMEM;
+                        for (size_t f = 0; f < types[t].n_offerings; f++) {
+                                off[f] = types[t].offerings[f];
+                                if (ice_marked(p, types[t].name, off[f].zone, off[f].capacity_type, now))
+                                        off[f].available = false;
+                        }
+                        tcopy[t].offerings = off;
+                }
+        }
+
+        rd->snap = (SolverSnapshot) {
+                .types = tcopy ? tcopy : types,
+                .n_types = nt,
+                .nodepools = o->pools,
+                .n_nodepools = o->n_pools,
+                .nodes = nodes,
+                .n_nodes = n_nodes,
+                .pods = pods,
+                .n_pods = np,
+                .daemonsets = o->daemonsets,
+                .n_daemonsets = o->n_daemonsets,
+        };
+        return 0;
+}
+
+/* ---- launching ---------------------------------------------------------------------------- */
+
+static void round_next(Provisioner *p);
+static void round_finish(Provisioner *p);
+
+static Resolved *resolved_get(Provisioner *p, const char *node_class) {
+        for (size_t i = 0; i < p->n_resolved; i++)
+                if (streq(p->resolved[i]->node_class, strempty(node_class)))
+                        return p->resolved[i];
+        Resolved **n = realloc(p->resolved, (p->n_resolved + 1) * sizeof *n);
+        if (!n)
+                return NULL;
+        p->resolved = n;
+        Resolved *r = calloc(1, sizeof *r);
+        if (!r || !(r->node_class = strdup(strempty(node_class)))) {
+                free(r);
+                return NULL;
+        }
+        p->resolved[p->n_resolved++] = r;
+        return r;
+}
+
+static void resolved_reset(Resolved *r) {
+        for (size_t i = 0; i < r->n_subnets; i++) {
+                free(r->subnets[i].id);
+                free(r->subnets[i].zone);
+        }
+        r->n_subnets = 0;
+        for (size_t i = 0; r->sgs[i]; i++) {
+                free(r->sgs[i]);
+                r->sgs[i] = NULL;
+        }
+        for (int a = 0; a < 2; a++) {
+                free(r->ami[a]);
+                r->ami[a] = NULL;
+        }
+        r->resolved_usec = 0;
+}
+
+static void resolved_free(Resolved *r) {
+        if (!r)
+                return;
+        resolved_reset(r);
+        for (int a = 0; a < 2; a++) {
+                free(r->template_name[a]);
+                free(r->template_hash[a]);
+        }
+        free(r->node_class);
+        free(r);
+}
+
+static void launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+        p->launch_errors++;
+        set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
+        log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
+        p->round->step = STEP_IDLE;
+        p->round->next++;
+        round_next(p);
+}
+
+/* The discovery filter for subnets and security groups: tag nodesmith.io/discovery=CLUSTER,
+ * unless the EC2NodeClass names its own tags (subnetSelectorTerms[0].tags). */
+static size_t selector_filters(Provisioner *p, const char *node_class, const char *field, Ec2Filter *f,
+                               char names[][160], const char *values[][2]) {
+        const cJSON *nc = node_class && p->nodeclasses ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
+        const cJSON *terms = jget(jget(nc, "spec"), field);
+        const cJSON *tags = jget(cJSON_GetArrayItem(terms, 0), "tags");
+        size_t n = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tags) {
+                if (n >= 4 || !cJSON_IsString(t))
+                        break;
+                snprintf(names[n], 160, "tag:%s", t->string);
+                values[n][0] = t->valuestring;
+                f[n] = (Ec2Filter) { .name = names[n], .values = values[n], .n_values = 1 };
+                n++;
+        }
+        if (n == 0) {
+                snprintf(names[0], 160, "tag:nodesmith.io/discovery");
+                values[0][0] = p->c->cfg.cluster_name;
+                f[0] = (Ec2Filter) { .name = names[0], .values = values[0], .n_values = 1 };
+                n = 1;
+        }
+        return n;
+}
+
+static void on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err) {
+                ec2_subnet_list_free(list);
+                return launch_failed(p, "DescribeSubnets", err);
+        }
+        Resolved *res = rd->res;
+        for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
+                res->subnets[res->n_subnets].id = strdup(list->items[i].id);
+                res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
+                res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
+                res->n_subnets++;
+        }
+        ec2_subnet_list_free(list);
+        if (res->n_subnets == 0) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
+                snprintf(e.code, sizeof e.code, "NoSubnets");
+                snprintf(e.message, sizeof e.message, "no subnet matches the node class's selector");
+                return launch_failed(p, "DescribeSubnets", &e);
+        }
+        rd->step = STEP_SGS;
+        round_next(p);
+}
+
+static void on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err) {
+                ec2_security_group_list_free(list);
+                return launch_failed(p, "DescribeSecurityGroups", err);
+        }
+        for (size_t i = 0; i < list->n && i < MAX_SGS; i++)
+                rd->res->sgs[i] = strdup(list->items[i].id);
+        ec2_security_group_list_free(list);
+        rd->step = STEP_AMI;
+        round_next(p);
+}
+
+static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err) {
+                free(value);
+                return launch_failed(p, "GetParameter (EKS AMI)", err);
+        }
+        free(rd->res->ami[rd->arch]);
+        rd->res->ami[rd->arch] = value;
+        rd->res->resolved_usec = now_usec(p);
+        rd->step = STEP_TEMPLATE;
+        round_next(p);
+}
+
+static void on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        /* a template of that name already made earlier (by us, or by the leader before us) is
+         * used by name: its name carries the content hash */
+        if (err && !strstr(err->code, "AlreadyExists")) {
+                ec2_launch_template_free(t);
+                return launch_failed(p, "CreateLaunchTemplate", err);
+        }
+        ec2_launch_template_free(t);
+        rd->step = STEP_FLEET;
+        round_next(p);
+}
+
+static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *ret_create,
+                        Ec2LaunchTemplateSpec *spec, char **ret_userdata) {
+        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        Resolved *res = rd->res;
+        const CoordConfig *cfg = &p->c->cfg;
+        _cleanup_free_ char *ud = NULL;
+
+        /* labels and taints the node registers with: the pool's, and what the plan narrowed */
+        size_t nl = l->n_labels, ntt = pool->n_taints + pool->n_startup_taints;
+        const char **labels = solver_arena_alloc(rd->arena, (nl + 1) * sizeof *labels);
+        const char **taints = solver_arena_alloc(rd->arena, (ntt + 1) * sizeof *taints);
+        if (!labels || !taints)
+                return -ENOMEM;
+        for (size_t i = 0; i < nl; i++)
+                labels[i] = solver_arena_printf(rd->arena, "%s=%s", l->labels[i].key, l->labels[i].value);
+        size_t k = 0;
+        static const char *const eff[] = { "NoSchedule", "PreferNoSchedule", "NoExecute" };
+        for (size_t i = 0; i < pool->n_taints; i++)
+                taints[k++] = solver_arena_printf(rd->arena, "%s%s%s:%s", pool->taints[i].key,
+                                                  pool->taints[i].value ? "=" : "", strempty(pool->taints[i].value),
+                                                  eff[pool->taints[i].effect]);
+        for (size_t i = 0; i < pool->n_startup_taints; i++)
+                taints[k++] = solver_arena_printf(rd->arena, "%s%s%s:%s", pool->startup_taints[i].key,
+                                                  pool->startup_taints[i].value ? "=" : "",
+                                                  strempty(pool->startup_taints[i].value),
+                                                  eff[pool->startup_taints[i].effect]);
+        UserDataSpec uds = {
+                .cluster_name = cfg->cluster_name,
+                .api_server_endpoint = cfg->cluster_endpoint,
+                .certificate_authority = cfg->cluster_ca,
+                .cidr = cfg->cluster_cidr,
+                .labels = labels,
+                .taints = taints,
+                .coordinator = cfg->agent_endpoint,
+                .coordinator_ca_pem = p->agent_ca_pem,
+                .tls_server_name = cfg->agent_tls_server_name,
+                .token = p->c->token,
+                .nodepool = pool->name,
+        };
+        int r = userdata_render(&uds, &ud);
+        if (r < 0)
+                return r;
+
+        /* The template's name carries a hash of what it holds: a change makes a new one. */
+        char hash[65];
+        StrBuf b;
+        strbuf_init(&b, 1u << 20);
+        strbuf_printf(&b, "%s|%s|", strempty(res->ami[rd->arch]), ud);
+        for (size_t i = 0; res->sgs[i]; i++)
+                strbuf_printf(&b, "%s,", res->sgs[i]);
+        hex_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
+        strbuf_done(&b);
+        char *name = solver_arena_printf(rd->arena, "nodesmith-%s-%s-%s-%.12s", cfg->cluster_name, pool->name,
+                                         rd->arch ? "arm64" : "amd64", hash);
+        if (!name)
+                return -ENOMEM;
+        *ret_create = !streq_ptr(res->template_name[rd->arch], name);
+        r = free_and_strdup(&res->template_name[rd->arch], name);
+        if (r < 0)
+                return r;
+        *spec = (Ec2LaunchTemplateSpec) {
+                .name = name,
+                .image_id = res->ami[rd->arch],
+                .instance_profile_name = cfg->instance_profile,
+                .security_group_ids = (const char *const *) res->sgs,
+                .metadata_hop_limit = 1,
+                .client_token = solver_arena_printf(rd->arena, "%.32s", hash),
+        };
+        *ret_userdata = TAKE_PTR(ud);
+        return 0;
+}
+
+static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        const SolverLaunch *l = &rd->result->launches[rd->next];
+        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+
+        if (err) {
+                ec2_fleet_result_free(res);
+                if (err->kind == EC2_ERROR_INSUFFICIENT_CAPACITY) {
+                        for (size_t i = 0; i < l->n_offerings; i++)
+                                ice_mark(p, rd->snap.types[l->offerings[i].type].name, l->offerings[i].zone,
+                                         l->offerings[i].capacity_type);
+                        rd->launched_nothing = true;
+                }
+                return launch_failed(p, "CreateFleet", err);
+        }
+        size_t launched = ec2_fleet_result_count(res);
+        for (size_t i = 0; i < res->n_errors; i++) {
+                const Ec2FleetError *fe = &res->errors[i];
+                log_notice("CreateFleet for NodePool %s: %s on %s in %s (%s): %s", pool->name, strempty(fe->code),
+                           strempty(fe->instance_type), strempty(fe->zone), strempty(fe->lifecycle),
+                           strempty(fe->message));
+                if (fe->code && strstr(fe->code, "InsufficientInstanceCapacity")) {
+                        int ct = fe->lifecycle ? solver_capacity_type_from_name(fe->lifecycle) : (int) l->capacity_type;
+                        ice_mark(p, fe->instance_type, fe->zone, ct >= 0 ? (SolverCapacityType) ct : l->capacity_type);
+                }
+        }
+        for (size_t i = 0; i < res->n_instances; i++) {
+                const Ec2FleetInstances *in = &res->instances[i];
+                SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
+                for (char **id = in->instance_ids; id && *id; id++) {
+                        if (inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, now_usec(p), l->n_pods) > 0) {
+                                p->instances_launched++;
+                                log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
+                                           strempty(in->instance_type), solver_capacity_type_to_name(ct),
+                                           strempty(in->zone), pool->name, l->n_pods, l->price);
+                        }
+                }
+        }
+        if (launched == 0) {
+                rd->launched_nothing = true;
+                p->launch_errors++;
+                set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);
+        } else {
+                p->launches++;
+                p->pods_nominated += l->n_pods;
+        }
+        ec2_fleet_result_free(res);
+        rd->step = STEP_IDLE;
+        rd->next++;
+        round_next(p);
+}
+
+static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
+        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        Resolved *res = rd->res;
+        Ec2FleetOverride ov[EC2_MAX_FLEET_OVERRIDES];
+        size_t n = 0;
+        const char *arch = arch_of_type(&rd->snap.types[l->type]);
+
+        /* ranked offerings of the plan's architecture, each in the zone's subnet with the most
+         * free addresses */
+        for (size_t i = 0; i < l->n_offerings && n < EC2_MAX_FLEET_OVERRIDES; i++) {
+                const SolverLaunchOffering *o = &l->offerings[i];
+                if (o->capacity_type != l->capacity_type || !streq(arch_of_type(&rd->snap.types[o->type]), arch))
+                        continue;
+                const Subnet *best = NULL;
+                for (size_t s = 0; s < res->n_subnets; s++)
+                        if (streq(res->subnets[s].zone, o->zone) && (!best || res->subnets[s].free_ips > best->free_ips))
+                                best = &res->subnets[s];
+                if (!best)
+                        continue;
+                ov[n++] = (Ec2FleetOverride) { .instance_type = rd->snap.types[o->type].name,
+                                               .subnet_id = best->id,
+                                               .availability_zone = o->zone,
+                                               .priority = (double) n };
+        }
+        if (n == 0)
+                return -ENOENT;
+
+        /* The ClientToken is derived from the plan (pool, pods, offerings): a retry of the same
+         * plan is the same fleet; a plan changed by capacity errors is a new one. */
+        StrBuf b;
+        strbuf_init(&b, 1u << 22);
+        strbuf_printf(&b, "%s|%s|", p->c->cfg.cluster_name, pool->name);
+        for (size_t i = 0; i < l->n_pods; i++)
+                strbuf_printf(&b, "%s,", strempty(rd->pod_uids[l->pods[i]]));
+        for (size_t i = 0; i < n; i++)
+                strbuf_printf(&b, "%s/%s;", ov[i].instance_type, ov[i].availability_zone);
+        char hash[65];
+        hex_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
+        strbuf_done(&b);
+
+        char token[48], name[128];
+        snprintf(token, sizeof token, "nodesmith-%.32s", hash);
+        snprintf(name, sizeof name, "nodesmith-%s-%s", p->c->cfg.cluster_name, pool->name);
+        Ec2FleetSpec spec = {
+                .launch_template_name = res->template_name[rd->arch],
+                .overrides = ov,
+                .n_overrides = n,
+                .target_capacity = 1,
+                .capacity_type = l->capacity_type == SOLVER_CAPACITY_SPOT ? EC2_CAPACITY_SPOT : EC2_CAPACITY_ON_DEMAND,
+                .nodepool = pool->name,
+                .name_tag = name,
+                .client_token = token,
+        };
+        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s.", pool->name, n,
+                 ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token);
+        return ec2_create_fleet(p->ec2, &spec, on_fleet, p);
+}
+
+/* Drives the launches of the round: resolve what the node class needs, make the launch
+ * template, create the fleet; then the next launch. */
+static void round_next(Provisioner *p) {
+        Round *rd = p->round;
+        int r = 0;
+        char ssm[256];
+
+        for (;;) {
+                if (!rd || rd->next >= rd->result->n_launches || !p->leading)
+                        return round_finish(p);
+                const SolverLaunch *l = &rd->result->launches[rd->next];
+                const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+                switch (rd->step) {
+                case STEP_IDLE:
+                        rd->res = resolved_get(p, pool->node_class);
+                        if (!rd->res) {
+                                log_oom();
+                                return round_finish(p);
+                        }
+                        rd->arch = arch_index(arch_of_type(&rd->snap.types[l->type]));
+                        if (rd->res->resolved_usec == 0 || now_usec(p) - rd->res->resolved_usec > RESOLVE_TTL_USEC) {
+                                resolved_reset(rd->res);
+                                rd->step = STEP_SUBNETS;
+                        } else if (!rd->res->ami[rd->arch])
+                                rd->step = STEP_AMI;
+                        else
+                                rd->step = STEP_TEMPLATE;
+                        continue;
+                case STEP_SUBNETS: {
+                        Ec2Filter f[4];
+                        char names[4][160];
+                        const char *values[4][2] = {};
+                        size_t nf = selector_filters(p, pool->node_class, "subnetSelectorTerms", f, names, values);
+                        r = ec2_describe_subnets(p->ec2, NULL, f, nf, on_subnets, p);
+                        break;
+                }
+                case STEP_SGS: {
+                        Ec2Filter f[4];
+                        char names[4][160];
+                        const char *values[4][2] = {};
+                        size_t nf = selector_filters(p, pool->node_class, "securityGroupSelectorTerms", f, names, values);
+                        r = ec2_describe_security_groups(p->ec2, NULL, f, nf, on_sgs, p);
+                        break;
+                }
+                case STEP_AMI:
+                        snprintf(ssm, sizeof ssm, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
+                                 p->c->cfg.kubernetes_version, rd->arch ? "arm64" : "x86_64");
+                        r = ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
+                        break;
+                case STEP_TEMPLATE: {
+                        Ec2LaunchTemplateSpec spec;
+                        bool create = false;
+                        _cleanup_free_ char *ud = NULL;
+                        r = template_for(p, rd, l, &create, &spec, &ud);
+                        if (r >= 0 && create) {
+                                spec.user_data = ud;
+                                r = ec2_create_launch_template(p->ec2, &spec, on_template, p);
+                                if (ud)
+                                        explicit_bzero(ud, strlen(ud));
+                                break;
+                        }
+                        if (r >= 0) {
+                                rd->step = STEP_FLEET;
+                                continue;
+                        }
+                        break;
+                }
+                case STEP_FLEET:
+                        r = fleet_start(p, rd, l);
+                        break;
+                }
+                if (r < 0) {
+                        Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                        snprintf(e.code, sizeof e.code, "Local");
+                        snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                        launch_failed(p, "launch", &e);
+                }
+                return; /* the callback continues */
+        }
+}
+
+static void round_free(Round *rd) {
+        if (!rd)
+                return;
+        solver_result_free(rd->result);
+        solver_free(rd->solver);
+        nodepool_objects_free(rd->objects);
+        solver_arena_free(rd->arena);
+        free(rd);
+}
+
+static void round_finish(Provisioner *p) {
+        Round *rd = p->round;
+        if (!rd)
+                return;
+        p->last_round_seconds = (double) (now_usec(p) - rd->started_usec) / 1e6;
+        bool again = rd->launched_nothing;
+        p->round = NULL;
+        round_free(rd);
+        /* capacity errors: solve again at once with those offerings left out; pods that came
+         * while we were busy: their batch fires now */
+        if (again || p->batch_open)
+                batch_poke(p);
+}
+
+static void round_start(Provisioner *p) {
+        Round *rd = NULL;
+        size_t pending = 0;
+        char *err = NULL;
+        int r;
+
+        if (!p->leading || !p->learned || p->round)
+                return; /* the round under way pokes again when it ends */
+        if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodepools) || !kube_watch_synced(p->nodes)) {
+                batch_poke(p);
+                return;
+        }
+        rd = calloc(1, sizeof *rd);
+        if (!rd || solver_arena_new(&rd->arena) < 0) {
+                free(rd);
+                log_oom();
+                return;
+        }
+        rd->started_usec = now_usec(p);
+        p->round = rd;
+        p->rounds++;
+
+        r = snapshot_build(p, rd, &pending);
+        p->pending_unschedulable = pending;
+        if (r < 0 || pending == 0) {
+                p->round = NULL;
+                round_free(rd);
+                return;
+        }
+        /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
+        rd->pod_uids = solver_arena_alloc(rd->arena, (rd->snap.n_pods + 1) * sizeof(char *));
+        if (!rd->pod_uids) {
+                p->round = NULL;
+                round_free(rd);
+                return;
+        }
+        for (size_t i = 0; i < rd->snap.n_pods && i < pending; i++) {
+                const cJSON *obj = kube_watch_get(p->pods, rd->snap.pods[i].namespace_, rd->snap.pods[i].name);
+                rd->pod_uids[i] = solver_arena_strdup(rd->arena, obj ? kube_object_meta(obj, "uid") : rd->snap.pods[i].name);
+        }
+
+        uint64_t t0 = clock_usec();
+        r = solver_new(&rd->snap, &rd->solver, &err);
+        if (r >= 0) {
+                SolverOptions opts = SOLVER_OPTIONS_DEFAULT;
+                r = solver_provision(rd->solver, &opts, &rd->result);
+        }
+        p->last_decision_seconds = (double) (clock_usec() - t0) / 1e6;
+        if (r < 0) {
+                log_warning("Solver failed: %s", err ? err : strerror(-r));
+                set_error(p, "solver: %s", err ? err : strerror(-r));
+                free(err);
+                p->round = NULL;
+                round_free(rd);
+                return;
+        }
+        const SolverResult *res = rd->result;
+        p->pods_unschedulable = res->n_unschedulable;
+        log_info("Provisioning: %zu pending pod(s): %zu on existing or in-flight nodes, %zu on %zu new node(s) "
+                 "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
+                 pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
+                 res->n_unschedulable, p->last_decision_seconds * 1000);
+        for (size_t i = 0; i < res->n_decisions && i < pending; i++)
+                if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE)
+                        log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
+                                 strempty(res->decisions[i].message));
+        rd->next = 0;
+        rd->step = STEP_IDLE;
+        round_next(p);
+}
+
+/* ---- leadership, learning, housekeeping ---------------------------------------------------- */
+
+static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *list, void *userdata) {
+        Provisioner *p = userdata;
+        p->learning = false;
+        if (err) {
+                log_warning("Cannot list this cluster's instances (%s %s); retrying.", err->code, err->message);
+                ec2_instance_list_free(list);
+                return;
+        }
+        size_t added = 0;
+        for (size_t i = 0; i < list->n; i++) {
+                const Ec2Instance *in = &list->items[i];
+                SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
+                if (inflight_add(p, in->id, ec2_instance_tag(in, "nodesmith.io/nodepool"), in->instance_type, in->zone,
+                                 ct, now_usec(p), 0) > 0)
+                        added++;
+        }
+        ec2_instance_list_free(list);
+        /* those that are Nodes already are not in flight */
+        (void) kube_watch_foreach(p->nodes, forget_registered, p);
+        log_info("Learned %zu instance(s) of cluster %s from EC2; %zu not registered yet.", added,
+                 p->c->cfg.cluster_name, p->n_inflight);
+        p->learned = true;
+        batch_poke(p);
+}
+
+static void learn(Provisioner *p) {
+        static const char *const states[] = { "pending", "running", NULL };
+        if (p->learning || p->learned || !p->leading || !kube_watch_synced(p->nodes))
+                return;
+        if (ec2_describe_cluster_instances(p->ec2, states, NULL, 0, on_learned, p) >= 0)
+                p->learning = true;
+}
+
+static void on_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2TerminateResult *res, void *userdata) {
+        if (err)
+                log_warning("TerminateInstances failed: %s %s", err->code, err->message);
+        for (char **id = res ? res->terminated : NULL; id && *id; id++)
+                log_notice("Terminated %s: it never registered.", *id);
+        for (char **id = res ? res->refused : NULL; id && *id; id++)
+                log_warning("Refused to terminate %s: it lacks this cluster's tag.", *id);
+        ec2_terminate_result_free(res);
+}
+
+static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
+        Provisioner *p = userdata;
+        uint64_t now = now_usec(p), timeout = p->c->cfg.registration_timeout_ms * USEC_PER_MSEC;
+
+        learn(p);
+        if (p->leading && p->learned && !p->round) {
+                const char *ids[65];
+                size_t n = 0;
+                for (size_t i = 0; i < p->n_inflight && n < 64;)
+                        if (now - p->inflight[i].launched_usec > timeout) {
+                                log_warning("Instance %s did not register within %llus; terminating it.",
+                                            p->inflight[i].instance_id, (unsigned long long) (timeout / USEC_PER_SEC));
+                                ids[n++] = strdup(p->inflight[i].instance_id);
+                                p->terminated_unregistered++;
+                                inflight_remove(p, i);
+                        } else
+                                i++;
+                ids[n] = NULL;
+                if (n > 0) {
+                        (void) ec2_terminate_instances(p->ec2, ids, on_terminated, p);
+                        batch_poke(p); /* their pods need capacity again */
+                }
+                for (size_t i = 0; i < n; i++)
+                        free((char *) ids[i]);
+        }
+        (void) sd_event_source_set_time(s, now + 2 * USEC_PER_SEC);
+        return 0;
+}
+
+void provisioner_set_leading(Provisioner *p, bool leading) {
+        if (!p || p->leading == leading)
+                return;
+        p->leading = leading;
+        if (!leading) {
+                /* another replica acts now; what we knew may be stale when we lead again */
+                p->learned = false;
+                for (size_t i = p->n_inflight; i > 0; i--)
+                        inflight_remove(p, i - 1);
+                return;
+        }
+        learn(p);
+}
+
+/* ---- set-up --------------------------------------------------------------------------------- */
+
+static int watch(Provisioner *p, const char *path, const char *field_selector, kube_watch_event_t cb, KubeWatch **ret) {
+        KubeListOptions o = { .field_selector = field_selector };
+        return kube_watch_new(p->kube, path, &o, cb, p, ret);
+}
+
+int provisioner_new(Coordinator *c, Provisioner **ret) {
+        const CoordConfig *cfg = &c->cfg;
+        _cleanup_(kube_config_freep) KubeConfig *kc = NULL;
+        Provisioner *p;
+        char *err = NULL;
+        int r;
+
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->c = c;
+
+        if (!isempty(cfg->kube_server))
+                r = kube_config_new(cfg->kube_server, &kc);
+        else if (!isempty(cfg->kubeconfig))
+                r = kube_config_from_kubeconfig(cfg->kubeconfig, NULL, &kc);
+        else
+                r = kube_config_in_cluster(NULL, &kc);
+        if (r < 0) {
+                log_error_errno(r, "No Kubernetes API to provision for (kube-server, kubeconfig or in-cluster): %m");
+                goto fail;
+        }
+        r = kube_client_new(c->event, kc, &p->kube);
+        if (r < 0)
+                goto fail;
+
+        r = catalog_load_file(cfg->catalog, &p->catalog, &err);
+        if (r < 0) {
+                log_error_errno(r, "Cannot load the instance catalog %s: %s", cfg->catalog, err ? err : strerror(-r));
+                free(err);
+                goto fail;
+        }
+        if (!isempty(cfg->agent_ca)) {
+                r = read_file_bounded(cfg->agent_ca, 256 * 1024, &p->agent_ca_pem, NULL);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot read agent-ca %s: %m", cfg->agent_ca);
+                        goto fail;
+                }
+        }
+
+        r = http_client_new(c->event, &p->http);
+        if (r < 0)
+                goto fail;
+        AwsCredentialsConfig acc = { .region = cfg->region };
+        r = aws_credential_provider_new(c->event, p->http, &acc, &p->creds);
+        if (r < 0)
+                goto fail;
+        Ec2Config ec = { .region = cfg->region, .ec2_endpoint = cfg->ec2_endpoint,
+                         .ssm_endpoint = cfg->ssm_endpoint, .cluster_name = cfg->cluster_name };
+        r = ec2_client_new(c->event, p->http, p->creds, &ec, &p->ec2);
+        if (r < 0)
+                goto fail;
+
+        r = watch(p, "/api/v1/pods", "spec.nodeName=", on_pod_event, &p->pods);
+        if (r >= 0)
+                r = watch(p, "/apis/nodesmith.io/v1/nodepools", NULL, on_other_event, &p->nodepools);
+        if (r >= 0)
+                r = watch(p, "/apis/nodesmith.io/v1/ec2nodeclasses", NULL, on_other_event, &p->nodeclasses);
+        if (r >= 0)
+                r = watch(p, "/apis/apps/v1/daemonsets", NULL, on_other_event, &p->daemonsets);
+        if (r >= 0)
+                r = watch(p, "/api/v1/nodes", NULL, on_node_event, &p->nodes);
+        if (r >= 0)
+                r = sd_event_add_time(c->event, &p->batch_idle, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
+        if (r >= 0)
+                r = sd_event_add_time(c->event, &p->batch_max, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
+        if (r >= 0)
+                r = sd_event_add_time(c->event, &p->housekeeping, CLOCK_MONOTONIC, 0, USEC_PER_MSEC * 100,
+                                      on_housekeeping, p);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(p->housekeeping, SD_EVENT_ON);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(p->batch_idle, SD_EVENT_OFF);
+        (void) sd_event_source_set_enabled(p->batch_max, SD_EVENT_OFF);
+        log_info("Provisioning for cluster %s: %zu instance types in the catalog, EC2 %s.", cfg->cluster_name,
+                 ({ size_t n; catalog_types(p->catalog, &n); n; }), isempty(cfg->ec2_endpoint) ? cfg->region : cfg->ec2_endpoint);
+        *ret = p;
+        return 0;
+fail:
+        provisioner_free(p);
+        return r;
+}
+
+Provisioner *provisioner_free(Provisioner *p) {
+        if (!p)
+                return NULL;
+        round_free(p->round);
+        kube_watch_free(p->pods);
+        kube_watch_free(p->nodepools);
+        kube_watch_free(p->nodeclasses);
+        kube_watch_free(p->daemonsets);
+        kube_watch_free(p->nodes);
+        kube_client_free(p->kube);
+        ec2_client_free(p->ec2);
+        aws_credential_provider_free(p->creds);
+        http_client_free(p->http);
+        catalog_free(p->catalog);
+        sd_event_source_disable_unref(p->batch_idle);
+        sd_event_source_disable_unref(p->batch_max);
+        sd_event_source_disable_unref(p->housekeeping);
+        for (size_t i = 0; i < p->n_inflight; i++)
+                inflight_free(&p->inflight[i]);
+        free(p->inflight);
+        for (size_t i = 0; i < p->n_ice; i++) {
+                free(p->ice[i].instance_type);
+                free(p->ice[i].zone);
+        }
+        free(p->ice);
+        for (size_t i = 0; i < p->n_resolved; i++)
+                resolved_free(p->resolved[i]);
+        free(p->resolved);
+        free(p->agent_ca_pem);
+        free(p);
+        return NULL;
+}
+
+/* ---- reporting ------------------------------------------------------------------------------ */
+
+void provisioner_metrics(Provisioner *p, StrBuf *b) {
+        if (!p)
+                return;
+        const Ec2Stats *es = ec2_client_stats(p->ec2);
+        strbuf_printf(b, "# HELP nodesmith_pending_pods Pending pods the scheduler marked Unschedulable, at the last round.\n"
+                         "# TYPE nodesmith_pending_pods gauge\nnodesmith_pending_pods %zu\n", p->pending_unschedulable);
+        strbuf_printf(b, "# HELP nodesmith_provisioning_rounds_total Provisioning rounds (batches solved).\n"
+                         "# TYPE nodesmith_provisioning_rounds_total counter\nnodesmith_provisioning_rounds_total %llu\n",
+                      (unsigned long long) p->rounds);
+        strbuf_printf(b, "# HELP nodesmith_launches_total Fleets that launched at least one instance.\n"
+                         "# TYPE nodesmith_launches_total counter\nnodesmith_launches_total %llu\n",
+                      (unsigned long long) p->launches);
+        strbuf_printf(b, "# HELP nodesmith_instances_launched_total Instances launched.\n"
+                         "# TYPE nodesmith_instances_launched_total counter\nnodesmith_instances_launched_total %llu\n",
+                      (unsigned long long) p->instances_launched);
+        strbuf_printf(b, "# HELP nodesmith_launch_errors_total Launch steps that failed.\n"
+                         "# TYPE nodesmith_launch_errors_total counter\nnodesmith_launch_errors_total %llu\n",
+                      (unsigned long long) p->launch_errors);
+        strbuf_printf(b, "# HELP nodesmith_insufficient_capacity_total Offerings marked unavailable after insufficient capacity.\n"
+                         "# TYPE nodesmith_insufficient_capacity_total counter\nnodesmith_insufficient_capacity_total %llu\n",
+                      (unsigned long long) p->ice_total);
+        strbuf_printf(b, "# HELP nodesmith_instances_in_flight Instances launched and not registered yet.\n"
+                         "# TYPE nodesmith_instances_in_flight gauge\nnodesmith_instances_in_flight %zu\n", p->n_inflight);
+        strbuf_printf(b, "# HELP nodesmith_decision_seconds Time the solver took in the last round.\n"
+                         "# TYPE nodesmith_decision_seconds gauge\nnodesmith_decision_seconds %.6f\n", p->last_decision_seconds);
+        strbuf_printf(b, "# HELP nodesmith_ec2_requests_total EC2 and SSM HTTP requests.\n"
+                         "# TYPE nodesmith_ec2_requests_total counter\nnodesmith_ec2_requests_total %llu\n"
+                         "# HELP nodesmith_ec2_throttled_total Throttling answers from EC2.\n"
+                         "# TYPE nodesmith_ec2_throttled_total counter\nnodesmith_ec2_throttled_total %llu\n",
+                      (unsigned long long) (es ? es->requests : 0), (unsigned long long) (es ? es->throttled : 0));
+        strbuf_printf(b, "# HELP nodesmith_instances_terminated_unregistered_total Instances terminated for never registering.\n"
+                         "# TYPE nodesmith_instances_terminated_unregistered_total counter\n"
+                         "nodesmith_instances_terminated_unregistered_total %llu\n",
+                      (unsigned long long) p->terminated_unregistered);
+}
+
+char *provisioner_api(Provisioner *p) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return NULL;
+        cJSON_AddBoolToObject(o, "leading", p && p->leading);
+        if (p) {
+                cJSON *a = cJSON_AddArrayToObject(o, "inFlight");
+                uint64_t now = now_usec(p);
+                for (size_t i = 0; i < p->n_inflight; i++) {
+                        const InFlight *f = &p->inflight[i];
+                        cJSON *j = cJSON_CreateObject();
+                        cJSON_AddStringToObject(j, "instanceId", f->instance_id);
+                        cJSON_AddStringToObject(j, "nodepool", f->nodepool);
+                        cJSON_AddStringToObject(j, "instanceType", f->instance_type);
+                        cJSON_AddStringToObject(j, "zone", f->zone);
+                        cJSON_AddStringToObject(j, "capacityType", solver_capacity_type_to_name(f->capacity_type));
+                        cJSON_AddNumberToObject(j, "ageSeconds", (double) (now - f->launched_usec) / 1e6);
+                        cJSON_AddNumberToObject(j, "nominatedPods", (double) f->n_pods);
+                        cJSON_AddItemToArray(a, j);
+                }
+                cJSON_AddNumberToObject(o, "pendingPods", (double) p->pending_unschedulable);
+                cJSON_AddNumberToObject(o, "unschedulablePods", (double) p->pods_unschedulable);
+                cJSON_AddNumberToObject(o, "rounds", (double) p->rounds);
+                cJSON_AddNumberToObject(o, "instancesLaunched", (double) p->instances_launched);
+                cJSON_AddNumberToObject(o, "lastDecisionSeconds", p->last_decision_seconds);
+                cJSON_AddStringToObject(o, "lastError", p->last_error);
+        }
+        char *s = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        return s;
+}

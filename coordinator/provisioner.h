@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "strbuf.h"
+
+/* Provisioning: pending pods become EC2 instances.
+ *
+ * Watches unscheduled pods, NodePools, EC2NodeClasses, DaemonSets and Nodes. Pods that the
+ * scheduler marked Unschedulable open a batch (1 s idle, 10 s at most); the batch builds a
+ * snapshot (the catalog, NodePools, Nodes with the pods their agents report, instances launched
+ * but not yet registered) and asks the solver where the pods go. Each new node of the plan is
+ * launched with CreateFleet (instant): ranked overrides over instance types and subnets, a
+ * ClientToken derived from the plan, so a retry never doubles capacity. Offerings that report
+ * insufficient capacity are left out for 3 minutes and the batch is solved again. Instances
+ * that never register are terminated. Only the leader acts; a new leader first learns the
+ * instances already launched (EC2 tag nodesmith.io/cluster) and counts them as in flight. */
+
+typedef struct Coordinator Coordinator;
+typedef struct Provisioner Provisioner;
+
+int provisioner_new(Coordinator *c, Provisioner **ret);
+Provisioner *provisioner_free(Provisioner *p);
+void provisioner_set_leading(Provisioner *p, bool leading);
+/* Prometheus lines. */
+void provisioner_metrics(Provisioner *p, StrBuf *b);
+/* {"inFlight": [...], "pending": N, ...} for /api/v1/provisioning. */
+char *provisioner_api(Provisioner *p);
