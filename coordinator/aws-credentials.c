@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "aws-credentials.h"
+#include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "strbuf.h"
@@ -199,26 +200,9 @@ int aws_shared_credentials_parse(const char *text, const char *profile, AwsCrede
         return r;
 }
 
-static int read_small_file(const char *path, size_t max, char **ret) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        _cleanup_free_ char *buf = malloc(max + 1);
-        if (!buf)
-                return -ENOMEM;
-        size_t n = fread(buf, 1, max + 1, f);
-        if (ferror(f))
-                return -EIO;
-        if (n > max)
-                return -EFBIG;
-        buf[n] = 0;
-        *ret = TAKE_PTR(buf);
-        return 0;
-}
-
 int aws_shared_credentials_load(const char *path, const char *profile, AwsCredentials *ret) {
         _cleanup_free_ char *text = NULL;
-        int r = read_small_file(path, CREDENTIALS_FILE_MAX, &text);
+        int r = read_file_bounded(path, CREDENTIALS_FILE_MAX, &text, NULL);
         if (r < 0)
                 return r;
         r = aws_shared_credentials_parse(text, profile, ret);
@@ -537,7 +521,7 @@ static int start_sts(AwsCredentialProvider *p) {
         HttpRequest *req = NULL;
         int r;
 
-        r = read_small_file(token_file, WEB_IDENTITY_TOKEN_MAX, &token);
+        r = read_file_bounded(token_file, WEB_IDENTITY_TOKEN_MAX, &token, NULL);
         if (r < 0)
                 return log_warning_errno(r, "Failed to read the web identity token %s: %m", token_file);
         char *t = strip(token);

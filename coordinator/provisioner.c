@@ -805,6 +805,32 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                         }
                 }
         }
+        /* tell the pods where they go, as kube-scheduler's nominations do */
+        const char *first_id = NULL, *first_type = NULL, *first_zone = NULL;
+        for (size_t i = 0; i < res->n_instances && !first_id; i++)
+                if (res->instances[i].instance_ids && res->instances[i].instance_ids[0]) {
+                        first_id = res->instances[i].instance_ids[0];
+                        first_type = res->instances[i].instance_type;
+                        first_zone = res->instances[i].zone;
+                }
+        for (size_t i = 0; first_id && i < l->n_pods; i++) {
+                const SolverPod *sp = &rd->snap.pods[l->pods[i]];
+                char msg[256];
+                snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s",
+                         first_id, strempty(first_type), strempty(first_zone), pool->name);
+                KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
+                                     .name = sp->name, .uid = rd->pod_uids[l->pods[i]], .reason = "Nominated",
+                                     .message = msg, .component = "nodesmith-coordinator" };
+                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+        }
+        if (first_id) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "Launched %s (%s in %s) for %zu pod(s)", first_id, strempty(first_type),
+                         strempty(first_zone), l->n_pods);
+                KubeEventInfo ev = { .api_version = "nodesmith.io/v1", .kind = "NodePool", .name = pool->name,
+                                     .reason = "Launched", .message = msg, .component = "nodesmith-coordinator" };
+                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+        }
         if (launched == 0) {
                 rd->launched_nothing = true;
                 p->launch_errors++;

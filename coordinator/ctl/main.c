@@ -12,6 +12,7 @@ static const struct {
         int (*run)(int argc, char **argv);
         const char *help;
 } commands[] = {
+        { "status",   ctl_status_main,   "what the coordinator is doing: leader, pending pods, launches" },
         { "nodes",    ctl_nodes_main,    "list the nodes the coordinator knows" },
         { "simulate", ctl_simulate_main, "plan nodes for pods, offline (NodePools, catalog)" },
         { "convert",  ctl_convert_main,  "turn Karpenter objects into nodesmith's" },

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* nodesmithctl status: what the coordinator is doing: leadership, nodes, pending pods,
+ * instances launched and not yet registered, the last error. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "macro.h"
+
+static double num(const cJSON *o, const char *k) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+        return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str(const cJSON *o, const char *k) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+        return cJSON_IsString(v) && *v->valuestring ? v->valuestring : "-";
+}
+
+int ctl_status_main(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "coordinator", required_argument, NULL, 'c' },
+                { "output", required_argument, NULL, 'o' },
+                { "help", no_argument, NULL, 'h' },
+                {}
+        };
+        const char *base = getenv("NODESMITH_COORDINATOR_HTTP"), *output = "text";
+        int c;
+        if (!base)
+                base = "http://127.0.0.1:8080";
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "c:o:h", opts, NULL)) >= 0)
+                switch (c) {
+                case 'c':
+                        base = optarg;
+                        break;
+                case 'o':
+                        output = optarg;
+                        break;
+                case 'h':
+                        printf("Usage: nodesmithctl status [--coordinator URL] [-o text|json]\n\n"
+                               "Leadership, nodes reporting, pending pods, instances in flight and the last\n"
+                               "provisioning error of the coordinator at URL [$NODESMITH_COORDINATOR_HTTP or\n"
+                               "http://127.0.0.1:8080].\n");
+                        return 0;
+                default:
+                        return 2;
+                }
+
+        _cleanup_free_ char *prov = NULL, *nodes = NULL;
+        if (ctl_http_get(base, "/api/v1/provisioning", &prov) < 0 || ctl_http_get(base, "/api/v1/nodes", &nodes) < 0)
+                return 1;
+        if (streq(output, "json")) {
+                printf("{\"provisioning\": %s, \"nodes\": %s}\n", prov, nodes);
+                return 0;
+        }
+        cJSON *p = cJSON_Parse(prov), *n = cJSON_Parse(nodes);
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(n, "items"), *it;
+        int reporting = 0, draining = 0, noticed = 0;
+        cJSON_ArrayForEach(it, items) {
+                reporting++;
+                if (streq(str(it, "action"), "drain"))
+                        draining++;
+                if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(it, "notices")) > 0)
+                        noticed++;
+        }
+        const cJSON *leading = cJSON_GetObjectItemCaseSensitive(p, "leading");
+        printf("Leader:              %s\n", cJSON_IsTrue(leading) ? "yes (this replica acts)" : "no (standby)");
+        printf("Nodes reporting:     %d (%d with notices, %d draining)\n", reporting, noticed, draining);
+        printf("Pending pods:        %.0f (%.0f cannot be placed by any NodePool)\n", num(p, "pendingPods"),
+               num(p, "unschedulablePods"));
+        printf("Rounds:              %.0f (last decision %.1f ms)\n", num(p, "rounds"),
+               num(p, "lastDecisionSeconds") * 1000);
+        printf("Instances launched:  %.0f\n", num(p, "instancesLaunched"));
+        const cJSON *fl = cJSON_GetObjectItemCaseSensitive(p, "inFlight");
+        printf("In flight:           %d\n", cJSON_GetArraySize(fl));
+        cJSON_ArrayForEach(it, fl)
+                printf("  %-20s %-14s %-10s %-12s %-10s %5.1fs  %.0f pod(s)\n", str(it, "instanceId"),
+                       str(it, "instanceType"), str(it, "capacityType"), str(it, "zone"), str(it, "nodepool"),
+                       num(it, "ageSeconds"), num(it, "nominatedPods"));
+        printf("Last error:          %s\n", str(p, "lastError"));
+        cJSON_Delete(p);
+        cJSON_Delete(n);
+        return 0;
+}
