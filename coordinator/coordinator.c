@@ -49,6 +49,8 @@ const Option coord_options[] = {
         { "batch-max", OPTION_MSEC, OPT(batch_max_ms), "10s", "and at most this long after it opened" },
         { "registration-timeout", OPTION_MSEC, OPT(registration_timeout_ms), "15m",
           "an instance that has not registered as a Node by then is terminated" },
+        { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
+          "a leaving node whose agent is silent this long is terminated without a drain" },
         { "kubernetes-version", OPTION_STRING, OPT(kubernetes_version), "1.31",
           "EKS version for the AL2023 AMI (SSM parameter)" },
         { "instance-profile", OPTION_STRING, OPT(instance_profile), NULL, "instance profile for nodes" },

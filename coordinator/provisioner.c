@@ -26,6 +26,7 @@
 #define MAX_ICE 4096
 #define MAX_SUBNETS 64
 #define MAX_SGS 16
+#define NODESMITH_FINALIZER "nodesmith.io/termination"
 
 typedef struct InFlight {
         char *instance_id;
@@ -59,6 +60,13 @@ typedef struct Resolved {
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
 } Resolved;
+
+typedef struct Orphan {
+        char instance_id[32];
+        char node[256];
+        uint64_t seen_usec;
+        bool sent;
+} Orphan;
 
 typedef enum Step {
         STEP_IDLE,
@@ -111,7 +119,9 @@ struct Provisioner {
 
         /* metrics */
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
-        uint64_t pods_nominated, pods_unschedulable;
+        uint64_t pods_nominated, pods_unschedulable, terminated;
+        Orphan orphans[64];
+        size_t n_orphans;
         double last_decision_seconds, last_round_seconds;
         size_t pending_unschedulable;
         char last_error[256];
@@ -291,10 +301,20 @@ static int forget_registered(const cJSON *node, void *userdata) {
         return 0;
 }
 
+static void forget_orphan(Provisioner *p, const char *id) {
+        for (size_t k = 0; id && k < p->n_orphans; k++)
+                if (streq(p->orphans[k].instance_id, id)) {
+                        p->orphans[k] = p->orphans[--p->n_orphans];
+                        return;
+                }
+}
+
 static void on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
         if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED)
                 (void) forget_registered(ev->object, p);
+        if (ev->type == KUBE_WATCH_DELETED)
+                forget_orphan(p, node_instance_id(ev->object));
 }
 
 /* ---- insufficient capacity ---------------------------------------------------------------- */
@@ -456,9 +476,19 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
         }
         n_nodes = k;
 
+        /* Nodes told to drain are leaving: they take no pods, and theirs need a place. */
+        NodeEntry *e;
+        REGISTRY_FOREACH(e, &p->c->registry) {
+                const char *node = e->state && e->state->identity ? e->state->identity->node_name : NULL;
+                if (e->action != NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN || !node)
+                        continue;
+                for (size_t i = 0; i < o->n_nodes; i++)
+                        if (streq(nodes[i].name, node))
+                                nodes[i].deleting = true;
+        }
+
         /* Pods: the pending ones, then what each node's agent reports running there. */
         size_t n_bound = 0;
-        NodeEntry *e;
         REGISTRY_FOREACH(e, &p->c->registry)
                 n_bound += e->state ? e->state->n_pods : 0;
         SolverPod *pods = solver_arena_alloc(a, (o->n_pods + n_bound + 1) * sizeof *pods);
@@ -482,15 +512,21 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
                                 if (al.v[SOLVER_RES_CPU] > 0 && al.v[SOLVER_RES_MEMORY] > 0)
                                         nodes[i].allocatable = al;
                         }
+                bool leaving = e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN;
                 for (size_t i = 0; i < st->n_pods; i++) {
                         const Nodesmith__V1__Pod *pp = st->pods[i];
                         if (pp->terminating || streq_ptr(pp->phase, "Succeeded") || streq_ptr(pp->phase, "Failed"))
                                 continue;
+                        /* a leaving node's pods (but its DaemonSet and mirror pods) need a new home:
+                         * they count as pending, sized by their requests */
+                        bool move = leaving && !pp->daemonset && !pp->mirror;
+                        if (move)
+                                (*ret_pending)++;
                         SolverPod *sp = &pods[np++];
                         *sp = (SolverPod) {
                                 .name = solver_arena_strdup(a, pp->name),
                                 .namespace_ = solver_arena_strdup(a, pp->namespace_),
-                                .node_name = solver_arena_strdup(a, node),
+                                .node_name = move ? NULL : solver_arena_strdup(a, node),
                                 .priority = pp->priority,
                                 .daemonset = pp->daemonset,
                                 .do_not_disrupt = pp->do_not_disrupt,
@@ -1044,9 +1080,11 @@ static void round_start(Provisioner *p) {
                 round_free(rd);
                 return;
         }
-        for (size_t i = 0; i < rd->snap.n_pods && i < pending; i++) {
-                const cJSON *obj = kube_watch_get(p->pods, rd->snap.pods[i].namespace_, rd->snap.pods[i].name);
-                rd->pod_uids[i] = solver_arena_strdup(rd->arena, obj ? kube_object_meta(obj, "uid") : rd->snap.pods[i].name);
+        for (size_t i = 0; i < rd->snap.n_pods; i++) {
+                const SolverPod *sp = &rd->snap.pods[i];
+                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
+                rd->pod_uids[i] = solver_arena_printf(rd->arena, "%s/%s", strempty(sp->namespace_),
+                                                      obj ? strempty(kube_object_meta(obj, "uid")) : strempty(sp->name));
         }
 
         uint64_t t0 = clock_usec();
@@ -1070,13 +1108,204 @@ static void round_start(Provisioner *p) {
                  "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
                  res->n_unschedulable, p->last_decision_seconds * 1000);
-        for (size_t i = 0; i < res->n_decisions && i < pending; i++)
-                if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE)
+        for (size_t i = 0; i < res->n_decisions; i++)
+                if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
                         log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
                                  strempty(res->decisions[i].message));
         rd->next = 0;
         rd->step = STEP_IDLE;
         round_next(p);
+}
+
+
+/* ---- nodes going away: replacement and termination --------------------------------------- */
+
+void provisioner_node_leaving(Provisioner *p, const NodeEntry *e) {
+        if (!p || !e || !e->state || !e->state->identity)
+                return;
+        const Nodesmith__V1__Identity *id = e->state->identity;
+        if (streq_ptr(e->reason, "spot-interruption") &&
+            id->capacity_type == NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_SPOT && !isempty(id->instance_type))
+                ice_mark(p, id->instance_type, id->zone, SOLVER_CAPACITY_SPOT);
+        batch_poke(p);
+}
+
+static const char *node_name_of(const NodeEntry *e) {
+        return e->state && e->state->identity ? e->state->identity->node_name : NULL;
+}
+
+static bool has_finalizer(const cJSON *node) {
+        const cJSON *f;
+        cJSON_ArrayForEach(f, jget(jget(node, "metadata"), "finalizers"))
+                if (cJSON_IsString(f) && streq(f->valuestring, NODESMITH_FINALIZER))
+                        return true;
+        return false;
+}
+
+static void on_finalizer_removed(KubeResponse *resp, void *userdata) {
+        char *name = userdata;
+        if (resp->error < 0 && resp->error != -ENOENT)
+                log_warning("Node %s: cannot remove the termination finalizer: %s", name,
+                            resp->has_status ? resp->status.message : strerror(-resp->error));
+        else
+                log_notice("Node %s: instance gone, termination finalizer removed.", name);
+        free(name);
+}
+
+static void remove_finalizer(Provisioner *p, const char *node_name) {
+        const cJSON *node = node_name ? kube_watch_get(p->nodes, NULL, node_name) : NULL;
+        _cleanup_free_ char *patch = NULL, *path = NULL;
+        if (!node || !has_finalizer(node))
+                return;
+        if (kube_finalizer_remove_patch(node, NODESMITH_FINALIZER, &patch) < 0 ||
+            kube_path("v1", NULL, "nodes", node_name, NULL, &path) < 0)
+                return;
+        char *name = strdup(node_name);
+        if (!name || kube_patch(p->kube, path, KUBE_PATCH_JSON, patch, on_finalizer_removed, name, NULL) < 0)
+                free(name);
+}
+
+static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2TerminateResult *res, void *userdata) {
+        Provisioner *p = userdata;
+        if (err) {
+                log_warning("TerminateInstances failed: %s %s", err->code, err->message);
+                ec2_terminate_result_free(res);
+                return;
+        }
+        for (char **id = res ? res->terminated : NULL; id && *id; id++) {
+                NodeEntry *e = registry_get(&p->c->registry, *id);
+                const char *node = e ? node_name_of(e) : NULL;
+                log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
+                p->terminated++;
+                if (node)
+                        remove_finalizer(p, node);
+                /* a Node without an agent report: found by its providerID */
+                for (size_t k = 0; !node && k < p->n_orphans; k++)
+                        if (streq(p->orphans[k].instance_id, *id))
+                                remove_finalizer(p, p->orphans[k].node);
+                registry_bury(&p->c->registry, *id);
+        }
+        for (char **id = res ? res->refused : NULL; id && *id; id++)
+                log_warning("Refused to terminate %s: it lacks this cluster's tag.", *id);
+        ec2_terminate_result_free(res);
+}
+
+static void terminate_one(Provisioner *p, const char *id) {
+        const char *ids[2] = { id, NULL };
+        (void) ec2_terminate_instances(p->ec2, ids, on_node_terminated, p);
+}
+
+typedef struct OrphanScan {
+        Provisioner *p;
+        uint64_t now;
+} OrphanScan;
+
+typedef struct OrphanCheck {
+        Provisioner *p;
+        char id[32];
+        char node[256];
+} OrphanCheck;
+
+/* The instance of a Node being deleted: if EC2 has it shutting down, terminated, or not at
+ * all, nothing is left to drain and the finalizer goes now. */
+static void on_orphan_described(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *list, void *userdata) {
+        OrphanCheck *k = userdata;
+        Provisioner *p = k->p;
+        if (!err || err->kind == EC2_ERROR_NOT_FOUND) {
+                bool gone = true;
+                for (size_t i = 0; list && i < list->n; i++)
+                        if (streq(list->items[i].id, k->id) && !streq_ptr(list->items[i].state, "terminated") &&
+                            !streq_ptr(list->items[i].state, "shutting-down"))
+                                gone = false;
+                if (gone) {
+                        log_notice("Node %s: instance %s is gone already.", k->node, k->id);
+                        remove_finalizer(p, k->node);
+                        registry_bury(&p->c->registry, k->id);
+                }
+        }
+        ec2_instance_list_free(list);
+        free(k);
+}
+
+/* A Node being deleted whose agent does not report (dead, or its instance gone): if EC2 says
+ * the instance is gone the finalizer is removed at once; otherwise, once the grace period is
+ * over, the coordinator terminates the instance and removes the finalizer itself. */
+static int scan_orphan(const cJSON *node, void *userdata) {
+        OrphanScan *s = userdata;
+        Provisioner *p = s->p;
+        const char *name = kube_object_meta(node, "name"), *id = node_instance_id(node);
+        const cJSON *dts = jget(jget(node, "metadata"), "deletionTimestamp");
+        if (!name || !id || !cJSON_IsString(dts) || !has_finalizer(node))
+                return 0;
+        NodeEntry *e = registry_get(&p->c->registry, id);
+        uint64_t silent_after = MAX(3 * p->c->cfg.report_interval_ms * USEC_PER_MSEC, 5 * USEC_PER_SEC);
+        if (e && s->now - e->last_seen_usec < silent_after)
+                return 0; /* its agent is alive and drains it */
+        for (size_t k = 0; k < p->n_orphans; k++)
+                if (streq(p->orphans[k].instance_id, id)) {
+                        if (!p->orphans[k].sent &&
+                            s->now - p->orphans[k].seen_usec >= p->c->cfg.termination_grace_ms * USEC_PER_MSEC) {
+                                log_warning("Node %s is being deleted and its agent is silent; terminating %s.", name, id);
+                                p->orphans[k].sent = true;
+                                terminate_one(p, id);
+                        }
+                        return 0;
+                }
+        if (p->n_orphans < ELEMENTSOF(p->orphans)) {
+                p->orphans[p->n_orphans] = (Orphan) { .seen_usec = s->now };
+                snprintf(p->orphans[p->n_orphans].instance_id, sizeof p->orphans[0].instance_id, "%s", id);
+                snprintf(p->orphans[p->n_orphans].node, sizeof p->orphans[0].node, "%s", name);
+                p->n_orphans++;
+                OrphanCheck *k = calloc(1, sizeof *k);
+                const char *ids[2] = { id, NULL };
+                if (k) {
+                        k->p = p;
+                        snprintf(k->id, sizeof k->id, "%s", id);
+                        snprintf(k->node, sizeof k->node, "%s", name);
+                        if (ec2_describe_instances_by_id(p->ec2, ids, on_orphan_described, k) < 0)
+                                free(k);
+                }
+        }
+        return 0;
+}
+
+/* Termination: a node told to drain (or whose Node is being deleted) that reports "drained"
+ * is terminated (only instances tagged for this cluster), then its finalizer removed. An
+ * agent that stops answering gets the grace period, then the same. */
+static void termination_pass(Provisioner *p) {
+        uint64_t now = now_usec(p);
+        uint64_t stale = p->c->cfg.stale_after_ms * USEC_PER_MSEC, grace = p->c->cfg.termination_grace_ms * USEC_PER_MSEC;
+        const char *todo[64];
+        size_t n = 0;
+        NodeEntry *e;
+
+        REGISTRY_FOREACH(e, &p->c->registry) {
+                if (n >= ELEMENTSOF(todo) || e->terminate_sent_usec)
+                        continue;
+                const char *node = node_name_of(e);
+                const cJSON *obj = node ? kube_watch_get(p->nodes, NULL, node) : NULL;
+                bool deleting = obj && cJSON_IsString(jget(jget(obj, "metadata"), "deletionTimestamp"));
+                bool draining = e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN || deleting;
+                if (!draining)
+                        continue;
+                if (!e->drain_decided_usec)
+                        e->drain_decided_usec = now;
+                bool drained = e->state->drain && e->state->drain->phase == NODESMITH__V1__DRAIN_STATUS__PHASE__PHASE_DRAINED;
+                bool silent = now - e->last_seen_usec >= stale && now - e->drain_decided_usec >= grace;
+                if (drained || silent) {
+                        if (silent && !drained)
+                                log_warning("Node %s: agent silent for %llus; terminating %s without a drain.",
+                                            strempty(node), (unsigned long long) ((now - e->last_seen_usec) / USEC_PER_SEC),
+                                            e->instance_id);
+                        e->terminate_sent_usec = now;
+                        todo[n++] = e->instance_id;
+                }
+        }
+        for (size_t i = 0; i < n; i++)
+                terminate_one(p, todo[i]);
+
+        OrphanScan s = { p, now };
+        (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
 }
 
 /* ---- leadership, learning, housekeeping ---------------------------------------------------- */
@@ -1129,6 +1358,8 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         uint64_t now = now_usec(p), timeout = p->c->cfg.registration_timeout_ms * USEC_PER_MSEC;
 
         learn(p);
+        if (p->leading && p->learned)
+                termination_pass(p);
         if (p->leading && p->learned && !p->round) {
                 const char *ids[65];
                 size_t n = 0;
@@ -1323,6 +1554,9 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                          "# HELP nodesmith_ec2_throttled_total Throttling answers from EC2.\n"
                          "# TYPE nodesmith_ec2_throttled_total counter\nnodesmith_ec2_throttled_total %llu\n",
                       (unsigned long long) (es ? es->requests : 0), (unsigned long long) (es ? es->throttled : 0));
+        strbuf_printf(b, "# HELP nodesmith_instances_terminated_total Instances terminated after a drain or deletion.\n"
+                         "# TYPE nodesmith_instances_terminated_total counter\nnodesmith_instances_terminated_total %llu\n",
+                      (unsigned long long) p->terminated);
         strbuf_printf(b, "# HELP nodesmith_instances_terminated_unregistered_total Instances terminated for never registering.\n"
                          "# TYPE nodesmith_instances_terminated_unregistered_total counter\n"
                          "nodesmith_instances_terminated_unregistered_total %llu\n",

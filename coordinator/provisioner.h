@@ -24,6 +24,10 @@ typedef struct Provisioner Provisioner;
 int provisioner_new(Coordinator *c, Provisioner **ret);
 Provisioner *provisioner_free(Provisioner *p);
 void provisioner_set_leading(Provisioner *p, bool leading);
+typedef struct NodeEntry NodeEntry;
+/* A node was told to drain (a notice, a disruption decision): plan replacement capacity for
+ * its pods now; a spot interruption also takes that spot offering out for a while. */
+void provisioner_node_leaving(Provisioner *p, const NodeEntry *e);
 /* Prometheus lines. */
 void provisioner_metrics(Provisioner *p, StrBuf *b);
 /* {"inFlight": [...], "pending": N, ...} for /api/v1/provisioning. */

@@ -41,6 +41,8 @@ static void entry_free(NodeEntry *e) {
 void registry_done(Registry *r) {
         for (size_t i = 0; i < r->capacity; i++)
                 entry_free(r->slots[i]);
+        for (size_t i = 0; i < ELEMENTSOF(r->gone); i++)
+                free(r->gone[i]);
         free(r->slots);
         *r = (Registry) {};
 }
@@ -207,4 +209,20 @@ int registry_sync_notices(NodeEntry *e, int64_t now, notice_change_t cb, void *u
         e->notices = next;
         e->n_notices = n;
         return 1;
+}
+
+void registry_bury(Registry *r, const char *id) {
+        (void) registry_remove(r, id);
+        if (registry_is_buried(r, id))
+                return;
+        size_t k = r->gone_next++ % ELEMENTSOF(r->gone);
+        free(r->gone[k]);
+        r->gone[k] = strdup(id);
+}
+
+bool registry_is_buried(const Registry *r, const char *id) {
+        for (size_t i = 0; i < ELEMENTSOF(r->gone); i++)
+                if (r->gone[i] && streq(r->gone[i], id))
+                        return true;
+        return false;
 }

@@ -33,6 +33,9 @@ typedef struct NodeEntry {
         uint64_t reports;
         NoticeRecord *notices;
         size_t n_notices;
+        uint64_t terminate_sent_usec;         /* TerminateInstances asked (0: not yet) */
+        uint64_t drain_decided_usec;          /* when it was first seen leaving */
+        bool finalizer_removed;
         /* desired state handed back with every reply */
         Nodesmith__V1__NodeDirective__Action action;
         char *reason;
@@ -45,6 +48,8 @@ typedef struct Registry {
         size_t capacity;     /* power of two */
         size_t n;
         size_t max_nodes;
+        char *gone[256];     /* instances terminated lately: their late reports are refused */
+        size_t gone_next;
 } Registry;
 
 int registry_init(Registry *r, size_t max_nodes);
@@ -65,6 +70,9 @@ int registry_put(Registry *r, const char *instance_id, uint64_t sequence,
                  uint64_t now_usec, NodeEntry **ret, bool *ret_new);
 
 int registry_remove(Registry *r, const char *instance_id);
+/* Forget an instance that was terminated, and refuse it from now on. */
+void registry_bury(Registry *r, const char *instance_id);
+bool registry_is_buried(const Registry *r, const char *instance_id);
 
 /* Bring e's notice records in line with its latest state. Calls cb for each notice that is new
  * (added = true) or withdrawn (added = false). */

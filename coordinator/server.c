@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "coordinator.h"
+#include "provisioner.h"
 #include "log.h"
 #include "macro.h"
 
@@ -149,6 +150,13 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         if (strlen(strempty(env->boot_id)) > 64)
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "boot id too long");
 
+        if (registry_is_buried(&c->registry, env->instance_id)) {
+                /* terminated: whatever it still says changes nothing */
+                d.action = NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN;
+                d.reason = (char *) "terminated";
+                d.force = true;
+                goto reply;
+        }
         e = registry_get(&c->registry, env->instance_id);
         if (registry_is_duplicate(e, env->boot_id, env->sequence)) {
                 result = REPORT_DUPLICATE; /* still answered with the desired state */
@@ -193,10 +201,12 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         if (registry_sync_notices(e, d.now_unix_ms, on_notice_change, c) < 0)
                 log_warning("Node %s: out of memory recording notices.", e->instance_id);
         if (directive_from_notices(e, c->drain_on)) {
-                if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN)
+                if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
                         log_notice("Node %s: drain (%s), deadline %lld.", e->instance_id, e->reason,
                                    (long long) e->deadline_unix_ms);
-                else
+                        /* replacement capacity now, before the drain ends */
+                        provisioner_node_leaving(c->provisioner, e);
+                } else
                         log_notice("Node %s: drain withdrawn, notices gone.", e->instance_id);
         }
 
