@@ -8,6 +8,9 @@
 #include "capacity.h"
 #include "imds.h"
 #include "config.h"
+#include "drain.h"
+#include "kube.h"
+#include "kubenode.h"
 #include "link.h"
 #include "logind.h"
 #include "macro.h"
@@ -45,6 +48,13 @@ typedef struct AgentConfig {
         uint64_t imds_token_ttl_s;
         uint64_t imds_timeout_ms;
         bool logind;
+        char *kube_server;
+        char *kubeconfig;
+        char *kube_token_file;
+        char *kube_ca;
+        char *drain_on;
+        uint64_t finalizer_timeout_ms;
+        uint64_t drain_safety_margin_ms;
 } AgentConfig;
 
 extern const Option agent_options[];
@@ -82,6 +92,24 @@ typedef struct Manager {
         Nodesmith__V1__NodeDirective__Action action;
         char *drain_reason;
         int64_t drain_deadline_ms;
+        bool drain_force;
+        bool directive_received;     /* at least one reply since start */
+
+        /* Kubernetes: the own Node and its pods, and drains (NULL without API access) */
+        KubeClient *kube;
+        KubeNode *kube_node;
+        Drain *drain;
+        uint32_t drain_on;           /* bit per Notice kind */
+        sd_event_source *pods_timer; /* coalesces bursts of pod changes into one report */
+        sd_event_source *tick_timer; /* drain decisions and the finalizer time-out */
+        char trigger_key[96];        /* the local reason to drain now ("" for none) */
+        uint64_t trigger_sequence;   /* first report that carried it */
+        bool trigger_acked;          /* the coordinator answered such a report */
+        int64_t trigger_seen_ms;
+        bool taint_checked;          /* after a restart: leftover taint looked at */
+        int64_t drained_at_ms;       /* since when the drain is complete (0: it is not) */
+        bool finalizer_removal_started;
+        bool finalizer_removed;      /* by the agent: never added again by this process */
 } Manager;
 
 int manager_new(Manager **ret);
@@ -95,6 +123,8 @@ int manager_start(Manager *m);
 int manager_run(Manager *m);
 /* Request a report as soon as possible (a change happened). */
 void manager_report_soon(Manager *m);
+/* The local reason to drain, if any (notices per drain-on, shutdown, Node deletion). */
+bool manager_local_trigger(Manager *m, DrainRequest *ret);
 
 /* report.c: the AgentReport for the current state, packed; and as JSON for --once. */
 int report_pack(Manager *m, uint8_t **ret, size_t *ret_len);

@@ -60,6 +60,21 @@ const Option agent_options[] = {
           "IMDSv2 session token lifetime to ask for, seconds (1..21600)" },
         { "imds-timeout", OPTION_MSEC, OPT(imds_timeout_ms), "1s",
           "connect and total time-out of one IMDS request (50ms..1s)" },
+        { "kube-server", OPTION_STRING, OPT(kube_server), NULL,
+          "Kubernetes API server URL (default: from kubeconfig, else in-cluster)" },
+        { "kubeconfig", OPTION_STRING, OPT(kubeconfig), "/etc/nodesmith/kubeconfig",
+          "kubeconfig with the agent's own identity (used when it exists)" },
+        { "kube-token-file", OPTION_STRING, OPT(kube_token_file), NULL,
+          "bearer token file for the Kubernetes API (re-read when it changes)" },
+        { "kube-ca", OPTION_STRING, OPT(kube_ca), NULL, "CA certificate of the Kubernetes API server" },
+        { "drain-on", OPTION_STRING, OPT(drain_on), "spot,maintenance",
+          "notices that drain the node when the coordinator cannot be reached: spot, rebalance, "
+          "maintenance, or none (shutdown and node deletion always do)" },
+        { "finalizer-timeout", OPTION_MSEC, OPT(finalizer_timeout_ms), "30s",
+          "after a drain, how long the coordinator has to remove the termination finalizer "
+          "before the agent does (only when the instance is shutting down)" },
+        { "drain-safety-margin", OPTION_MSEC, OPT(drain_safety_margin_ms), "5s",
+          "pods' grace periods are cut to end this long before the drain deadline" },
 };
 const size_t agent_options_count = ELEMENTSOF(agent_options);
 
@@ -80,6 +95,11 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         imds_watcher_free(m->imds);
+        drain_free(m->drain);
+        kube_node_free(m->kube_node);
+        kube_client_free(m->kube);
+        sd_event_source_disable_unref(m->pods_timer);
+        sd_event_source_disable_unref(m->tick_timer);
         link_client_free(m->link);
         logind_free(m->logind);
         sd_event_source_disable_unref(m->shutdown_timer);
@@ -141,6 +161,16 @@ int manager_validate(Manager *m) {
         if (c->imds && (isempty(c->imds_endpoint) || (strncmp(c->imds_endpoint, "http://", 7) != 0 &&
                                                        strncmp(c->imds_endpoint, "https://", 8) != 0)))
                 return log_error_errno(EINVAL, "imds-endpoint must be an http:// or https:// URL.");
+        if (drain_on_parse(strempty(c->drain_on), &m->drain_on) < 0)
+                return log_error_errno(EINVAL, "drain-on '%s': expected a list of spot, rebalance, maintenance, "
+                                               "or none.", strempty(c->drain_on));
+        if (c->finalizer_timeout_ms > 24 * 3600 * 1000)
+                return log_error_errno(EINVAL, "finalizer-timeout must be at most 24h.");
+        if (c->drain_safety_margin_ms > 600 * 1000)
+                return log_error_errno(EINVAL, "drain-safety-margin must be at most 10m.");
+        if (!isempty(c->kube_server) && strncmp(c->kube_server, "http://", 7) != 0 &&
+            strncmp(c->kube_server, "https://", 8) != 0)
+                return log_error_errno(EINVAL, "kube-server must be an http:// or https:// URL.");
         if (c->capacity_type && !streq(c->capacity_type, "spot") && !streq(c->capacity_type, "on-demand"))
                 return log_error_errno(EINVAL, "capacity-type must be spot or on-demand.");
         if (!c->arch && (r = free_and_strdup(&c->arch, machine_arch())) < 0)
@@ -263,6 +293,8 @@ static int send_report(Manager *m) {
         return 0;
 }
 
+static void manager_evaluate(Manager *m);
+
 static void report_failed(Manager *m, int error) {
         m->failures++;
         /* Not connected yet (-EAGAIN) is normal for a moment after start or a restart. */
@@ -313,12 +345,10 @@ static void on_reply(LinkClient *c, int error, const uint8_t *reply, size_t len,
         }
         m->failures = 0;
         m->last_ok_usec = now_usec(m);
-        if (m->shutting_down && m->shutdown_sequence && m->sequence >= m->shutdown_sequence &&
-            logind_holding(m->logind)) {
-                /* The coordinator knows. Nothing else holds the node back yet. */
-                log_info("Shutdown reported to the coordinator; letting it proceed.");
-                logind_release(m->logind);
-        }
+        m->directive_received = true;
+        if (m->trigger_key[0] && m->trigger_sequence && m->sequence >= m->trigger_sequence)
+                m->trigger_acked = true;
+        manager_evaluate(m);
         schedule(m, m->dirty ? 0 : next_delay(m));
 }
 
@@ -353,6 +383,7 @@ static void on_imds(ImdsWatcher *w, ImdsEvent ev, void *userdata) {
                 (void) manager_refresh_capacity(m);
         }
         manager_report_soon(m);
+        manager_evaluate(m);
 }
 
 static int64_t realtime_ms(void) {
@@ -391,13 +422,282 @@ static void on_shutdown(Logind *l, bool starting, void *userdata) {
                         (void) sd_event_source_set_enabled(m->shutdown_timer, SD_EVENT_ONESHOT);
                 }
                 manager_report_soon(m);
+                manager_evaluate(m);
         } else if (!starting && m->shutting_down) {
                 log_notice("System shutdown cancelled.");
                 m->shutting_down = false;
                 m->shutdown_sequence = 0;
                 (void) sd_event_source_set_enabled(m->shutdown_timer, SD_EVENT_OFF);
                 manager_report_soon(m);
+                manager_evaluate(m);
         }
+}
+
+/* ---- Kubernetes: the own Node, its pods, drains ---------------------------------------------- */
+
+#define NK(x) NODESMITH__V1__NOTICE__KIND__KIND_##x
+
+static const char *node_name(Manager *m) {
+        return m->cfg.node_name ? m->cfg.node_name : m->hostname;
+}
+
+bool manager_local_trigger(Manager *m, DrainRequest *ret) {
+        DrainRequest best = {};
+        bool found = false;
+        int64_t now = realtime_ms();
+
+        /* the trigger that leaves the least time wins (no deadline counts as last) */
+#define CONSIDER(reason_, deadline_, force_)                                                        \
+        do {                                                                                        \
+                int64_t dl_ = (deadline_);                                                          \
+                if (!found || (dl_ > 0 && (best.deadline_unix_ms == 0 || dl_ < best.deadline_unix_ms))) { \
+                        best = (DrainRequest) { .deadline_unix_ms = dl_, .force = (force_) };       \
+                        snprintf(best.reason, sizeof best.reason, "%s", (reason_));                 \
+                        found = true;                                                               \
+                }                                                                                   \
+        } while (0)
+
+        const ImdsNotice *v = NULL;
+        size_t n = imds_watcher_notices(m->imds, &v);
+        for (size_t i = 0; i < n; i++) {
+                if (v[i].kind < 0 || v[i].kind >= 32 || !(m->drain_on & (1u << v[i].kind)))
+                        continue;
+                switch (v[i].kind) {
+                case NK(SPOT_INTERRUPTION):
+                        /* two minutes from the notice when IMDS gives no time */
+                        CONSIDER("spot-interruption",
+                                 v[i].deadline_unix_ms > 0 ? v[i].deadline_unix_ms
+                                                           : (v[i].first_seen_unix_ms ? v[i].first_seen_unix_ms : now) + 120000,
+                                 true);
+                        break;
+                case NK(REBALANCE):
+                        CONSIDER("rebalance-recommendation", 0, false);
+                        break;
+                case NK(MAINTENANCE):
+                        CONSIDER("scheduled-maintenance", v[i].deadline_unix_ms, true);
+                        break;
+                default:
+                        break;
+                }
+        }
+        if (m->shutting_down)
+                CONSIDER("shutdown", m->shutdown_deadline_ms, true);
+        if (kube_node_deleting(m->kube_node))
+                CONSIDER("node-deleted", 0, true);
+#undef CONSIDER
+        if (found && ret)
+                *ret = best;
+        return found;
+}
+
+/* The instance goes away whatever happens: a shutdown is under way, or a spot interruption's or
+ * maintenance's time has come. */
+static bool instance_going(Manager *m) {
+        if (m->shutting_down)
+                return true;
+        const ImdsNotice *v = NULL;
+        size_t n = imds_watcher_notices(m->imds, &v);
+        int64_t now = realtime_ms();
+        for (size_t i = 0; i < n; i++)
+                if ((v[i].kind == NK(SPOT_INTERRUPTION) || v[i].kind == NK(MAINTENANCE)) &&
+                    v[i].deadline_unix_ms > 0 && v[i].deadline_unix_ms <= now)
+                        return true;
+        return false;
+}
+
+static void shutdown_release_check(Manager *m, bool drain_wanted) {
+        if (!m->shutting_down || !logind_holding(m->logind))
+                return;
+        if (!m->drain) {
+                /* No Kubernetes access, nothing to drain: the coordinator knowing is enough. */
+                if (m->shutdown_sequence && m->sequence >= m->shutdown_sequence && m->directive_received) {
+                        log_info("Shutdown reported to the coordinator; letting it proceed.");
+                        logind_release(m->logind);
+                }
+        } else if (drain_drained(m->drain)) {
+                log_info("Node drained; letting the shutdown proceed.");
+                logind_release(m->logind);
+        } else if (!drain_wanted && m->trigger_acked && m->shutdown_sequence && m->sequence >= m->shutdown_sequence) {
+                log_info("The coordinator does not drain this node for the shutdown; letting it proceed.");
+                logind_release(m->logind);
+        }
+}
+
+static void on_finalizer_removed(KubeNode *k, int error, void *userdata) {
+        Manager *m = userdata;
+        if (error < 0)
+                m->finalizer_removal_started = false; /* tried again at the next tick */
+        else
+                m->finalizer_removed = true;
+        manager_report_soon(m);
+}
+
+static void finalizer_check(Manager *m) {
+        int64_t now = realtime_ms();
+        if (!drain_drained(m->drain)) {
+                m->drained_at_ms = 0;
+                m->finalizer_removal_started = false;
+                return;
+        }
+        if (m->drained_at_ms == 0)
+                m->drained_at_ms = now;
+        if (m->finalizer_removal_started || !kube_node_has_finalizer(m->kube_node))
+                return;
+        if (now - m->drained_at_ms < (int64_t) m->cfg.finalizer_timeout_ms || !instance_going(m))
+                return;
+        log_notice("Drained %.1fs ago, the coordinator has not removed %s and the instance is going away: "
+                   "removing it.", (double) (now - m->drained_at_ms) / 1000.0, KUBE_NODE_FINALIZER);
+        int r = kube_node_remove_finalizer(m->kube_node, on_finalizer_removed, m);
+        if (r < 0)
+                log_warning_errno(r, "Cannot remove the finalizer from node %s: %m", node_name(m));
+        else
+                m->finalizer_removal_started = true;
+}
+
+static void manager_evaluate(Manager *m) {
+        DrainRequest trig = {}, want = {};
+        bool has = false, wanted = false;
+
+        if (m->drain) {
+                has = manager_local_trigger(m, &trig);
+                char key[sizeof m->trigger_key] = "";
+                if (has)
+                        snprintf(key, sizeof key, "%s@%lld", trig.reason, (long long) trig.deadline_unix_ms);
+                if (!streq(key, m->trigger_key)) {
+                        memcpy(m->trigger_key, key, sizeof key);
+                        m->trigger_sequence = m->sequence + 1;
+                        m->trigger_acked = false;
+                        m->trigger_seen_ms = realtime_ms();
+                        if (has)
+                                manager_report_soon(m);
+                }
+                DrainInputs in = {
+                        .coordinator_drain = m->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN,
+                        .coordinator_reason = m->drain_reason,
+                        .coordinator_deadline_ms = m->drain_deadline_ms,
+                        .coordinator_force = m->drain_force,
+                        .has_trigger = has,
+                        .trigger = trig,
+                        .coordinator_saw_trigger = m->trigger_acked,
+                        .connected = m->connected || m->failures == 0,
+                        .trigger_seen_ms = m->trigger_seen_ms,
+                        .now_ms = realtime_ms(),
+                        .wait_ms = m->cfg.request_timeout_ms,
+                };
+                wanted = drain_decide(&in, &want) > 0;
+                if (wanted && kube_node_synced(m->kube_node)) {
+                        (void) drain_start(m->drain, &want);
+                        m->taint_checked = true;
+                } else if (!wanted && drain_active(m->drain)) {
+                        /* withdrawn: by the coordinator, or the local reason is gone */
+                        if (m->directive_received || !has)
+                                (void) drain_stop(m->drain);
+                } else if (!wanted && !m->taint_checked && m->directive_received && kube_node_synced(m->kube_node)) {
+                        /* restarted while a drain was under way that is no longer wanted */
+                        m->taint_checked = true;
+                        if (kube_node_has_taint(m->kube_node))
+                                (void) drain_stop(m->drain);
+                }
+                /* the finalizer goes on once the coordinator manages the node; never again
+                 * while draining or after the agent took it off */
+                if (m->connected && kube_node_synced(m->kube_node) && !drain_active(m->drain) &&
+                    !m->finalizer_removed)
+                        (void) kube_node_ensure_finalizer(m->kube_node);
+                finalizer_check(m);
+        }
+        shutdown_release_check(m, wanted);
+}
+
+static void on_drain(Drain *d, DrainEvent ev, void *userdata) {
+        Manager *m = userdata;
+        manager_report_soon(m);
+        if (ev == DRAIN_EVENT_DRAINED)
+                manager_evaluate(m);
+}
+
+static int on_pods_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        manager_report_soon(userdata);
+        return 0;
+}
+
+static void on_kube_node(KubeNode *k, KubeNodeEvent ev, void *userdata) {
+        Manager *m = userdata;
+        drain_kick(m->drain);
+        if (ev == KUBE_NODE_EVENT_NODE) {
+                manager_evaluate(m);
+                manager_report_soon(m);
+                return;
+        }
+        /* a burst of pod changes becomes one report */
+        int enabled = SD_EVENT_OFF;
+        (void) sd_event_source_get_enabled(m->pods_timer, &enabled);
+        if (enabled == SD_EVENT_OFF) {
+                (void) sd_event_source_set_time(m->pods_timer, now_usec(m) + 100 * USEC_PER_MSEC);
+                (void) sd_event_source_set_enabled(m->pods_timer, SD_EVENT_ONESHOT);
+        }
+}
+
+static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        manager_evaluate(m);
+        (void) sd_event_source_set_time(s, usec + USEC_PER_SEC);
+        return 0;
+}
+
+static int kube_setup(Manager *m) {
+        const AgentConfig *c = &m->cfg;
+        _cleanup_(kube_config_freep) KubeConfig *kc = NULL;
+        const char *source;
+        int r;
+
+        if (!isempty(c->kube_server)) {
+                r = kube_config_new(c->kube_server, &kc);
+                source = c->kube_server;
+        } else if (!isempty(c->kubeconfig) && access(c->kubeconfig, F_OK) == 0) {
+                r = kube_config_from_kubeconfig(c->kubeconfig, NULL, &kc);
+                source = c->kubeconfig;
+        } else if (getenv("KUBERNETES_SERVICE_HOST")) {
+                r = kube_config_in_cluster(NULL, &kc);
+                source = "in-cluster service account";
+        } else {
+                log_notice("No Kubernetes API configured (kube-server, kubeconfig %s, or in-cluster): "
+                           "pods are not reported and drains cannot be carried out.", strempty(c->kubeconfig));
+                return 0;
+        }
+        if (r < 0)
+                return log_error_errno(r, "Failed to load the Kubernetes configuration from %s: %m", source);
+        if (!isempty(c->kube_token_file) && free_and_strdup(&kc->token_file, c->kube_token_file) < 0)
+                return log_oom();
+        if (!isempty(c->kube_ca) && free_and_strdup(&kc->ca_file, c->kube_ca) < 0)
+                return log_oom();
+        kc->timeout_usec = 10 * USEC_PER_SEC;
+        kc->deadline_usec = 30 * USEC_PER_SEC;
+
+        r = kube_client_new(m->event, kc, &m->kube);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the Kubernetes client for %s: %m", kc->server);
+        r = kube_node_new(m->kube, node_name(m), on_kube_node, m, &m->kube_node);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the node watch: %m");
+        DrainConfig dc = DRAIN_CONFIG_DEFAULTS;
+        dc.safety_margin_ms = c->drain_safety_margin_ms;
+        dc.host = m->hostname;
+        r = drain_new(m->event, m->kube, m->kube_node, &dc, on_drain, m, &m->drain);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up draining: %m");
+        r = sd_event_add_time(m->event, &m->pods_timer, CLOCK_MONOTONIC, 0, 1, on_pods_timer, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add a timer: %m");
+        (void) sd_event_source_set_enabled(m->pods_timer, SD_EVENT_OFF);
+        r = sd_event_add_time(m->event, &m->tick_timer, CLOCK_MONOTONIC, now_usec(m) + USEC_PER_SEC, 1, on_tick, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add a timer: %m");
+        (void) sd_event_source_set_enabled(m->tick_timer, SD_EVENT_ON);
+        r = kube_node_start(m->kube_node);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch node %s: %m", node_name(m));
+        log_info("Watching node %s and its pods through %s.", node_name(m), kc->server);
+        return 0;
 }
 
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -467,6 +767,10 @@ int manager_start(Manager *m) {
                                             "spot and maintenance notices still come from IMDS.");
         }
 
+        r = kube_setup(m);
+        if (r < 0)
+                return r;
+
         r = daemon_add_signals(m->event, on_signal, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch signals: %m");
@@ -475,6 +779,14 @@ int manager_start(Manager *m) {
                 log_warning_errno(r, "Failed to enable the watchdog: %m");
 
         srandom((unsigned) (now_usec(m) ^ (uint64_t) getpid()));
+        /* The sequence starts at the wall clock (microseconds), so an agent restarted within
+         * the same boot still sends newer sequence numbers than before (the coordinator drops
+         * older ones of the same boot as duplicates). */
+        {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                m->sequence = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+        }
         (void) manager_refresh_capacity(m);
         (void) sd_notify(false, "READY=1");
         notify_status(m);

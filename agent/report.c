@@ -40,10 +40,24 @@ typedef struct ReportParts {
         Nodesmith__V1__Identity identity;
         Nodesmith__V1__Resources capacity, allocatable, requested;
         Nodesmith__V1__DrainStatus drain;
-        Nodesmith__V1__Notice notices[IMDS_MAX_NOTICES + 1];   /* + the shutdown notice */
-        Nodesmith__V1__Notice *notice_ptrs[IMDS_MAX_NOTICES + 1];
+        Nodesmith__V1__Notice notices[IMDS_MAX_NOTICES + 2];   /* + shutdown, node deleted */
+        Nodesmith__V1__Notice *notice_ptrs[IMDS_MAX_NOTICES + 2];
         char shutdown_id[40];
+        char deleted_id[128];
+        PodInfo *infos;                  /* owned: freed by parts_done() */
+        size_t n_infos;
+        Nodesmith__V1__Pod *pods;
+        Nodesmith__V1__Pod **pod_ptrs;
+        Nodesmith__V1__Resources *pod_requests;
+        DrainStatusInfo drain_info;
 } ReportParts;
+
+static void parts_done(ReportParts *p) {
+        free(p->infos);
+        free(p->pods);
+        free(p->pod_ptrs);
+        free(p->pod_requests);
+}
 
 static void identity_from_imds(Manager *m, ReportParts *p) {
         const ImdsIdentity *id = imds_watcher_identity(m->imds);
@@ -87,13 +101,97 @@ static void notices_to_pb(Manager *m, ReportParts *p) {
                 pb->description = (char *) "systemd-logind PrepareForShutdown";
                 p->notice_ptrs[k++] = pb;
         }
+        int64_t deleted_ms = kube_node_deletion_unix_ms(m->kube_node);
+        if (deleted_ms > 0) {
+                Nodesmith__V1__Notice *pb = &p->notices[k];
+                const cJSON *node = kube_node_object(m->kube_node);
+                nodesmith__v1__notice__init(pb);
+                snprintf(p->deleted_id, sizeof p->deleted_id, "node-deleted@%s",
+                         strempty(node ? kube_object_meta(node, "uid") : NULL));
+                pb->kind = NODESMITH__V1__NOTICE__KIND__KIND_NODE_DELETED;
+                pb->event_id = p->deleted_id;
+                pb->action = (char *) "delete";
+                pb->first_seen_unix_ms = deleted_ms;
+                pb->description = (char *) "Node has a deletionTimestamp";
+                p->notice_ptrs[k++] = pb;
+        }
         p->report.n_notices = k;
         p->report.notices = k ? p->notice_ptrs : NULL;
         p->report.shutting_down = m->shutting_down;
 }
 
+static void pods_to_pb(Manager *m, ReportParts *p) {
+        NodeResources requested = {};
+
+        if (!m->kube_node || kube_node_pods(m->kube_node, &p->infos, &p->n_infos) < 0 || p->n_infos == 0) {
+                resources_to_pb(&requested, &p->requested);
+                return;
+        }
+        size_t n = p->n_infos;
+        p->pods = calloc(n, sizeof *p->pods);
+        p->pod_ptrs = calloc(n, sizeof *p->pod_ptrs);
+        p->pod_requests = calloc(n, sizeof *p->pod_requests);
+        if (!p->pods || !p->pod_ptrs || !p->pod_requests) {
+                log_oom();
+                resources_to_pb(&requested, &p->requested);
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                PodInfo *in = &p->infos[i];
+                Nodesmith__V1__Pod *pb = &p->pods[i];
+                nodesmith__v1__pod__init(pb);
+                pb->namespace_ = in->namespace;
+                pb->name = in->name;
+                pb->uid = in->uid;
+                pb->owner_kind = in->owner_kind;
+                pb->owner_name = in->owner_name;
+                resources_to_pb(&in->requests, &p->pod_requests[i]);
+                pb->requests = &p->pod_requests[i];
+                pb->priority = in->priority;
+                pb->priority_class = in->priority_class;
+                pb->do_not_disrupt = in->do_not_disrupt;
+                pb->daemonset = in->daemonset;
+                pb->mirror = in->mirror;
+                pb->phase = in->phase;
+                pb->terminating = in->terminating;
+                pb->critical = in->critical;
+                pb->deletion_cost = in->deletion_cost;
+                p->pod_ptrs[i] = pb;
+        }
+        p->report.n_pods = n;
+        p->report.pods = p->pod_ptrs;
+        pod_infos_requested(p->infos, n, &requested);
+        resources_to_pb(&requested, &p->requested);
+}
+
+static void drain_to_pb(Manager *m, ReportParts *p) {
+        DrainStatusInfo *s = &p->drain_info;
+        drain_status(m->drain, s);
+        if (!m->drain && m->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
+                /* asked to drain without access to the API: say so */
+                *s = (DrainStatusInfo) { .phase = NODESMITH__V1__DRAIN_STATUS__PHASE__PHASE_FAILED,
+                                         .deadline_unix_ms = m->drain_deadline_ms };
+                snprintf(s->reason, sizeof s->reason, "%s", strempty(m->drain_reason));
+                snprintf(s->last_error, sizeof s->last_error, "no Kubernetes API access configured on the agent");
+        }
+        p->drain.phase = s->phase;
+        p->drain.reason = s->reason;
+        p->drain.started_unix_ms = s->started_unix_ms;
+        p->drain.deadline_unix_ms = s->deadline_unix_ms;
+        p->drain.pods_left = s->pods_left;
+        p->drain.pods_evicted = s->pods_evicted;
+        p->drain.pods_blocked_by_pdb = s->pods_blocked_by_pdb;
+        p->drain.last_error = s->last_error;
+}
+
 static void report_build(Manager *m, ReportParts *p) {
         const AgentConfig *c = &m->cfg;
+
+        p->infos = NULL;
+        p->pods = NULL;
+        p->pod_ptrs = NULL;
+        p->pod_requests = NULL;
+        p->n_infos = 0;
 
         nodesmith__v1__node_state__init(&p->report);
         nodesmith__v1__identity__init(&p->identity);
@@ -113,8 +211,10 @@ static void report_build(Manager *m, ReportParts *p) {
 
         resources_to_pb(&m->capacity, &p->capacity);
         resources_to_pb(&m->allocatable, &p->allocatable);
-        NodeResources none = {};
-        resources_to_pb(&none, &p->requested);
+        pods_to_pb(m, p);
+        drain_to_pb(m, p);
+        p->report.node_ready = kube_node_ready(m->kube_node);
+        p->report.finalizer_present = kube_node_has_finalizer(m->kube_node);
 
         p->report.identity = &p->identity;
         p->report.capacity = &p->capacity;
@@ -139,7 +239,9 @@ int report_pack(Manager *m, uint8_t **ret, size_t *ret_len) {
         ReportParts p;
         WireEnvelope w = envelope(m);
         report_build(m, &p);
-        return wire_pack_report(&w, &p.report, m->cfg.max_message, ret, ret_len);
+        int r = wire_pack_report(&w, &p.report, m->cfg.max_message, ret, ret_len);
+        parts_done(&p);
+        return r;
 }
 
 int report_print_json(Manager *m, FILE *f) {
@@ -149,6 +251,7 @@ int report_print_json(Manager *m, FILE *f) {
 
         report_build(m, &p);
         r = pb_to_json(&p.report.base, false, &j);
+        parts_done(&p);
         if (r < 0)
                 return r;
         /* the envelope's fields, but never the token */
@@ -198,7 +301,7 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 m->interval_usec = (uint64_t) d->report_interval_ms * 1000;
 
         if (d->action != m->action || !streq_ptr(d->reason, m->drain_reason) ||
-            d->deadline_unix_ms != m->drain_deadline_ms) {
+            d->deadline_unix_ms != m->drain_deadline_ms || d->force != m->drain_force) {
                 if (d->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN)
                         log_notice("Coordinator directs: drain (reason %s, deadline %lld).",
                                    isempty(d->reason) ? "unspecified" : d->reason,
@@ -208,6 +311,7 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 m->action = d->action;
                 r = free_and_strdup(&m->drain_reason, d->reason);
                 m->drain_deadline_ms = d->deadline_unix_ms;
+                m->drain_force = d->force;
         }
 out:
         nodesmith__v1__node_directive__free_unpacked(d, NULL);

@@ -106,6 +106,7 @@ struct Provisioner {
         sd_event_source *batch_idle, *batch_max, *housekeeping;
         bool batch_open;
         bool leading;
+        uint64_t leading_since_usec;
         bool learned;               /* in-flight instances learned from EC2 since leading */
         bool learning;
         Round *round;
@@ -475,6 +476,19 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
                 };
         }
         n_nodes = k;
+
+        /* A Node whose agent does not report: what runs there is unknown, so nothing new is
+         * planned onto it (pods that fit there anyway are placed by kube-scheduler). */
+        for (size_t i = 0; i < o->n_nodes; i++) {
+                bool reported = false;
+                NodeEntry *ne;
+                REGISTRY_FOREACH(ne, &p->c->registry)
+                        if (!reported && ne->state && ne->state->identity &&
+                            streq_ptr(ne->state->identity->node_name, nodes[i].name))
+                                reported = true;
+                if (!reported)
+                        nodes[i].unschedulable = true;
+        }
 
         /* Nodes told to drain are leaving: they take no pods, and theirs need a place. */
         NodeEntry *e;
@@ -1052,6 +1066,13 @@ static void round_start(Provisioner *p) {
 
         if (!p->leading || !p->learned || p->round)
                 return; /* the round under way pokes again when it ends */
+        /* A new leader first gives the agents a couple of report intervals to reach it, so it
+         * knows what runs on the nodes before it decides anything. */
+        uint64_t sync = 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
+        if (now_usec(p) - p->leading_since_usec < sync) {
+                batch_poke(p);
+                return;
+        }
         if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodepools) || !kube_watch_synced(p->nodes)) {
                 batch_poke(p);
                 return;
@@ -1388,6 +1409,8 @@ void provisioner_set_leading(Provisioner *p, bool leading) {
         if (!p || p->leading == leading)
                 return;
         p->leading = leading;
+        if (leading)
+                p->leading_since_usec = now_usec(p);
         if (!leading) {
                 /* another replica acts now; what we knew may be stale when we lead again */
                 p->learned = false;

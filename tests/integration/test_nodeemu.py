@@ -193,6 +193,10 @@ def run(s):
     step("both agents registered with the coordinator: identity from IMDS, allocatable = the Node's")
 
     # ---- rebalance and maintenance are forwarded ---------------------------------------------
+    # (the emulator notices "agent-connected" in the agent's log a moment after the coordinator
+    # has the report: wait for it, so the timeline's order below is the order of events)
+    wait_for("agent-connected in the timeline", lambda: sum(
+        1 for e in s.emu_events() if e["event"] == "agent-connected") >= 2, 10)
     s.emu("POST", f"instances/{spot}/rebalance", {})
     s.emu("POST", f"instances/{insts[od]['PrivateDnsName']}/maintenance",
           {"code": "system-reboot", "not_before_in": 3600})

@@ -343,12 +343,13 @@ class FakeKube:
                                       "spec": spec}}}
         return self.req("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body)
 
-    def daemonset(self, ns, name, cpu="10m"):
+    def daemonset(self, ns, name, cpu="10m", tolerations=None):
+        spec = {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
+        if tolerations:
+            spec["tolerations"] = tolerations
         body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
                 "spec": {"selector": {"matchLabels": {"ds": name}},
-                         "template": {"metadata": {"labels": {"ds": name}},
-                                      "spec": {"containers": [{"name": "c", "image": "pause",
-                                                               "resources": {"requests": {"cpu": cpu}}}]}}}}
+                         "template": {"metadata": {"labels": {"ds": name}}, "spec": spec}}}
         return self.req("POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets", body)
 
     def mirror_pod(self, ns, name, node):

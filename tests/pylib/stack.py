@@ -11,11 +11,14 @@ stopped by stop_all() (or leaving a `with LocalStack(...)` block).
 botocore is used for the EC2 side of the tests (the emulator itself speaks plain HTTP).
 tests/fakes/README-emu.md describes the emulator and this helper."""
 import json
+
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 
@@ -47,7 +50,6 @@ def _listening(proc, what, timeout):
         return int(m.group(1)) if m else None
     return wait_for(f"{what} to listen", port, timeout)
 
-
 def _json(method, url, body=None, timeout=10):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
@@ -59,6 +61,93 @@ def _json(method, url, body=None, timeout=10):
     except urllib.error.HTTPError as e:
         raise AssertionError(f"{method} {url}: HTTP {e.code} {e.read()[:500]!r}") from None
 
+class ServiceProxy:
+    """What a Kubernetes Service with readiness does for the coordinators' agent port: one
+    stable address; each connection goes to a coordinator whose /readyz answers 200 (the
+    leader: a standby is not ready). TLS passes through untouched."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.backends = []          # (agent port, http url)
+        self.stopping = False
+        self.conns = set()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def add(self, port, http):
+        with self.lock:
+            self.backends.append((port, http))
+
+    def _ready(self):
+        with self.lock:
+            backends = list(self.backends)
+        for port, http in reversed(backends):
+            try:
+                with urllib.request.urlopen(http + "/readyz", timeout=0.5) as r:
+                    if r.status == 200:
+                        return port
+            except Exception:
+                pass
+        return None
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        port = self._ready()
+        if port is None:
+            c.close()
+            return
+        try:
+            b = socket.create_connection(("127.0.0.1", port), timeout=2)
+        except OSError:
+            c.close()
+            return
+        b.settimeout(None)
+        with self.lock:
+            self.conns.update((c, b))
+
+        def pump(src, dst):
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    dst.sendall(data)
+            except OSError:
+                pass
+            for x in (src, dst):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        t = threading.Thread(target=pump, args=(b, c), daemon=True)
+        t.start()
+        pump(c, b)
+        t.join(timeout=5)
+        for x in (c, b):
+            x.close()
+        with self.lock:
+            self.conns.discard(c)
+            self.conns.discard(b)
+
+    def stop(self):
+        self.stopping = True
+        self.sock.close()
+        with self.lock:
+            for x in list(self.conns):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 class LocalStack:
     def __init__(self, workdir, build=BUILD, cluster="nodesmith-test", region="us-east-1",
@@ -77,6 +166,7 @@ class LocalStack:
         self.kubeconfig = os.path.join(self.workdir, "kubeconfig")
         self.coordinator_port = None
         self.coordinator_http_port = None
+        self.service = None             # the coordinators' Service for agents
         self.moto_port = None
         self.seen_pids = set()
 
@@ -321,7 +411,11 @@ class LocalStack:
         return json.loads(self.kubectl(*args))["items"]
 
     # ---- the coordinator -----------------------------------------------------------------
-    def start_coordinator(self, *extra, interval=None, log_level="debug", wire=True):
+    def proxy(self, method, path, body=None):
+        """The EC2 proxy's control endpoint: proxy("POST", "rules", {...}), proxy("GET", "log")."""
+        return _json(method, f"{self.ec2_endpoint}/_fake/{path}", body)
+
+    def start_coordinator(self, *extra, interval=None, log_level="debug", wire=True, name="coordinator"):
         """nodesmith-coordinator with this stack's PKI (TLS unless insecure). With wire=True the
         options in COORDINATOR_WIRING its --help lists are filled in from the stack."""
         coord = self.binary("nodesmith-coordinator")
@@ -358,7 +452,7 @@ class LocalStack:
                "AWS_EC2_METADATA_DISABLED": "true"}
         if "ec2" in self.ports:
             env["AWS_ENDPOINT_URL_EC2"] = self.ec2_endpoint
-        p = self._proc("coordinator", argv + list(extra), env=env)
+        p = self._proc(name, argv + list(extra), env=env)
 
         def healthy():
             if not p.alive():
@@ -366,6 +460,9 @@ class LocalStack:
             with urllib.request.urlopen(self.coordinator_http + "/healthz", timeout=2) as r:
                 return r.status == 200
         wait_for("coordinator /healthz", healthy, 15)
+        if self.service is None:
+            self.service = ServiceProxy()
+        self.service.add(self.coordinator_port, self.coordinator_http)
         return p
 
     def _wiring_value(self, attr):
@@ -384,7 +481,10 @@ class LocalStack:
 
     @property
     def agent_endpoint(self):
-        return self.coordinator_url
+        """Where agents dial: the Service in front of the coordinators."""
+        if self.service is None:
+            self.service = ServiceProxy()
+        return f"{'tcp' if self.insecure else 'tls+tcp'}://127.0.0.1:{self.service.port}"
 
     @property
     def agent_ca(self):
@@ -415,7 +515,7 @@ class LocalStack:
                 "--workdir", os.path.join(self.workdir, "nodes"),
                 "--boot-delay", str(boot_delay), "--spot-grace", str(spot_grace)]
         if self.coordinator_port:
-            argv += ["--coordinator", self.coordinator_url, "--token-file", self.pki["token_file"]]
+            argv += ["--coordinator", self.agent_endpoint, "--token-file", self.pki["token_file"]]
             if not self.insecure:
                 argv += ["--tls-ca", self.pki["ca"], "--tls-server-name", "localhost"]
         argv += [f"--agent-arg={a}" for a in agent_args] + list(extra)
@@ -467,6 +567,8 @@ class LocalStack:
         for name, p in list(self.procs.items()):
             if name not in rcs:
                 rcs[name] = p.stop(timeout=10)
+        if self.service is not None:
+            self.service.stop()
         return rcs
 
     def leftovers(self):
