@@ -51,6 +51,8 @@ const Option coord_options[] = {
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
           "a leaving node whose agent is silent this long is terminated without a drain" },
+        { "consolidation-interval", OPTION_MSEC, OPT(consolidation_interval_ms), "10s",
+          "how often to look for nodes to remove (0: never)" },
         { "kubernetes-version", OPTION_STRING, OPT(kubernetes_version), "1.31",
           "EKS version for the AL2023 AMI (SSM parameter)" },
         { "instance-profile", OPTION_STRING, OPT(instance_profile), NULL, "instance profile for nodes" },

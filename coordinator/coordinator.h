@@ -40,6 +40,7 @@ typedef struct CoordConfig {
         uint64_t batch_max_ms;
         uint64_t registration_timeout_ms;
         uint64_t termination_grace_ms;
+        uint64_t consolidation_interval_ms;
         char *kubernetes_version;
         char *instance_profile;
         char *cluster_endpoint;

@@ -120,7 +120,8 @@ struct Provisioner {
 
         /* metrics */
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
-        uint64_t pods_nominated, pods_unschedulable, terminated;
+        uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
+        uint64_t last_disruption_usec;
         Orphan orphans[64];
         size_t n_orphans;
         double last_decision_seconds, last_round_seconds;
@@ -1329,6 +1330,194 @@ static void termination_pass(Provisioner *p) {
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
 }
 
+
+/* ---- disruption: expiration, emptiness, consolidation ---------------------------------------- */
+
+static NodeEntry *entry_for_node(Provisioner *p, const char *name) {
+        NodeEntry *e;
+        REGISTRY_FOREACH(e, &p->c->registry)
+                if (e->state && e->state->identity && streq_ptr(e->state->identity->node_name, name))
+                        return e;
+        return NULL;
+}
+
+/* How many of a pool's nodes may be disrupting at once: budgets[0].nodes ("10%" or "3"),
+ * rounded up, at least one; the default budget is 10 %. */
+static size_t pool_budget(const NodePoolExtra *x, size_t pool_nodes) {
+        const cJSON *b = x ? cJSON_GetArrayItem(x->budgets, 0) : NULL;
+        const char *nodes = jstr(b, "nodes");
+        double frac = 0.10;
+        if (nodes) {
+                char *end;
+                double v = strtod(nodes, &end);
+                if (end != nodes && *end == '%')
+                        frac = v / 100.0;
+                else if (end != nodes && *end == 0)
+                        return (size_t) MAX(v, 0.0);
+        }
+        size_t n = (size_t) ((double) pool_nodes * frac + 0.999999);
+        return n;
+}
+
+static bool node_do_not_disrupt(Provisioner *p, const char *node) {
+        const cJSON *obj = kube_watch_get(p->nodes, NULL, node);
+        const cJSON *ann = jget(jget(obj, "metadata"), "annotations");
+        return streq_ptr(jstr(ann, "nodesmith.io/do-not-disrupt"), "true") ||
+               streq_ptr(jstr(ann, "karpenter.sh/do-not-disrupt"), "true");
+}
+
+static void disrupt(Provisioner *p, NodeEntry *e, const char *reason, const char *why) {
+        char *r = strdup(reason);
+        if (!r)
+                return;
+        free(e->reason);
+        e->reason = r;
+        e->action = NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN;
+        e->deadline_unix_ms = 0;
+        e->force = false;
+        p->disruptions++;
+        const char *node = node_name_of(e);
+        log_notice("Disrupting Node %s (%s): %s.", strempty(node), reason, why);
+        KubeEventInfo ev = { .api_version = "v1", .kind = "Node", .name = node, .reason = "Disrupting",
+                             .message = why, .component = "nodesmith-coordinator" };
+        if (node)
+                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+}
+
+/* One decision per pass, in Karpenter's order: expiration, emptiness, then single-node
+ * consolidation (a node whose pods all fit on the others is drained and removed). Only when
+ * nothing is pending or in flight: provisioning goes first. */
+static void disruption_pass(Provisioner *p) {
+        uint64_t now = now_usec(p);
+        size_t pending = 0;
+        Round *rd;
+
+        if (!p->leading || !p->learned || p->round || p->batch_open || p->n_inflight > 0)
+                return;
+        if (now - p->leading_since_usec < 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
+                return;
+        if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodes) || !kube_watch_synced(p->nodepools))
+                return;
+        rd = calloc(1, sizeof *rd);
+        if (!rd || solver_arena_new(&rd->arena) < 0) {
+                free(rd);
+                return;
+        }
+        if (snapshot_build(p, rd, &pending) < 0 || pending > 0)
+                goto done;
+
+        const SolverSnapshot *sn = &rd->snap;
+        const NodepoolObjects *o = rd->objects;
+        size_t *pool_nodes = solver_arena_alloc(rd->arena, (sn->n_nodepools + 1) * sizeof(size_t));
+        size_t *pool_disrupting = solver_arena_alloc(rd->arena, (sn->n_nodepools + 1) * sizeof(size_t));
+        if (!pool_nodes || !pool_disrupting)
+                goto done;
+        for (size_t i = 0; i < sn->n_nodes; i++)
+                for (size_t k = 0; sn->nodes[i].nodepool && k < sn->n_nodepools; k++)
+                        if (streq(sn->nodes[i].nodepool, sn->nodepools[k].name)) {
+                                pool_nodes[k]++;
+                                if (sn->nodes[i].deleting)
+                                        pool_disrupting[k]++;
+                        }
+
+        /* 1. expiration: budgets do not hold it back */
+        for (size_t i = 0; i < sn->n_nodes; i++) {
+                const SolverNode *n = &sn->nodes[i];
+                NodeEntry *e = n->nodepool && !n->deleting ? entry_for_node(p, n->name) : NULL;
+                for (size_t k = 0; e && k < sn->n_nodepools; k++)
+                        if (streq(n->nodepool, sn->nodepools[k].name) && o->extra[k].expire_after_s > 0 &&
+                            now - e->first_seen_usec > (uint64_t) o->extra[k].expire_after_s * USEC_PER_SEC) {
+                                char why[160];
+                                snprintf(why, sizeof why, "older than its NodePool's expireAfter (%llds)",
+                                         (long long) o->extra[k].expire_after_s);
+                                disrupt(p, e, "expired", why);
+                                provisioner_node_leaving(p, e);
+                                goto done;
+                        }
+        }
+
+        /* candidates: managed, settled for consolidateAfter, nothing that forbids disruption */
+        size_t *cand = solver_arena_alloc(rd->arena, (sn->n_nodes + 1) * sizeof(size_t));
+        size_t *podcount = solver_arena_alloc(rd->arena, (sn->n_nodes + 1) * sizeof(size_t));
+        size_t nc = 0;
+        if (!cand || !podcount)
+                goto done;
+        for (size_t j = 0; j < sn->n_pods; j++)
+                for (size_t i = 0; sn->pods[j].node_name && !sn->pods[j].daemonset && i < sn->n_nodes; i++)
+                        if (streq(sn->pods[j].node_name, sn->nodes[i].name))
+                                podcount[i]++;
+        for (size_t i = 0; i < sn->n_nodes; i++) {
+                const SolverNode *n = &sn->nodes[i];
+                if (!n->nodepool || n->in_flight || n->deleting || n->unschedulable)
+                        continue;
+                size_t k;
+                for (k = 0; k < sn->n_nodepools && !streq(n->nodepool, sn->nodepools[k].name); k++)
+                        ;
+                if (k == sn->n_nodepools || o->extra[k].consolidate_after_s < 0)
+                        continue;
+                NodeEntry *e = entry_for_node(p, n->name);
+                if (!e || now - e->first_seen_usec < (uint64_t) o->extra[k].consolidate_after_s * USEC_PER_SEC ||
+                    now - e->first_seen_usec < 10 * USEC_PER_SEC)
+                        continue;
+                if (pool_disrupting[k] >= pool_budget(&o->extra[k], pool_nodes[k]))
+                        continue;
+                if (node_do_not_disrupt(p, n->name))
+                        continue;
+                bool blocked = false;
+                for (size_t j = 0; j < sn->n_pods && !blocked; j++)
+                        blocked = sn->pods[j].do_not_disrupt && streq_ptr(sn->pods[j].node_name, n->name);
+                if (blocked)
+                        continue;
+                if (podcount[i] > 0 && streq_ptr(o->extra[k].consolidation_policy, "WhenEmpty"))
+                        continue;
+                cand[nc++] = i;
+        }
+
+        /* 2. emptiness */
+        for (size_t c = 0; c < nc; c++)
+                if (podcount[cand[c]] == 0) {
+                        disrupt(p, entry_for_node(p, sn->nodes[cand[c]].name), "empty",
+                                "no pods but DaemonSet pods");
+                        goto done;
+                }
+
+        /* 3. single-node consolidation: the priciest node whose pods all fit on the others */
+        for (size_t a = 0; a < nc; a++)
+                for (size_t b = a + 1; b < nc; b++)
+                        if (sn->nodes[cand[b]].price > sn->nodes[cand[a]].price) {
+                                size_t t = cand[a];
+                                cand[a] = cand[b];
+                                cand[b] = t;
+                        }
+        char *err = NULL;
+        if (solver_new(sn, &rd->solver, &err) < 0) {
+                free(err);
+                goto done;
+        }
+        for (size_t c = 0; c < nc && c < 32; c++) {
+                SolverOptions opts = SOLVER_OPTIONS_DEFAULT;
+                SolverResult *res = NULL;
+                opts.skip_pending = true;
+                opts.remove_nodes = &cand[c];
+                opts.n_remove_nodes = 1;
+                opts.max_new_nodes = 0;
+                opts.stop_at_first_failure = true;
+                if (solver_provision(rd->solver, &opts, &res) < 0)
+                        continue;
+                bool fits = res->n_unschedulable == 0 && res->n_launches == 0;
+                solver_result_free(res);
+                if (fits) {
+                        char why[200];
+                        snprintf(why, sizeof why, "its %zu pod(s) fit on the other nodes; saves $%.4f/h",
+                                 podcount[cand[c]], sn->nodes[cand[c]].price);
+                        disrupt(p, entry_for_node(p, sn->nodes[cand[c]].name), "underutilized", why);
+                        goto done;
+                }
+        }
+done:
+        round_free(rd);
+}
+
 /* ---- leadership, learning, housekeeping ---------------------------------------------------- */
 
 static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *list, void *userdata) {
@@ -1381,6 +1570,11 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         learn(p);
         if (p->leading && p->learned)
                 termination_pass(p);
+        if (p->c->cfg.consolidation_interval_ms > 0 &&
+            now - p->last_disruption_usec >= p->c->cfg.consolidation_interval_ms * USEC_PER_MSEC) {
+                p->last_disruption_usec = now;
+                disruption_pass(p);
+        }
         if (p->leading && p->learned && !p->round) {
                 const char *ids[65];
                 size_t n = 0;
@@ -1577,6 +1771,9 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                          "# HELP nodesmith_ec2_throttled_total Throttling answers from EC2.\n"
                          "# TYPE nodesmith_ec2_throttled_total counter\nnodesmith_ec2_throttled_total %llu\n",
                       (unsigned long long) (es ? es->requests : 0), (unsigned long long) (es ? es->throttled : 0));
+        strbuf_printf(b, "# HELP nodesmith_disruptions_total Nodes the coordinator decided to remove (expired, empty, underutilized).\n"
+                         "# TYPE nodesmith_disruptions_total counter\nnodesmith_disruptions_total %llu\n",
+                      (unsigned long long) p->disruptions);
         strbuf_printf(b, "# HELP nodesmith_instances_terminated_total Instances terminated after a drain or deletion.\n"
                          "# TYPE nodesmith_instances_terminated_total counter\nnodesmith_instances_terminated_total %llu\n",
                       (unsigned long long) p->terminated);

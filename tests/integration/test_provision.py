@@ -128,7 +128,8 @@ def run(s, d):
     s.setup_network()
     s.start_kube(grace_scale=0.05)
     s.apply(NODEPOOLS)
-    coord = s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-a")
+    fast = ("--batch-idle", "700ms", "--lease-duration", "3s", "--consolidation-interval", "2s")
+    coord = s.start_coordinator(*fast, "--identity", "coord-a")
     s.start_emulator(boot_delay=0.3)
 
     # ---- 1. sixty pending pods of mixed shapes -------------------------------------------------
@@ -188,8 +189,7 @@ def run(s, d):
     s.proxy("DELETE", "rules")
 
     # ---- 4. two coordinators: only the Lease holder acts -----------------------------------------
-    standby = s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-b",
-                                  name="coordinator-b")
+    standby = s.start_coordinator(*fast, "--identity", "coord-b", name="coordinator-b")
     b_http = s.coordinator_http
     time.sleep(2)
     assert http_get(b_http + "/readyz")[0] != 200 if False else True
@@ -211,8 +211,7 @@ def run(s, d):
     s.apply(yaml_docs(deployment("late", 2, "3", "6Gi", batch=True)))
     wait_for("a fleet for late", lambda: len(fleet_log(s)) > before, 30, interval=0.05)
     standby.kill()   # right after the launch, before the node registers
-    s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-c",
-                        name="coordinator-c")
+    s.start_coordinator(*fast, "--identity", "coord-c", name="coordinator-c")
     wait_for("late pods Running", lambda: all_running(s, "late", 2), 60, interval=0.5)
     time.sleep(3)  # a second launch, if any, would come within a batch
     entries = [e for e in s.proxy("GET", "log?action=CreateFleet")["calls"] if not e.get("replayed")]
@@ -222,6 +221,20 @@ def run(s, d):
     after = len([e for e in fleet_log(s) if e.get("instance_ids")])
     print(f"restart after launch: {after - before} fleet(s) for 'late', {len(ids)} instances in all, none twice")
     assert after - before == 1, (before, after)
+
+    # ---- 6. scale-in: empty and underutilized nodes are drained and terminated -------------------
+    running_before = {iid for iid, i in s.instances(cluster_only=True, states=["running"]).items()}
+    for app in ("job", "job2", "late"):
+        s.kubectl("scale", "deployment", app, "--replicas=0")
+    wait_for("nodes removed after the scale-in",
+             lambda: len(s.instances(cluster_only=True, states=["running"])) < len(running_before), 90, interval=1)
+    wait_for("every batch node gone", lambda: len(s.instances(cluster_only=True, states=["running"])) <= 1, 90, interval=1)
+    gone = running_before - set(s.instances(cluster_only=True, states=["running"]))
+    m = http_get(s.coordinator_http + "/metrics")[1]
+    print(f"scale-in: {len(gone)} node(s) drained and terminated "
+          f"(disruptions {metric(m, 'nodesmith_disruptions_total'):.0f}); web, api, arm still Running")
+    assert all_running(s, "web", 30) and all_running(s, "api", 20) and all_running(s, "arm", 10)
+    assert (metric(m, "nodesmith_disruptions_total") or 0) >= len(gone) - 1
 
 
 if __name__ == "__main__":
