@@ -40,24 +40,27 @@ def main():
     ap.add_argument("--agents", default="200,1000")
     ap.add_argument("--pods", default="0,20,100")
     ap.add_argument("--transports", default="tls,tcp")
+    ap.add_argument("--change-rates", default="0,1", help="fractions of reports whose state changed")
     args = ap.parse_args()
     results = {"link": [], "agent": {}}
 
     with TestDir("bench-link") as d:
         pki = make_pki(d)
-        print(f"{'transport':<9} {'agents':>6} {'pods':>5} {'bytes':>6} {'reports/s (median)':>19} "
+        print(f"{'transport':<9} {'agents':>6} {'pods':>5} {'changed':>7} {'bytes':>6} {'reports/s (median)':>19} "
               f"{'min':>8} {'max':>8} {'coord CPU/s':>11} {'per coord core':>15}")
         for transport in args.transports.split(","):
             for agents in [int(x) for x in args.agents.split(",")]:
-                for pods in [int(x) for x in args.pods.split(",")]:
+                for pods, rate in [(p, r) for p in [int(x) for x in args.pods.split(",")]
+                                   for r in [float(x) for x in args.change_rates.split(",")]]:
                     coord = Coordinator(d, pki, insecure=(transport == "tcp"), interval="10s",
                                         extra=["--log-level", "warning", "--max-nodes", "20000"],
-                                        name=f"coord-{transport}-{agents}-{pods}").start()
+                                        name=f"coord-{transport}-{agents}-{pods}-{rate}").start()
                     rates, cpus, nbytes, lost = [], [], 0, 0
                     for _ in range(args.runs):
                         c0 = cpu_seconds(coord.proc.pid)
                         out = subprocess.run([BENCH_LINK, coord.url, "--agents", str(agents), "--pods", str(pods),
                                               "--seconds", str(args.seconds), "--token", pki["token"],
+                                              "--change-rate", str(rate),
                                               "--ca", pki["ca"]], capture_output=True, text=True,
                                              timeout=args.seconds + 60, check=True).stdout
                         r = json.loads(out)
@@ -70,9 +73,9 @@ def main():
                     med = statistics.median(rates)
                     cpu = statistics.median(cpus)
                     per_core = med / cpu if cpu > 0 else 0
-                    print(f"{transport:<9} {agents:>6} {pods:>5} {nbytes:>6} {med:>19.0f} {min(rates):>8.0f} "
+                    print(f"{transport:<9} {agents:>6} {pods:>5} {rate:>7.0%} {nbytes:>6} {med:>19.0f} {min(rates):>8.0f} "
                           f"{max(rates):>8.0f} {cpu:>11.2f} {per_core:>15.0f}  lost replies: {lost}", flush=True)
-                    results["link"].append({"transport": transport, "agents": agents, "pods": pods,
+                    results["link"].append({"transport": transport, "agents": agents, "pods": pods, "change_rate": rate,
                                             "report_bytes": nbytes, "median": med, "runs": rates,
                                             "coordinator_cpu": cpu, "per_coordinator_core": per_core,
                                             "lost_replies": lost})

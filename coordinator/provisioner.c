@@ -409,6 +409,15 @@ static void resources_from_pb(const Nodesmith__V1__Resources *r, SolverResources
         ret->v[SOLVER_RES_HUGEPAGES_1GI] = r->hugepages_1gi_bytes;
 }
 
+static bool zone_usable(const char *const *zones, size_t n, const char *zone) {
+        if (n == 0)
+                return true; /* not known yet */
+        for (size_t i = 0; i < n; i++)
+                if (streq_ptr(zones[i], zone))
+                        return true;
+        return false;
+}
+
 /* Builds round->snap from the watches, the agents' reports and the in-flight instances. */
 static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
         NodepoolObjects *o = NULL;
@@ -551,9 +560,22 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
                 }
         }
 
-        /* Offerings that failed for capacity lately are left out. */
+        /* Zones with a subnet for nodes, once known: offerings elsewhere cannot launch. */
+        const char *zones[MAX_SUBNETS * 2];
+        size_t n_zones = 0;
+        for (size_t ri = 0; ri < p->n_resolved; ri++)
+                for (size_t sidx = 0; sidx < p->resolved[ri]->n_subnets && n_zones < ELEMENTSOF(zones); sidx++) {
+                        bool dup = false;
+                        for (size_t z = 0; z < n_zones && !dup; z++)
+                                dup = streq(zones[z], p->resolved[ri]->subnets[sidx].zone);
+                        if (!dup)
+                                zones[n_zones++] = p->resolved[ri]->subnets[sidx].zone;
+                }
+
+        /* Offerings that failed for capacity lately are left out, and those in zones without a
+         * subnet. */
         SolverInstanceType *tcopy = NULL;
-        if (p->n_ice > 0) {
+        if (p->n_ice > 0 || n_zones > 0) {
                 tcopy = solver_arena_alloc(a, (nt + 1) * sizeof *tcopy);
                 if (!tcopy)
                         return -ENOMEM;
@@ -562,7 +584,8 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
                         bool any = false;
                         for (size_t f = 0; f < types[t].n_offerings && !any; f++)
                                 any = ice_marked(p, types[t].name, types[t].offerings[f].zone,
-                                                 types[t].offerings[f].capacity_type, now);
+                                                 types[t].offerings[f].capacity_type, now) ||
+                                      !zone_usable(zones, n_zones, types[t].offerings[f].zone);
                         if (!any)
                                 continue;
                         SolverOffering *off = solver_arena_alloc(a, (types[t].n_offerings + 1) * sizeof *off);
@@ -570,7 +593,8 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
                                 return -ENOMEM;
                         for (size_t f = 0; f < types[t].n_offerings; f++) {
                                 off[f] = types[t].offerings[f];
-                                if (ice_marked(p, types[t].name, off[f].zone, off[f].capacity_type, now))
+                                if (ice_marked(p, types[t].name, off[f].zone, off[f].capacity_type, now) ||
+                                    !zone_usable(zones, n_zones, off[f].zone))
                                         off[f].available = false;
                         }
                         tcopy[t].offerings = off;
@@ -920,8 +944,10 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
                                                .availability_zone = o->zone,
                                                .priority = (double) n };
         }
-        if (n == 0)
+        if (n == 0) {
+                rd->launched_nothing = true; /* solve again, now that the subnets' zones are known */
                 return -ENOENT;
+        }
 
         /* The ClientToken is derived from the plan (pool, pods, offerings): a retry of the same
          * plan is the same fleet; a plan changed by capacity errors is a new one. */
@@ -1087,6 +1113,7 @@ static void round_start(Provisioner *p) {
         rd->started_usec = now_usec(p);
         p->round = rd;
         p->rounds++;
+        log_debug("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
 
         r = snapshot_build(p, rd, &pending);
         p->pending_unschedulable = pending;
@@ -1455,9 +1482,10 @@ static void disruption_pass(Provisioner *p) {
                         ;
                 if (k == sn->n_nodepools || o->extra[k].consolidate_after_s < 0)
                         continue;
+                /* consolidateAfter counts from the node's last pod change (Karpenter v1) */
                 NodeEntry *e = entry_for_node(p, n->name);
-                if (!e || now - e->first_seen_usec < (uint64_t) o->extra[k].consolidate_after_s * USEC_PER_SEC ||
-                    now - e->first_seen_usec < 10 * USEC_PER_SEC)
+                if (!e || now - e->pods_changed_usec < (uint64_t) o->extra[k].consolidate_after_s * USEC_PER_SEC ||
+                    now - e->pods_changed_usec < 10 * USEC_PER_SEC)
                         continue;
                 if (pool_disrupting[k] >= pool_budget(&o->extra[k], pool_nodes[k]))
                         continue;

@@ -90,6 +90,20 @@ void registry_touch(NodeEntry *e, uint64_t sequence, uint64_t now) {
         e->reports++;
 }
 
+/* The same pods (by uid), in any order. */
+static bool same_pods(const Nodesmith__V1__NodeState *a, const Nodesmith__V1__NodeState *b) {
+        if (!a || !b || a->n_pods != b->n_pods)
+                return false;
+        for (size_t i = 0; i < a->n_pods; i++) {
+                bool found = false;
+                for (size_t k = 0; k < b->n_pods && !found; k++)
+                        found = streq_ptr(a->pods[i]->uid, b->pods[k]->uid);
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
 int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__NodeState *state,
                  PbArena *arena, const uint8_t *bytes, size_t len, uint64_t now, NodeEntry **ret,
                  bool *ret_new) {
@@ -126,6 +140,8 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
                 r->n++;
                 is_new = true;
         }
+        if (is_new || !same_pods(e->state, state))
+                e->pods_changed_usec = now;
         pb_arena_free(e->arena);
         free(e->state_bytes);
         e->state = state;

@@ -30,6 +30,7 @@ typedef struct NodeEntry {
         size_t state_len;
         uint64_t first_seen_usec;             /* CLOCK_MONOTONIC */
         uint64_t last_seen_usec;
+        uint64_t pods_changed_usec;           /* when its set of pods last changed */
         uint64_t reports;
         NoticeRecord *notices;
         size_t n_notices;

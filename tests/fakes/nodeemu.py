@@ -376,6 +376,11 @@ def node_resources(spec, max_pods, cfg):
         kubelet_cfg["systemReserved"] = sr
     for k, v in cfg.items():
         kubelet_cfg.setdefault(k, v)
+    # the NVIDIA device plugin advertises the GPUs as an extended resource
+    gpus = int(spec.get("gpu_count") or 0) if str(spec.get("gpu_manufacturer", "")).lower() == "nvidia" else 0
+    if gpus:
+        capacity["nvidia.com/gpu"] = str(gpus)
+        allocatable["nvidia.com/gpu"] = str(gpus)
     return capacity, allocatable, kubelet_cfg
 
 
@@ -706,6 +711,7 @@ class Emulator:
         if os.path.isdir(root):
             shutil.rmtree(root)
         make_root(root, cpus=spec["vcpu"], mem_bytes=spec["memory_mib"] * MiB,
+                  gpus=int(capacity.get("nvidia.com/gpu", 0)),
                   kubelet_config=kubelet_cfg, eni_max_pods={d["type"]: eni_max_pods(
                       spec["enis"], spec["ipv4_per_eni"])})
         conf = self.write_agent_files(inst, root, ud)
