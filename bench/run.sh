@@ -13,9 +13,15 @@ fi
 if run notice; then
   echo "== bench/notice"; python3 bench/bench_notice.py ${NOTICE_ARGS:-}
 fi
+if run drain; then
+  echo "== bench/drain"; python3 bench/bench_drain.py ${DRAIN_ARGS:---runs 3 --grace-scale 0.05}
+fi
+if run provision; then
+  echo "== bench/provision"; python3 bench/bench_provision.py ${PROVISION_ARGS:---sizes 1000 --runs 2}
+fi
 for b in "$BUILD"/benchbin/*; do
   name=$(basename "$b")
-  [ "$name" = link ] && continue
+  [ "$name" = link ] && continue  # driven by bench_link.py
   run "$name" || continue
   echo "== bench/$name"; "$b"
 done
