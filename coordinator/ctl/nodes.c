@@ -55,25 +55,26 @@ int ctl_http_get(const char *base, const char *path, char **ret) {
         return 0;
 }
 
-static double num(const cJSON *o, const char *k) {
+double ctl_num(const cJSON *o, const char *k) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
         return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-static const char *str(const cJSON *o, const char *k) {
+const char *ctl_str(const cJSON *o, const char *k) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
         return cJSON_IsString(v) && *v->valuestring ? v->valuestring : "-";
 }
 
+
 static void fmt_resources(const cJSON *r, char *buf, size_t size) {
-        snprintf(buf, size, "%.0fm/%.0fMi/%.0f", num(r, "cpuMillis"), num(r, "memoryBytes") / 1048576.0,
-                 num(r, "pods"));
+        snprintf(buf, size, "%.0fm/%.0fMi/%.0f", ctl_num(r, "cpuMillis"), ctl_num(r, "memoryBytes") / 1048576.0,
+                 ctl_num(r, "pods"));
 }
 
 static int compare_name(const void *a, const void *b) {
         const cJSON *x = *(const cJSON *const *) a, *y = *(const cJSON *const *) b;
-        int c = strcmp(str(x, "name"), str(y, "name"));
-        return c ? c : strcmp(str(x, "instanceId"), str(y, "instanceId"));
+        int c = strcmp(ctl_str(x, "name"), ctl_str(y, "name"));
+        return c ? c : strcmp(ctl_str(x, "instanceId"), ctl_str(y, "instanceId"));
 }
 
 static void help(void) {
@@ -152,20 +153,20 @@ int ctl_nodes_main(int argc, char **argv) {
                 char alloc[64], req[64], age[32];
                 fmt_resources(cJSON_GetObjectItemCaseSensitive(v[i], "allocatable"), alloc, sizeof alloc);
                 fmt_resources(cJSON_GetObjectItemCaseSensitive(v[i], "requested"), req, sizeof req);
-                snprintf(age, sizeof age, "%.1fs", num(v[i], "lastReportAgeSeconds"));
+                snprintf(age, sizeof age, "%.1fs", ctl_num(v[i], "lastReportAgeSeconds"));
                 const cJSON *notices = cJSON_GetObjectItemCaseSensitive(v[i], "notices");
                 char nb[64] = "-";
                 if (cJSON_GetArraySize(notices) > 0) {
                         /* the first notice, with the time it leaves: "spot-interruption(97s)" */
                         const cJSON *first = cJSON_GetArrayItem(notices, 0);
-                        const char *kind = str(first, "kind");
+                        const char *kind = ctl_str(first, "kind");
                         char kn[40];
                         if (strncmp(kind, "KIND_", 5) == 0)
                                 kind += 5;
                         snprintf(kn, sizeof kn, "%s", kind);
                         for (char *p = kn; *p; p++)
                                 *p = *p == '_' ? '-' : (char) tolower((unsigned char) *p);
-                        double deadline = num(first, "deadlineUnixMs");
+                        double deadline = ctl_num(first, "deadlineUnixMs");
                         int extra = cJSON_GetArraySize(notices) - 1;
                         if (deadline > 0)
                                 snprintf(nb, sizeof nb, "%s(%.0fs)%s", kn, (deadline - now_ms) / 1000.0,
@@ -173,9 +174,9 @@ int ctl_nodes_main(int argc, char **argv) {
                         else
                                 snprintf(nb, sizeof nb, "%s%s", kn, extra > 0 ? "+" : "");
                 }
-                printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-24s %s\n", str(v[i], "name"),
-                       str(v[i], "instanceId"), str(v[i], "instanceType"), str(v[i], "zone"),
-                       str(v[i], "capacityType"), alloc, req, nb, age);
+                printf("%-28s %-20s %-14s %-12s %-10s %-22s %-22s %-24s %s\n", ctl_str(v[i], "name"),
+                       ctl_str(v[i], "instanceId"), ctl_str(v[i], "instanceType"), ctl_str(v[i], "zone"),
+                       ctl_str(v[i], "capacityType"), alloc, req, nb, age);
         }
         free(v);
         cJSON_Delete(root);

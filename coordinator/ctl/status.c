@@ -10,15 +10,6 @@
 #include "ctl.h"
 #include "macro.h"
 
-static double num(const cJSON *o, const char *k) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-        return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const char *str(const cJSON *o, const char *k) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-        return cJSON_IsString(v) && *v->valuestring ? v->valuestring : "-";
-}
 
 int ctl_status_main(int argc, char **argv) {
         static const struct option opts[] = {
@@ -62,7 +53,7 @@ int ctl_status_main(int argc, char **argv) {
         int reporting = 0, draining = 0, noticed = 0;
         cJSON_ArrayForEach(it, items) {
                 reporting++;
-                if (streq(str(it, "action"), "drain"))
+                if (streq(ctl_str(it, "action"), "drain"))
                         draining++;
                 if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(it, "notices")) > 0)
                         noticed++;
@@ -70,18 +61,18 @@ int ctl_status_main(int argc, char **argv) {
         const cJSON *leading = cJSON_GetObjectItemCaseSensitive(p, "leading");
         printf("Leader:              %s\n", cJSON_IsTrue(leading) ? "yes (this replica acts)" : "no (standby)");
         printf("Nodes reporting:     %d (%d with notices, %d draining)\n", reporting, noticed, draining);
-        printf("Pending pods:        %.0f (%.0f cannot be placed by any NodePool)\n", num(p, "pendingPods"),
-               num(p, "unschedulablePods"));
-        printf("Rounds:              %.0f (last decision %.1f ms)\n", num(p, "rounds"),
-               num(p, "lastDecisionSeconds") * 1000);
-        printf("Instances launched:  %.0f\n", num(p, "instancesLaunched"));
+        printf("Pending pods:        %.0f (%.0f cannot be placed by any NodePool)\n", ctl_num(p, "pendingPods"),
+               ctl_num(p, "unschedulablePods"));
+        printf("Rounds:              %.0f (last decision %.1f ms)\n", ctl_num(p, "rounds"),
+               ctl_num(p, "lastDecisionSeconds") * 1000);
+        printf("Instances launched:  %.0f\n", ctl_num(p, "instancesLaunched"));
         const cJSON *fl = cJSON_GetObjectItemCaseSensitive(p, "inFlight");
         printf("In flight:           %d\n", cJSON_GetArraySize(fl));
         cJSON_ArrayForEach(it, fl)
-                printf("  %-20s %-14s %-10s %-12s %-10s %5.1fs  %.0f pod(s)\n", str(it, "instanceId"),
-                       str(it, "instanceType"), str(it, "capacityType"), str(it, "zone"), str(it, "nodepool"),
-                       num(it, "ageSeconds"), num(it, "nominatedPods"));
-        printf("Last error:          %s\n", str(p, "lastError"));
+                printf("  %-20s %-14s %-10s %-12s %-10s %5.1fs  %.0f pod(s)\n", ctl_str(it, "instanceId"),
+                       ctl_str(it, "instanceType"), ctl_str(it, "capacityType"), ctl_str(it, "zone"), ctl_str(it, "nodepool"),
+                       ctl_num(it, "ageSeconds"), ctl_num(it, "nominatedPods"));
+        printf("Last error:          %s\n", ctl_str(p, "lastError"));
         cJSON_Delete(p);
         cJSON_Delete(n);
         return 0;
