@@ -59,6 +59,8 @@ typedef struct Resolved {
         char *template_name[2];
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
+        uint64_t prefetch_usec;  /* last time subnets were looked up ahead of a solve */
+        bool prefetching;
 } Resolved;
 
 typedef struct Orphan {
@@ -702,6 +704,94 @@ static size_t selector_filters(Provisioner *p, const char *node_class, const cha
         return n;
 }
 
+
+/* Subnets and security groups of a node class, looked up before the first solve: the solver
+ * must know which zones nodes can go to. */
+typedef struct Prefetch {
+        Provisioner *p;
+        Resolved *res;
+        char *node_class;
+} Prefetch;
+
+static void prefetch_done(Prefetch *pf, bool ok) {
+        pf->res->prefetching = false;
+        if (ok)
+                pf->res->resolved_usec = now_usec(pf->p);
+        batch_poke(pf->p);
+        free(pf->node_class);
+        free(pf);
+}
+
+static void on_prefetch_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
+        Prefetch *pf = userdata;
+        if (!err)
+                for (size_t i = 0; i < list->n && i < MAX_SGS; i++)
+                        pf->res->sgs[i] = strdup(list->items[i].id);
+        else
+                log_warning("DescribeSecurityGroups failed: %s %s", err->code, err->message);
+        ec2_security_group_list_free(list);
+        prefetch_done(pf, !err);
+}
+
+static void on_prefetch_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list, void *userdata) {
+        Prefetch *pf = userdata;
+        Resolved *res = pf->res;
+        if (err) {
+                log_warning("DescribeSubnets failed: %s %s", err->code, err->message);
+                ec2_subnet_list_free(list);
+                return prefetch_done(pf, false);
+        }
+        for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
+                res->subnets[res->n_subnets].id = strdup(list->items[i].id);
+                res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
+                res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
+                res->n_subnets++;
+        }
+        ec2_subnet_list_free(list);
+        if (res->n_subnets == 0) {
+                log_warning("No subnet matches the selector of EC2NodeClass %s.",
+                            isempty(pf->node_class) ? "(default)" : pf->node_class);
+                return prefetch_done(pf, false);
+        }
+        Ec2Filter f[4];
+        char names[4][160];
+        const char *values[4][2] = {};
+        size_t nf = selector_filters(pf->p, pf->node_class, "securityGroupSelectorTerms", f, names, values);
+        if (ec2_describe_security_groups(pf->p->ec2, NULL, f, nf, on_prefetch_sgs, pf) < 0)
+                prefetch_done(pf, false);
+}
+
+/* Returns true when a look-up was started (or is under way): solve after it. */
+static bool prefetch(Provisioner *p, const char *node_class) {
+        Resolved *res = resolved_get(p, node_class);
+        uint64_t now = now_usec(p);
+        if (!res || res->resolved_usec)
+                return false;
+        if (res->prefetching)
+                return true;
+        if (res->prefetch_usec && now - res->prefetch_usec < 30 * USEC_PER_SEC)
+                return false; /* it failed lately: solve without knowing the zones */
+        Prefetch *pf = calloc(1, sizeof *pf);
+        if (!pf)
+                return false;
+        pf->p = p;
+        pf->res = res;
+        pf->node_class = strdup(strempty(node_class));
+        resolved_reset(res);
+        Ec2Filter f[4];
+        char names[4][160];
+        const char *values[4][2] = {};
+        size_t nf = selector_filters(p, node_class, "subnetSelectorTerms", f, names, values);
+        res->prefetch_usec = now;
+        if (!pf->node_class || ec2_describe_subnets(p->ec2, NULL, f, nf, on_prefetch_subnets, pf) < 0) {
+                free(pf->node_class);
+                free(pf);
+                return false;
+        }
+        res->prefetching = true;
+        return true;
+}
+
 static void on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
@@ -1121,6 +1211,15 @@ static void round_start(Provisioner *p) {
                 p->round = NULL;
                 round_free(rd);
                 return;
+        }
+        /* the zones nodes can go to must be known before solving */
+        bool waiting = false;
+        for (size_t i = 0; i < rd->snap.n_nodepools; i++)
+                waiting |= prefetch(p, rd->snap.nodepools[i].node_class);
+        if (waiting) {
+                p->round = NULL;
+                round_free(rd);
+                return; /* the look-up pokes the batch when done */
         }
         /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
         rd->pod_uids = solver_arena_alloc(rd->arena, (rd->snap.n_pods + 1) * sizeof(char *));
