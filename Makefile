@@ -74,10 +74,12 @@ UNIT_SRCS  := $(wildcard tests/unit/test-*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
+FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
 
-.PHONY: all test test-unit test-integration demo bench install clean
+.PHONY: all test test-unit test-integration demo bench install clean fuzz fuzz-build
 all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN)
 
 # ---- rules ---------------------------------------------------------------------------------
@@ -131,6 +133,16 @@ $(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LINK_LIBS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
 
+# libFuzzer targets: build with clang into their own tree, e.g.
+#   make BUILD=build/fuzz CC=clang SAN=1 FUZZ=1 fuzz
+ifeq ($(FUZZ),1)
+ALL_CFLAGS += -fsanitize=fuzzer-no-link
+endif
+$(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ALL_LINK_LIBS)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
+
 $(BUILD)/benchbin/%: $(BUILD)/bench/%.o $(ALL_LINK_LIBS)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
@@ -151,6 +163,13 @@ bench: all $(BENCH_BINS)
 
 demo: all $(TOOL_BINS)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) tests/demo/demo.py $(if $(SCENARIO),--scenario $(SCENARIO))
+
+# Each fuzz target runs FUZZ_SECONDS (default 20) on its corpus in tests/fuzz/corpus/NAME;
+# crashes are saved in $(BUILD)/fuzz/crashes and fail the run.
+fuzz-build: $(FUZZ_BINS)
+fuzz:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang SAN=1 FUZZ=1 fuzz-build
+	$(Q)BUILD=build/fuzz bash tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

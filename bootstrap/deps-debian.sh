@@ -12,7 +12,7 @@ PKGS=(
   openssl curl python3 iproute2 procps dbus-daemon
 )
 # Optional: plots in the demo, packaging checks. Missing ones never fail the build.
-OPTIONAL=(gnuplot-nox rpm packer)
+OPTIONAL=(gnuplot-nox rpm packer libclang-rt-14-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

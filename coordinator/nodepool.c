@@ -1685,6 +1685,9 @@ static int add_object(NodepoolObjects *o, const cJSON *j, const char *source, un
                 char *err = NULL;
                 r = nodepool_parse_nodepool(o->arena, j, &o->pools[o->n_pools], &o->extra[o->n_pools], &err);
                 if (r < 0) {
+                        /* a NodePool refused after its budgets were copied must not keep them */
+                        cJSON_Delete(o->extra[o->n_pools].budgets);
+                        o->extra[o->n_pools].budgets = NULL;
                         if (ret_error && err && asprintf(ret_error, "%s%s%s", source ? source : "", source ? ": " : "", err) < 0)
                                 *ret_error = NULL;
                         free(err);
@@ -2445,13 +2448,14 @@ static int convert_provisioner(const cJSON *p, cJSON *out, Notes *notes) {
                                              "providerRef", "provider", "kubeletConfiguration", "ttlSecondsUntilExpired",
                                              "ttlSecondsAfterEmpty", "consolidation", "limits", "weight" };
         const cJSON *e;
-        cJSON_ArrayForEach(e, spec) {
-                bool k = false;
-                for (size_t i = 0; i < ELEMENTSOF(known) && !k; i++)
-                        k = streq(e->string, known[i]);
-                if (!k)
-                        addnote(notes, "%s: spec.%s cannot be carried over", what, e->string);
-        }
+        if (cJSON_IsObject(spec)) /* a spec that is not an object has no fields to carry */
+                cJSON_ArrayForEach(e, spec) {
+                        bool k = false;
+                        for (size_t i = 0; i < ELEMENTSOF(known) && !k; i++)
+                                k = streq_ptr(e->string, known[i]);
+                        if (!k)
+                                addnote(notes, "%s: spec.%s cannot be carried over", what, strempty(e->string));
+                }
         return 0;
 }
 

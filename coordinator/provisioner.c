@@ -1029,10 +1029,11 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
                                 best = &res->subnets[s];
                 if (!best)
                         continue;
-                ov[n++] = (Ec2FleetOverride) { .instance_type = rd->snap.types[o->type].name,
-                                               .subnet_id = best->id,
-                                               .availability_zone = o->zone,
-                                               .priority = (double) n };
+                ov[n] = (Ec2FleetOverride) { .instance_type = rd->snap.types[o->type].name,
+                                             .subnet_id = best->id,
+                                             .availability_zone = o->zone,
+                                             .priority = (double) n };
+                n++;
         }
         if (n == 0) {
                 rd->launched_nothing = true; /* solve again, now that the subnets' zones are known */
