@@ -36,6 +36,8 @@ typedef struct CoordConfig {
         char *ec2_endpoint;
         char *ssm_endpoint;
         char *catalog;
+        char *price_table;
+        uint64_t catalog_refresh_ms;
         uint64_t batch_idle_ms;
         uint64_t batch_max_ms;
         uint64_t registration_timeout_ms;

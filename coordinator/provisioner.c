@@ -8,6 +8,7 @@
 
 #include "aws-credentials.h"
 #include "catalog.h"
+#include "catalog-ec2.h"
 #include "coordinator.h"
 #include "ec2.h"
 #include "fileio.h"
@@ -103,6 +104,9 @@ struct Provisioner {
         AwsCredentialProvider *creds;
         Ec2Client *ec2;
         Catalog *catalog;
+        Catalog *next_catalog;          /* built from EC2, swapped in between rounds */
+        bool catalog_building;
+        uint64_t catalog_built_usec;
         char *agent_ca_pem;
 
         sd_event_source *batch_idle, *batch_max, *housekeeping;
@@ -201,6 +205,7 @@ static void set_error(Provisioner *p, const char *fmt, ...) {
 /* ---- batching ----------------------------------------------------------------------------- */
 
 static void round_start(Provisioner *p);
+static void catalog_swap(Provisioner *p);
 
 static void batch_close(Provisioner *p) {
         p->batch_open = false;
@@ -1170,6 +1175,7 @@ static void round_finish(Provisioner *p) {
         bool again = rd->launched_nothing;
         p->round = NULL;
         round_free(rd);
+        catalog_swap(p); /* a catalog built meanwhile: the round no longer points into the old one */
         /* capacity errors: solve again at once with those offerings left out; pods that came
          * while we were busy: their batch fires now */
         if (again || p->batch_open)
@@ -1646,6 +1652,51 @@ done:
         round_free(rd);
 }
 
+
+/* ---- the catalog from EC2 ------------------------------------------------------------------- */
+
+static void catalog_swap(Provisioner *p) {
+        if (!p->next_catalog || p->round)
+                return;
+        catalog_free(p->catalog);
+        p->catalog = TAKE_PTR(p->next_catalog);
+        size_t n;
+        (void) catalog_types(p->catalog, &n);
+        log_info("Instance catalog from EC2: %zu types.", n);
+}
+
+static void on_catalog_built(int error, Catalog *catalog, void *userdata) {
+        Provisioner *p = userdata;
+        p->catalog_building = false;
+        if (error < 0 || !catalog) {
+                log_warning_errno(error, "Cannot build the instance catalog from EC2 (%m); keeping %s.",
+                                  p->c->cfg.catalog);
+                catalog_free(catalog);
+                return;
+        }
+        catalog_free(p->next_catalog);
+        p->next_catalog = catalog;
+        catalog_swap(p);
+}
+
+/* Types, offerings and spot prices from EC2 with on-demand prices from the price table, at
+ * start and every catalog-refresh; the shipped catalog stands in until then and for types EC2
+ * gives no price for. */
+static void catalog_refresh(Provisioner *p) {
+        uint64_t every = p->c->cfg.catalog_refresh_ms * USEC_PER_MSEC;
+        if (!every || p->catalog_building || !p->leading ||
+            (p->catalog_built_usec && now_usec(p) - p->catalog_built_usec < every))
+                return;
+        p->catalog_built_usec = now_usec(p);
+        int r = catalog_ec2_build(p->ec2, p->c->cfg.region, p->catalog, p->c->cfg.price_table,
+                                  on_catalog_built, p);
+        if (r < 0)
+                log_warning_errno(r, "Cannot build the instance catalog from EC2 (price table %s: %m); keeping %s.",
+                                  strempty(p->c->cfg.price_table), p->c->cfg.catalog);
+        else
+                p->catalog_building = true;
+}
+
 /* ---- leadership, learning, housekeeping ---------------------------------------------------- */
 
 static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *list, void *userdata) {
@@ -1696,6 +1747,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         uint64_t now = now_usec(p), timeout = p->c->cfg.registration_timeout_ms * USEC_PER_MSEC;
 
         learn(p);
+        catalog_refresh(p);
         if (p->leading && p->learned)
                 termination_pass(p);
         if (p->c->cfg.consolidation_interval_ms > 0 &&
@@ -1848,6 +1900,7 @@ Provisioner *provisioner_free(Provisioner *p) {
         aws_credential_provider_free(p->creds);
         http_client_free(p->http);
         catalog_free(p->catalog);
+        catalog_free(p->next_catalog);
         sd_event_source_disable_unref(p->batch_idle);
         sd_event_source_disable_unref(p->batch_max);
         sd_event_source_disable_unref(p->housekeeping);
