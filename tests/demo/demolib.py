@@ -771,7 +771,10 @@ def step_delete_node(sc, s, out, obs, step, rec, ctx):
     gone = obs.node_gone.get(name)
     emu_gone = [e["unix"] for e in obs.emu_events if e["event"] == "node-deleted" and e.get("node") == name]
     term = [t for t in obs.terminations if iid in (t.get("instance_ids") or [])]
-    rec.update(drainReason=d.get("reason"), drainedUnix=d.get("drained"), lastEvictionUnix=last_ev,
+    # the coordinator forgets a node once its instance is terminated, so a quick drain may end
+    # between two looks at /api/v1/nodes: the agent's NodesmithDrained Event on the Node says it too
+    drained = d.get("drained") or _drained_event_time(s, name)
+    rec.update(drainReason=d.get("reason"), drainedUnix=drained, lastEvictionUnix=last_ev,
                evicted=len(ev), nodeGoneUnix=gone, nodeDeletedEventUnix=emu_gone[0] if emu_gone else None,
                terminatedUnix=term[0]["unix"] if term else None,
                finalizersWhileDeleting=sorted(obs.node_finalizers_while_deleting.get(name, [])),
@@ -783,6 +786,21 @@ def step_delete_node(sc, s, out, obs, step, rec, ctx):
     rec["ok"] = bool(ok and held and order)
     rec["note"] = (f"held by its finalizer {gone - t_del:.1f}s, gone after its drain" if rec["ok"]
                    else f"finalizer seen: {held}, drained before gone: {order}; {status}")
+
+
+def _drained_event_time(s, node):
+    """When the node's agent posted its NodesmithDrained Event (seconds resolution), or None."""
+    try:
+        items = json.loads(s.kubectl("get", "events", "-A", "-o", "json"))["items"]
+    except Exception:
+        return None
+    times = []
+    for e in items:
+        if e.get("reason") == "NodesmithDrained" and (e.get("involvedObject") or {}).get("name") == node:
+            t = e.get("firstTimestamp") or e.get("lastTimestamp") or e.get("eventTime")
+            if t:
+                times.append(iso_to_unix(t))
+    return min(times) if times else None
 
 
 def step_scale(sc, s, out, obs, step, rec, ctx):
