@@ -68,6 +68,8 @@ typedef struct Manager {
         char hostname[256];
 
         LinkClient *link;
+        uint64_t link_opened_usec;   /* when the link's socket was made */
+        bool relink;                 /* start over with a new socket at the next report */
         ImdsWatcher *imds;           /* NULL with imds=no */
         Logind *logind;              /* NULL without a system bus or with logind=no */
         sd_event_source *shutdown_timer; /* releases the delay lock before logind gives up */

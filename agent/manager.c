@@ -295,8 +295,22 @@ static int send_report(Manager *m) {
 
 static void manager_evaluate(Manager *m);
 
+static void on_reply(LinkClient *c, int error, const uint8_t *reply, size_t len, void *userdata);
+
+static int link_open(Manager *m) {
+        LinkTls tls = { .ca_file = m->cfg.tls_ca, .server_name = m->cfg.tls_server_name };
+        m->link_opened_usec = now_usec(m);
+        return link_client_new(m->event, m->cfg.coordinator, &tls, m->cfg.max_message,
+                               MIN(m->cfg.report_interval_ms, 5000u), on_reply, m, &m->link);
+}
+
 static void report_failed(Manager *m, int error) {
         m->failures++;
+        /* NNG's dialer gives up for good on some failures (a peer that closes the connection
+         * during the TLS handshake, as a load balancer with no ready backend does). After
+         * several failed reports and at most every 10 s, start over with a new socket. */
+        if (m->failures >= 5 && now_usec(m) - m->link_opened_usec >= 10 * USEC_PER_SEC)
+                m->relink = true; /* done from the report timer, not inside the link's callback */
         /* Not connected yet (-EAGAIN) is normal for a moment after start or a restart. */
         if (m->connected || m->failures == 3)
                 log_warning_errno(error, "Coordinator %s not answering (%m)%s; retrying with back-off.",
@@ -315,6 +329,17 @@ static void report_failed(Manager *m, int error) {
 
 static int on_report_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        if (m->relink) {
+                LinkClient *old = m->link;
+                m->relink = false;
+                m->link = NULL;
+                if (link_open(m) >= 0) {
+                        log_info("No answer from %s for %u reports; reconnecting from scratch.",
+                                 m->cfg.coordinator, m->failures);
+                        link_client_free(old);
+                } else
+                        m->link = old;
+        }
         int r = send_report(m);
         if (r < 0)
                 report_failed(m, r);
@@ -725,9 +750,7 @@ int manager_start(Manager *m) {
                 return log_error_errno(ENOKEY, "No bootstrap token: set token-file (%s) or token.",
                                        strempty(m->cfg.token_file));
 
-        LinkTls tls = { .ca_file = m->cfg.tls_ca, .server_name = m->cfg.tls_server_name };
-        r = link_client_new(m->event, m->cfg.coordinator, &tls, m->cfg.max_message,
-                            MIN(m->cfg.report_interval_ms, 5000u), on_reply, m, &m->link);
+        r = link_open(m);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the link to %s: %m", m->cfg.coordinator);
 

@@ -710,6 +710,21 @@ static size_t selector_filters(Provisioner *p, const char *node_class, const cha
 }
 
 
+/* What DescribeSubnets and DescribeSecurityGroups found, kept for the node class. */
+static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list) {
+        for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
+                res->subnets[res->n_subnets].id = strdup(list->items[i].id);
+                res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
+                res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
+                res->n_subnets++;
+        }
+}
+
+static void resolved_add_sgs(Resolved *res, const Ec2SecurityGroupList *list) {
+        for (size_t i = 0; i < list->n && i < MAX_SGS; i++)
+                res->sgs[i] = strdup(list->items[i].id);
+}
+
 /* Subnets and security groups of a node class, looked up before the first solve: the solver
  * must know which zones nodes can go to. */
 typedef struct Prefetch {
@@ -730,8 +745,7 @@ static void prefetch_done(Prefetch *pf, bool ok) {
 static void on_prefetch_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
         Prefetch *pf = userdata;
         if (!err)
-                for (size_t i = 0; i < list->n && i < MAX_SGS; i++)
-                        pf->res->sgs[i] = strdup(list->items[i].id);
+                resolved_add_sgs(pf->res, list);
         else
                 log_warning("DescribeSecurityGroups failed: %s %s", err->code, err->message);
         ec2_security_group_list_free(list);
@@ -746,12 +760,7 @@ static void on_prefetch_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetLi
                 ec2_subnet_list_free(list);
                 return prefetch_done(pf, false);
         }
-        for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
-                res->subnets[res->n_subnets].id = strdup(list->items[i].id);
-                res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
-                res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
-                res->n_subnets++;
-        }
+        resolved_add_subnets(res, list);
         ec2_subnet_list_free(list);
         if (res->n_subnets == 0) {
                 log_warning("No subnet matches the selector of EC2NodeClass %s.",
@@ -805,12 +814,7 @@ static void on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list,
                 return launch_failed(p, "DescribeSubnets", err);
         }
         Resolved *res = rd->res;
-        for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
-                res->subnets[res->n_subnets].id = strdup(list->items[i].id);
-                res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
-                res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
-                res->n_subnets++;
-        }
+        resolved_add_subnets(res, list);
         ec2_subnet_list_free(list);
         if (res->n_subnets == 0) {
                 Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
@@ -829,8 +833,7 @@ static void on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *li
                 ec2_security_group_list_free(list);
                 return launch_failed(p, "DescribeSecurityGroups", err);
         }
-        for (size_t i = 0; i < list->n && i < MAX_SGS; i++)
-                rd->res->sgs[i] = strdup(list->items[i].id);
+        resolved_add_sgs(rd->res, list);
         ec2_security_group_list_free(list);
         rd->step = STEP_AMI;
         round_next(p);
