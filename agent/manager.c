@@ -329,6 +329,13 @@ static void report_failed(Manager *m, int error) {
 
 static int on_report_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
+        /* A report says what the agent observes: until its Node and pods are listed (a
+         * restarted agent especially, whose Node may be deleting), it waits, up to 10 s. */
+        if (m->kube_node && !kube_node_synced(m->kube_node) &&
+            now_usec(m) - m->link_opened_usec < 10 * USEC_PER_SEC) {
+                schedule(m, 100 * USEC_PER_MSEC);
+                return 0;
+        }
         if (m->relink) {
                 LinkClient *old = m->link;
                 m->relink = false;
