@@ -11,8 +11,6 @@ Run: python3 tests/integration/test_catalog_ec2.py   (exit 0 = pass; about 20 s)
 import datetime
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +29,6 @@ TABLE = os.path.join(ROOT, "data", "ec2-on-demand-prices-us-east-1.json")
 SHIPPED = os.path.join(ROOT, "data", "catalog-us-east-1.json")
 failures = []
 checks = 0
-procs = []
 
 
 def check(cond, what):
@@ -44,25 +41,6 @@ def check(cond, what):
         print(f"ok: {what}", flush=True)
 
 
-def start(argv):
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    procs.append(p)
-    line = p.stdout.readline().strip()
-    m = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)", line)
-    if not m:
-        raise SystemExit(f"{argv[1]} did not start: {line!r}")
-    return int(m.group(1))
-
-
-def stop_all():
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def probe(endpoint, *args):
@@ -192,10 +170,10 @@ def run(port):
 
 def main():
     try:
-        port = start([sys.executable, PROXY, "--port", "0"])
+        port = nsharness.start_listening([sys.executable, PROXY, "--port", "0"])
         run(port)
     finally:
-        stop_all()
+        nsharness.stop_listening()
     print(f"{checks} checks, {len(failures)} failed")
     return 1 if failures else 0
 

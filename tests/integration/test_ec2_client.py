@@ -11,8 +11,6 @@ Run: python3 tests/integration/test_ec2_client.py   (exit 0 = pass; about 30 s)
 import base64
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +30,6 @@ CLUSTER = "itest"
 EKS_PARAM = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id"
 failures = []
 checks = 0
-procs = []
 
 
 def check(cond, what):
@@ -45,26 +42,6 @@ def check(cond, what):
         print(f"ok: {what}", flush=True)
 
 
-def start(argv, env=None):
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                         env=dict(os.environ, **(env or {})))
-    procs.append(p)
-    line = p.stdout.readline().strip()
-    m = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)", line)
-    if not m:
-        raise SystemExit(f"{argv[1]} did not start: {line!r}")
-    return int(m.group(1))
-
-
-def stop_all():
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def boto(port, service, ak="AKIAIOSFODNN7EXAMPLE", sk="dummy"):
@@ -311,7 +288,8 @@ def functional(port):
               f"web identity through STS AssumeRoleWithWebIdentity ({r.get('result')})")
         r = probe(port, "--sts-endpoint", f"http://127.0.0.1:{port}/", "ssm-parameter", EKS_PARAM, creds=False, env=wi)
         check(r["ok"] and r["result"] == ami, "calls signed with web identity credentials work")
-        iport = start([sys.executable, IMDS, "--port", "0", "--role", "nodesmith-coordinator"])
+        iport = nsharness.start_listening([sys.executable, IMDS, "--port", "0",
+                                           "--role", "nodesmith-coordinator"])
         env = {"HOME": d, "AWS_SHARED_CREDENTIALS_FILE": os.path.join(d, "none")}
         r = probe(port, "--imds-endpoint", f"http://127.0.0.1:{iport}", "credentials", creds=False, env=env)
         check(r["ok"] and r["result"]["source"] == "imds" and r["result"]["sessionToken"]
@@ -347,13 +325,13 @@ def sigv4(port):
 
 def main():
     try:
-        port = start([sys.executable, PROXY, "--port", "0"])
+        port = nsharness.start_listening([sys.executable, PROXY, "--port", "0"])
         functional(port)
-        port2 = start([sys.executable, PROXY, "--port", "0", "--moto-no-auth-actions", "3",
-                       "--k8s-versions", "1.31"])
+        port2 = nsharness.start_listening([sys.executable, PROXY, "--port", "0",
+                                           "--moto-no-auth-actions", "3", "--k8s-versions", "1.31"])
         sigv4(port2)
     finally:
-        stop_all()
+        nsharness.stop_listening()
     print(f"{checks} checks, {len(failures)} failed")
     return 1 if failures else 0
 

@@ -47,6 +47,33 @@ def wait_for(what, fn, timeout=10.0, interval=0.05):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last})")
 
 
+_listeners = []
+
+
+def start_listening(argv, env=None):
+    """Start a fake that prints "listening on 127.0.0.1:PORT" as its first line; return PORT.
+    stop_listening() stops every one started so far, newest first."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env=dict(os.environ, **(env or {})))
+    _listeners.append(p)
+    line = p.stdout.readline().strip()
+    prefix = "listening on 127.0.0.1:"
+    if not line.startswith(prefix) or not line[len(prefix):].isdigit():
+        raise SystemExit(f"{argv[1]} did not start: {line!r}")
+    return int(line[len(prefix):])
+
+
+def stop_listening():
+    while _listeners:
+        p = _listeners.pop()
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
 class Proc:
     """A child process with its output in a log file; stopped (TERM, then KILL) by stop()."""
     live = []
