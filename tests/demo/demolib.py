@@ -715,14 +715,15 @@ def step_spot_interrupt(sc, s, out, obs, step, rec, ctx):
     repl = [i for f in launches for p in f.get("pools", []) for i in p.get("instances", [])]
     repl_ready = [obs.instances[i]["ready"] for i in repl if obs.instances.get(i, {}).get("ready")]
     term = [t for t in obs.terminations if iid in (t.get("instance_ids") or [])]
-    rec.update(drainReason=d.get("reason"), drainDirectedUnix=d.get("directed"), drainedUnix=d.get("drained"),
+    drained = _drained_time(s, d, name)
+    rec.update(drainReason=d.get("reason"), drainDirectedUnix=d.get("directed"), drainedUnix=drained,
                allRunningElsewhereUnix=t_all.get("t"), nodeGoneUnix=obs.node_gone.get(name),
                replacementInstances=[{"instance": i, "type": obs.instances[i]["type"],
                                       "capacityType": obs.instances[i]["lifecycle"],
                                       "readyUnix": obs.instances[i].get("ready")} for i in repl],
                replacementReadyUnix=max(repl_ready) if repl_ready else None,
                terminatedUnix=term[0]["unix"] if term else None,
-               terminatedBy="coordinator" if term and (not d.get("drained") or term[0]["unix"] >= d["drained"] - 1)
+               terminatedBy="coordinator" if term and (not drained or term[0]["unix"] >= drained - 1)
                and term[0]["unix"] < deadline else ("EC2 reclaim at the deadline" if term else None))
     before_deadline = (rec["allRunningElsewhereUnix"] or math.inf) <= deadline
     drained_in_time = (rec["drainedUnix"] or math.inf) <= deadline
@@ -771,9 +772,7 @@ def step_delete_node(sc, s, out, obs, step, rec, ctx):
     gone = obs.node_gone.get(name)
     emu_gone = [e["unix"] for e in obs.emu_events if e["event"] == "node-deleted" and e.get("node") == name]
     term = [t for t in obs.terminations if iid in (t.get("instance_ids") or [])]
-    # the coordinator forgets a node once its instance is terminated, so a quick drain may end
-    # between two looks at /api/v1/nodes: the agent's NodesmithDrained Event on the Node says it too
-    drained = d.get("drained") or _drained_event_time(s, name)
+    drained = _drained_time(s, d, name)
     rec.update(drainReason=d.get("reason"), drainedUnix=drained, lastEvictionUnix=last_ev,
                evicted=len(ev), nodeGoneUnix=gone, nodeDeletedEventUnix=emu_gone[0] if emu_gone else None,
                terminatedUnix=term[0]["unix"] if term else None,
@@ -786,6 +785,13 @@ def step_delete_node(sc, s, out, obs, step, rec, ctx):
     rec["ok"] = bool(ok and held and order)
     rec["note"] = (f"held by its finalizer {gone - t_del:.1f}s, gone after its drain" if rec["ok"]
                    else f"finalizer seen: {held}, drained before gone: {order}; {status}")
+
+
+def _drained_time(s, seen, node):
+    """When the node's drain finished. The coordinator forgets a node once its instance is
+    terminated, so a quick drain may end between two looks at its state; the agent's
+    NodesmithDrained Event on the Node (seconds resolution) says it too."""
+    return seen.get("drained") or _drained_event_time(s, node)
 
 
 def _drained_event_time(s, node):
