@@ -31,7 +31,7 @@ def main():
     with TestDir("demo-test") as d:
         out = os.path.join(d, "demo.json")
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, DEMO, "--quiet", "--json", out, "--out-dir", d],
+        r = subprocess.run([sys.executable, DEMO, "--quiet", "--json", out, "--out-dir", d, "--keep-logs"],
                            capture_output=True, text=True, timeout=300, env=dict(os.environ, BUILD=BUILD))
         took = time.monotonic() - t0
         print(r.stdout)
@@ -39,8 +39,26 @@ def main():
         assert r.returncode == 0, f"demo.py exit {r.returncode}"
         with open(out) as f:
             res = json.load(f)
-        check(res, took)
+        try:
+            check(res, took)
+        except AssertionError:
+            show_logs(os.path.join(d, "logs"))
+            raise
     print("test_demo: OK")
+
+
+def show_logs(logs):
+    """The coordinator's log in full and the tail of every other one: what CI keeps of a failure."""
+    for root, _, files in sorted(os.walk(logs)):
+        for f in sorted(files):
+            if not f.endswith(".log"):
+                continue
+            with open(os.path.join(root, f), errors="replace") as fh:
+                lines = fh.readlines()
+            keep = lines if f.startswith("coordinator") else lines[-15:]
+            print(f"===== {os.path.relpath(os.path.join(root, f), logs)} ({len(keep)} of {len(lines)} lines) =====",
+                  file=sys.stderr)
+            print("".join(keep[-400:]), file=sys.stderr)
 
 
 def step(res, kind, n=0):
