@@ -916,6 +916,14 @@ static int pod_from_json(Ctx *c, const cJSON *j, SolverPod *p, PodExtra *x) {
         p->n_labels = nl;
         p->do_not_disrupt = annotation_true(j, "karpenter.sh/do-not-disrupt") ||
                             annotation_true(j, "nodesmith.io/do-not-disrupt");
+        const cJSON *dc = get(get(get(j, "metadata"), "annotations"), "controller.kubernetes.io/pod-deletion-cost");
+        if (cJSON_IsString(dc)) {
+                char *end;
+                errno = 0;
+                long long v = strtoll(dc->valuestring, &end, 10);
+                if (errno == 0 && end != dc->valuestring && *end == 0 && v >= INT32_MIN && v <= INT32_MAX)
+                        p->deletion_cost = v;
+        }
         const cJSON *owners = get(get(j, "metadata"), "ownerReferences");
         const cJSON *ow;
         cJSON_ArrayForEach(ow, owners) {

@@ -615,6 +615,8 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                         continue;
                 const Pool *p = &s->pools[pi];
                 uint64_t sl = pc->slots & (z >= 0 ? slots_of_zone(z) : ~(uint64_t) 0);
+                if (s->opts->on_demand_only)
+                        sl &= slots_of_ct(SOLVER_CAPACITY_ON_DEMAND);
                 if (!sl)
                         continue;
                 bs_copy(types, pc->types, s->W);
@@ -1491,8 +1493,10 @@ static int place_batch(Solver *s, const Batch *b) {
         diagnose(s, v, &reason, &msg);
         for (uint32_t i = (uint32_t) placed; i < b->n; i++) {
                 uint32_t pi = b->pods[i];
-                if (pi >= s->snap->n_pods)
+                if (pi >= s->snap->n_pods) {
+                        s->headroom_unplaced++;
                         continue;
+                }
                 SolverDecision *d = &s->decisions[pi];
                 d->kind = SOLVER_DECISION_UNSCHEDULABLE;
                 d->reason = reason;
@@ -1509,6 +1513,7 @@ int solver_place_all(Solver *s) {
         int q;
         s->n_heap = 0;
         s->new_nodes = 0;
+        s->headroom_unplaced = 0;
         s->n_preempt = 0;
         /* removed nodes: their pods must go elsewhere */
         size_t cap_rq = 0, n_rq = 0;

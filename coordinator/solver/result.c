@@ -269,6 +269,7 @@ int solver_build_result(Solver *s, SolverResult **ret) {
                 memcpy(res->preempted_pods, s->preempt_list, s->n_preempt * sizeof(uint32_t));
                 res->n_preempted_pods = s->n_preempt;
         }
+        res->n_headroom_unplaced = s->headroom_unplaced;
         *ret = res;
 out:
         free(launch_of);

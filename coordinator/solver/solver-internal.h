@@ -360,6 +360,7 @@ struct Solver {
         size_t n_heap, cap_heap;
         uint64_t seq;
         size_t new_nodes;
+        size_t headroom_unplaced;           /* headroom units that failed in this run */
         SolverResources *remaining;         /* [n_pools] limits left during a run */
         /* run output (into the result) */
         SolverDecision *decisions;

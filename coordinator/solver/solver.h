@@ -288,6 +288,7 @@ typedef struct SolverPod {
         const char *node_name;                /* bound (running) pod; NULL: pending */
         bool daemonset;                       /* bound DaemonSet pod: never moved */
         bool do_not_disrupt;
+        int64_t deletion_cost;                /* controller.kubernetes.io/pod-deletion-cost */
 
         const SolverLabel *node_selector;
         size_t n_node_selector;
@@ -358,6 +359,7 @@ typedef struct SolverOptions {
         bool no_preemption;              /* never plan preemption */
         size_t max_types_per_launch;     /* 0: 60 (CreateFleet override list size) */
         bool stop_at_first_failure;      /* consolidation: give up as soon as a pod fails */
+        bool on_demand_only;             /* new nodes: on-demand offerings only */
 } SolverOptions;
 
 #define SOLVER_OPTIONS_DEFAULT ((SolverOptions) { .max_new_nodes = SIZE_MAX })
@@ -437,11 +439,73 @@ typedef struct SolverResult {
         size_t n_claim_zones;
         uint32_t *preempted_pods;        /* bound pods evicted by PREEMPT decisions */
         size_t n_preempted_pods;
+        size_t n_headroom_unplaced;      /* NodePool headroom units that found no room */
         void *arena;                     /* private */
 } SolverResult;
 
 int solver_provision(Solver *s, const SolverOptions *opts, SolverResult **ret);
 SolverResult *solver_result_free(SolverResult *r);
+
+/* ---- disruption: consolidation ----------------------------------------------------------- */
+
+/* What taking a node away costs, Karpenter's way: for each pod but DaemonSet pods, 1 plus its
+ * pod-deletion-cost / 2^27 plus its priority / 2^25 (each term clamped); an empty node costs 0.
+ * Candidates are tried cheapest first. */
+double solver_disruption_cost(const SolverSnapshot *snap, size_t node);
+
+typedef struct SolverConsolidateOptions {
+        /* Nodes that may be disrupted (indices into snapshot.nodes), already filtered by the
+         * caller's rules (managed, settled, no do-not-disrupt, no PDB forbidding an eviction). */
+        const size_t *candidates;
+        size_t n_candidates;
+        /* How many more nodes of each NodePool may be disrupted now (indexed like
+         * snapshot.nodepools; NULL: no limit). A set never takes more of a pool than this. */
+        const size_t *pool_allowance;
+        /* A replacement must cost at most (1 - threshold) x the price of what it replaces. */
+        double threshold;
+        bool spot_to_spot;               /* spot may be replaced by cheaper spot (single node) */
+        size_t min_spot_types;           /* ... if at least this many cheaper types remain (0: 15) */
+        size_t max_multi;                /* multi-node: candidates considered (0: 100) */
+        bool no_multi;                   /* skip multi-node consolidation */
+        bool no_single;                  /* skip single-node consolidation */
+        bool no_replace;                 /* deletes only */
+} SolverConsolidateOptions;
+
+typedef enum SolverConsolidationKind {
+        SOLVER_CONSOLIDATE_NONE,
+        SOLVER_CONSOLIDATE_DELETE,       /* the nodes' pods fit on the remaining nodes */
+        SOLVER_CONSOLIDATE_REPLACE,      /* ... with one new, cheaper node */
+} SolverConsolidationKind;
+
+const char *solver_consolidation_kind_to_name(SolverConsolidationKind k); /* none, delete, replace */
+
+typedef struct SolverConsolidation {
+        SolverConsolidationKind kind;
+        bool multi;                      /* found by multi-node consolidation */
+        size_t *nodes;                   /* indices into snapshot.nodes */
+        size_t n_nodes;
+        size_t n_pods;                   /* pods that move (DaemonSet pods excepted) */
+        double old_price;                /* of the nodes, USD/hour */
+        double new_price;                /* of the replacement (0 for a delete) */
+        /* REPLACE: the new node, its offerings cut to those cheaper than the threshold allows and
+         * of an allowed capacity type; points into result. */
+        const SolverLaunch *replacement;
+        SolverResult *result;            /* the placement that proved it (owned) */
+        size_t evaluations;              /* placements tried to find it */
+        char message[256];               /* why, or why not, for people */
+} SolverConsolidation;
+
+/* Is taking exactly these nodes away (with at most one new node) worth it? Always returns a
+ * SolverConsolidation (kind NONE with the reason in message when not). */
+int solver_consolidate_evaluate(Solver *s, const SolverConsolidateOptions *o, const size_t *nodes,
+                                size_t n_nodes, SolverConsolidation **ret);
+
+/* The consolidation to make now, in Karpenter's order: multi-node first (the largest prefix of
+ * the candidates sorted by disruption cost that is worth it, by binary search), then single
+ * node (the first candidate, cheapest to disrupt first, that can be deleted or replaced).
+ * Deterministic. kind NONE when nothing is worth doing. */
+int solver_consolidate(Solver *s, const SolverConsolidateOptions *o, SolverConsolidation **ret);
+SolverConsolidation *solver_consolidation_free(SolverConsolidation *c);
 
 /* Statistics about the compiled snapshot (for benchmarks and logs). */
 typedef struct SolverStats {

@@ -1010,6 +1010,178 @@ static void test_remove_nodes_and_state_restored(void **state) {
         assert_int_equal(r->launches[0].n_pods, 3);
 }
 
+/* The two nodes of test_remove_nodes_and_state_restored, priced, as consolidation candidates:
+ * n1 c.large $0.085 holds a (500m); n2 c.xlarge $0.170 holds b (1000m) and c (2500m). */
+static void two_nodes(SolverCapacityType ct) {
+        add_node("n1", "default", "c.large", "zone-a", 2, 4);
+        add_node("n2", "default", "c.xlarge", "zone-a", 4, 8);
+        F->nodes[0].price = 0.085;
+        F->nodes[1].price = 0.170;
+        F->nodes[0].capacity_type = F->nodes[1].capacity_type = ct;
+        add_pod("a", 500, 512)->node_name = "n1";
+        add_pod("b", 1000, 1024)->node_name = "n2";
+        add_pod("c", 2500, 1024)->node_name = "n2";
+        F->snap = (SolverSnapshot) { F->types, F->n_types, F->pools, F->n_pools, F->nodes, F->n_nodes,
+                                     F->pods,  F->n_pods,  F->ds,    F->n_ds };
+        assert_int_equal(solver_new(&F->snap, &F->solver, NULL), 0);
+}
+
+static SolverConsolidation *consolidate(const SolverConsolidateOptions *o) {
+        SolverConsolidation *c = NULL;
+        assert_int_equal(solver_consolidate(F->solver, o, &c), 0);
+        assert_non_null(c);
+        return c;
+}
+
+static void test_disruption_cost(void **state) {
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        assert_true(solver_disruption_cost(&F->snap, 0) == 1.0);
+        assert_true(solver_disruption_cost(&F->snap, 1) == 2.0);
+        /* priority 2^25 adds one, deletion cost 2^27 one more; both clamp at 10 per pod */
+        F->pods[0].priority = 1 << 25;
+        F->pods[0].deletion_cost = (int64_t) 1 << 27;
+        assert_true(solver_disruption_cost(&F->snap, 0) == 3.0);
+        F->pods[0].priority = 2000000000;
+        assert_true(solver_disruption_cost(&F->snap, 0) == 10.0);
+        F->pods[0].priority = 0;
+        F->pods[0].deletion_cost = 0;
+}
+
+static void test_consolidate_multi_node_replace(void **state) {
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        size_t cand[] = { 1, 0 };
+        SolverConsolidateOptions o = { .candidates = cand, .n_candidates = 2, .threshold = 0.15 };
+        SolverConsolidation *c = consolidate(&o);
+        /* both nodes ($0.255) go for one a.xlarge ($0.136): 4 cpu holds a, b and c exactly */
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        assert_true(c->multi);
+        assert_int_equal(c->n_nodes, 2);
+        assert_int_equal(c->n_pods, 3);
+        assert_non_null(c->replacement);
+        assert_string_equal(F->types[c->replacement->type].name, "a.xlarge");
+        assert_true(c->new_price == 0.136);
+        for (size_t i = 0; i < c->replacement->n_offerings; i++) {
+                assert_true(c->replacement->offerings[i].price < 0.255 * 0.85);
+                assert_int_equal(c->replacement->offerings[i].capacity_type, SOLVER_CAPACITY_ON_DEMAND);
+        }
+        assert_non_null(strstr(c->message, "saves $0.1190/h"));
+        solver_consolidation_free(c);
+
+        /* the same pair through evaluate gives the same answer */
+        size_t both[] = { 0, 1 };
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, both, 2, &c), 0);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        solver_consolidation_free(c);
+}
+
+static void test_consolidate_single_node_delete_first_by_cost(void **state) {
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        size_t cand[] = { 1, 0 };
+        SolverConsolidateOptions o = { .candidates = cand, .n_candidates = 2, .threshold = 0.15, .no_multi = true };
+        SolverConsolidation *c = consolidate(&o);
+        /* n1 holds one pod (cost 1), n2 two: n1 is tried first, and a fits in n2's free 500m */
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_DELETE);
+        assert_false(c->multi);
+        assert_int_equal(c->n_nodes, 1);
+        assert_int_equal(c->nodes[0], 0);
+        assert_null(c->replacement);
+        assert_true(c->old_price == 0.085);
+        solver_consolidation_free(c);
+
+        /* a pod that costs more to disrupt on n1 makes n2 the first candidate: b goes to n1,
+         * c to a new a.xlarge ($0.136 < $0.170 x 0.85) */
+        F->pods[0].priority = 1 << 26;
+        F->solver = solver_free(F->solver);
+        assert_int_equal(solver_new(&F->snap, &F->solver, NULL), 0);
+        c = consolidate(&o);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        assert_int_equal(c->nodes[0], 1);
+        assert_string_equal(F->types[c->replacement->type].name, "a.xlarge");
+        solver_consolidation_free(c);
+}
+
+static void test_consolidate_threshold(void **state) {
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        size_t n2 = 1;
+        SolverConsolidation *c = NULL;
+        /* a.xlarge at $0.136 saves 20 % of n2's $0.170: enough at 15 %, not at 25 % */
+        SolverConsolidateOptions o = { .threshold = 0.15 };
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n2, 1, &c), 0);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        solver_consolidation_free(c);
+        o.threshold = 0.25;
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n2, 1, &c), 0);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_NONE);
+        assert_non_null(strstr(c->message, "no replacement costs less than $0.1275/h"));
+        solver_consolidation_free(c);
+        /* deletes only: c cannot go anywhere */
+        o.threshold = 0;
+        o.no_replace = true;
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n2, 1, &c), 0);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_NONE);
+        assert_non_null(strstr(c->message, "pods would not fit elsewhere"));
+        solver_consolidation_free(c);
+}
+
+static void test_consolidate_budgets(void **state) {
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        size_t cand[] = { 0, 1 };
+        size_t allow = 1;
+        SolverConsolidateOptions o = { .candidates = cand, .n_candidates = 2, .threshold = 0.15,
+                                       .pool_allowance = &allow };
+        /* one node at a time: no multi-node set, the single-node answer */
+        SolverConsolidation *c = consolidate(&o);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_DELETE);
+        assert_int_equal(c->n_nodes, 1);
+        solver_consolidation_free(c);
+        allow = 0;
+        c = consolidate(&o);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_NONE);
+        assert_int_equal(c->evaluations, 0);
+        solver_consolidation_free(c);
+}
+
+static void test_consolidate_spot(void **state) {
+        /* the pool may launch spot too: only on-demand replaces spot unless spot-to-spot is on,
+         * and then only with enough cheaper spot types */
+        F->pools[0].n_requirements = 0;
+        two_nodes(SOLVER_CAPACITY_SPOT);
+        size_t n2 = 1;
+        SolverConsolidation *c = NULL;
+        SolverConsolidateOptions o = { .threshold = 0.15 };
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n2, 1, &c), 0);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        assert_int_equal(c->replacement->capacity_type, SOLVER_CAPACITY_ON_DEMAND);
+        solver_consolidation_free(c);
+        o.spot_to_spot = true; /* 15 cheaper spot types needed, the catalog has fewer */
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n2, 1, &c), 0);
+        assert_int_equal(c->replacement->capacity_type, SOLVER_CAPACITY_ON_DEMAND);
+        solver_consolidation_free(c);
+        o.min_spot_types = 2;
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n2, 1, &c), 0);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        assert_int_equal(c->replacement->capacity_type, SOLVER_CAPACITY_SPOT);
+        assert_true(c->new_price == 0.050);
+        solver_consolidation_free(c);
+        o.min_spot_types = 10;
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n2, 1, &c), 0);
+        assert_int_equal(c->replacement->capacity_type, SOLVER_CAPACITY_ON_DEMAND);
+        solver_consolidation_free(c);
+}
+
+static void test_consolidate_keeps_headroom(void **state) {
+        /* headroom of 1 cpu: n2's free 500m and n1's 1500m hold it; without n1 it has no room */
+        F->pools[0].headroom.v[SOLVER_RES_CPU] = 1000;
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        size_t n1 = 0;
+        SolverConsolidation *c = NULL;
+        SolverConsolidateOptions o = { .threshold = 0.15, .no_replace = true };
+        assert_int_equal(solver_consolidate_evaluate(F->solver, &o, &n1, 1, &c), 0);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_NONE);
+        assert_non_null(strstr(c->message, "headroom"));
+        solver_consolidation_free(c);
+}
+
 static void test_deterministic(void **state) {
         for (int i = 0; i < 20; i++) {
                 SolverPod *p = add_pod(solver_arena_printf(F->a, "p%d", i), 100 * (i % 7 + 1), 128 * (i % 5 + 1));
@@ -1089,6 +1261,13 @@ int main(void) {
                 T(test_headroom),
                 T(test_headroom_taken_by_pending_pods),
                 T(test_remove_nodes_and_state_restored),
+                T(test_disruption_cost),
+                T(test_consolidate_multi_node_replace),
+                T(test_consolidate_single_node_delete_first_by_cost),
+                T(test_consolidate_threshold),
+                T(test_consolidate_budgets),
+                T(test_consolidate_spot),
+                T(test_consolidate_keeps_headroom),
                 T(test_deterministic),
                 T(test_no_nodepool),
                 T(test_bad_snapshot),
