@@ -4,17 +4,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* What the node has and what pods may use, computed on the node itself like the kubelet does. */
+#include "resources.h"
 
-typedef struct NodeResources {
-        int64_t cpu_millis;
-        int64_t memory_bytes;
-        int64_t pods;
-        int64_t ephemeral_bytes;
-        int64_t hugepages_2mi_bytes;
-        int64_t hugepages_1gi_bytes;
-        int64_t gpus;
-} NodeResources;
+/* What the node has and what pods may use, computed on the node itself like the kubelet does. */
 
 typedef struct KubeletSettings {
         int64_t max_pods;                 /* 0: not set */

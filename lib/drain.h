@@ -10,10 +10,12 @@
 #include "macro.h"
 #include "nodesmith.pb-c.h"
 
-/* Draining the agent's own node, as kubectl drain does it but within a deadline:
+/* Draining a node, as kubectl drain does it but within a deadline. The agent drains its own
+ * node; the coordinator drains a node whose agent is silent, with the same code and the same
+ * marks on the Node, so that either can pick up where the other left off:
  *  1. taint nodesmith.io/disrupted:NoSchedule and cordon (one strategic merge patch, guarded by
- *     the Node's resourceVersion; the annotation nodesmith.io/drain-cordoned records that the
- *     agent cordoned it, so a withdrawn drain uncordons only what the agent did);
+ *     the Node's resourceVersion; the annotation nodesmith.io/drain-cordoned records that
+ *     nodesmith cordoned it, so a withdrawn drain uncordons only what nodesmith did);
  *  2. evict through the Eviction API every pod except DaemonSet and mirror pods, pods already
  *     terminating and finished pods; non-critical pods first, then system-*-critical ones;
  *     do-not-disrupt pods only when the drain is forced;
@@ -22,8 +24,9 @@
  *  4. grace periods are capped so that the pod is gone before the deadline (deadline - now -
  *     safety margin, at least 1 s);
  *  5. the pods are gone when the informer drops them (or their uid changed): "drained".
- * Everything is recomputed from the informers' caches at every step, so a restarted agent that
- * finds its taint resumes without repeating work (terminating pods are never evicted again). */
+ * Everything is recomputed from the informers' caches at every step, so a restarted agent (or the
+ * coordinator taking over) that finds the taint resumes without repeating work (terminating pods
+ * are never evicted again). */
 
 typedef enum DrainPodClass {
         DRAIN_POD_SKIP_DAEMONSET,

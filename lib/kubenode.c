@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The agent's own Node and the pods bound to it, watched through the Kubernetes API. */
+/* One Node and the pods bound to it, watched through the Kubernetes API. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -8,18 +8,20 @@
 
 #include <cjson/cJSON.h>
 
-#include "capacity.h"
 #include "kube.h"
 #include "macro.h"
+#include "resources.h"
 
-/* The agent's view of its own Node and of the pods bound to it: two informers on the agent's
- * loop (nodes?fieldSelector=metadata.name=NODE and pods?fieldSelector=spec.nodeName=NODE), the
+/* One Node and the pods bound to it: two informers on the caller's loop
+ * (nodes?fieldSelector=metadata.name=NODE and pods?fieldSelector=spec.nodeName=NODE), the
  * termination finalizer added once the node is managed, and pure helpers that turn a pod into
- * what the agent reports and what a drain needs. */
+ * what the agent reports and what a drain needs. The agent watches its own node with it; the
+ * coordinator a node it drains for a silent agent. */
 
 #define KUBE_NODE_FINALIZER "nodesmith.io/termination"
 #define KUBE_NODE_TAINT "nodesmith.io/disrupted"
-/* set by the agent when it cordoned the node itself (so that only it uncordons) */
+/* set by a drain (the agent's or the coordinator's) that cordoned the node itself, so that only
+ * nodesmith uncordons what nodesmith cordoned */
 #define KUBE_NODE_CORDONED_ANNOTATION "nodesmith.io/drain-cordoned"
 #define KUBE_NODE_MAX_PODS 1000
 
