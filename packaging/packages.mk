@@ -1,7 +1,8 @@
 # nodesmith packages: included from the top-level Makefile (after the binaries are defined).
 #   make packages    the agent's .deb (dpkg-deb) and, when rpmbuild is installed, its .rpm for
-#                    Amazon Linux 2023, both from the binaries already built in $(BUILD)
+#                    Amazon Linux 2023, both from the objects already built in $(BUILD)
 #   make deb | rpm   one of them
+#   make rpm-agent   the agent as the rpm ships it ($(BUILD)/rpm/nodesmith-agent)
 # Nothing is downloaded.
 
 PKG_VERSION  := $(shell sed -n 's/^\#define AGENT_VERSION "\(.*\)"/\1/p' agent/agent.h)
@@ -19,16 +20,50 @@ DEB_INPUTS := $(PKG_INPUTS) packaging/deb/build-deb.sh packaging/deb/control.in 
               packaging/deb/changelog packaging/deb/copyright
 RPM_INPUTS := $(PKG_INPUTS) packaging/rpm/nodesmith-agent.spec
 
-.PHONY: packages deb rpm
+# The rpm's agent. Amazon Linux 2023 ships neither NNG nor mbedTLS nor cJSON, so the agent in the
+# rpm carries them, linked statically: NNG and mbedTLS from Debian's libnng-dev and libmbedtls-dev
+# (libnng.a, libmbed*.a), cJSON compiled from third_party/cjson (Debian's libcjson-dev has no
+# libcjson.a), and protobuf-c and libyaml from their -dev packages too, so that the rpm needs
+# nothing beyond what every AL2023 AMI already has installed: glibc, systemd-libs (libsystemd),
+# libcurl-minimal (libcurl) and openssl-libs (libcrypto). The .deb keeps the dynamic $(AGENT_BIN).
+# Debian's libcurl versions its symbols (CURL_OPENSSL_4); AL2023's does not, and ld.so refuses a
+# versioned reference into a library without versions (it asserts), as dnf refuses the
+# requirement libcurl.so.4(CURL_OPENSSL_4). The rpm's agent is therefore linked against a copy of
+# libcurl.so.4 with its version sections removed: same soname, same symbols, unversioned
+# references, which bind to either library.
+RPM_AGENT       := $(BUILD)/rpm/nodesmith-agent
+RPM_CJSON_O     := $(BUILD)/rpm/cJSON.o
+RPM_LINKDIR     := $(BUILD)/rpm/link
+RPM_STATIC_LIBS := -lnng -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -lyaml
+RPM_SHARED_LIBS := $(filter-out -lnng -lcjson -lprotobuf-c -lyaml,$(LIBS))
+
+.PHONY: packages deb rpm rpm-agent
 packages: deb $(if $(RPMBUILD),rpm)
 deb: $(DEB_FILE)
 rpm: $(RPM_FILE)
+rpm-agent: $(RPM_AGENT)
 
 $(DEB_FILE): $(AGENT_BIN) $(DEB_INPUTS)
 	@echo "  DEB     $@"
 	$(Q)bash packaging/deb/build-deb.sh $(AGENT_BIN) $(PKG_VERSION) $(BUILD) >/dev/null
 
-$(RPM_FILE): $(AGENT_BIN) $(RPM_INPUTS)
+$(RPM_CJSON_O): third_party/cjson/cJSON.c third_party/cjson/cJSON.h
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) -std=c89 $(OPT) $(CFLAGS) -c -o $@ $<
+
+$(RPM_LINKDIR)/libcurl.so:
+	@mkdir -p $(@D)
+	@echo "  OBJCOPY $@ (no symbol versions)"
+	$(Q)objcopy -R .gnu.version -R .gnu.version_d "$$(realpath "$$($(CC) -print-file-name=libcurl.so)")" $@
+
+$(RPM_AGENT): $(BUILD)/agent/main.o $(AGENT_A) $(LIB_A) $(RPM_CJSON_O) | $(RPM_LINKDIR)/libcurl.so
+	@mkdir -p $(@D)
+	@echo "  LD      $@ (NNG, mbedTLS, cJSON, protobuf-c, libyaml static)"
+	$(Q)$(CC) $(ALL_LDFLAGS) -L$(RPM_LINKDIR) -o $@ $^ \
+	  -Wl,-Bstatic $(RPM_STATIC_LIBS) -Wl,-Bdynamic $(RPM_SHARED_LIBS)
+
+$(RPM_FILE): $(RPM_AGENT) $(RPM_INPUTS)
 	@test -n "$(RPMBUILD)" || { echo "rpm: rpmbuild is not installed (Debian: apt-get install rpm)" >&2; exit 1; }
 	@echo "  RPM     $@"
 	$(Q)rm -rf $(BUILD)/rpmbuild && mkdir -p $(BUILD)/rpmbuild
@@ -39,7 +74,7 @@ $(RPM_FILE): $(AGENT_BIN) $(RPM_INPUTS)
 	  --define "_dbpath $(abspath $(BUILD)/rpmbuild/db)" \
 	  --define "dist %{nil}" \
 	  --define "pkg_version $(PKG_VERSION)" \
-	  --define "bindir_src $(abspath $(dir $(AGENT_BIN)))" \
+	  --define "bindir_src $(abspath $(dir $(RPM_AGENT)))" \
 	  --define "srcroot $(CURDIR)" \
 	  packaging/rpm/nodesmith-agent.spec
 	$(Q)mv $(BUILD)/rpmbuild/RPMS/nodesmith-agent-$(PKG_VERSION)-1.$(RPM_ARCH).rpm $@

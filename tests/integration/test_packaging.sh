@@ -4,7 +4,8 @@
 # unit); the unit passes `systemd-analyze verify` and keeps its security exposure low; the shipped
 # agent.conf is accepted by the agent and documents the real defaults; the Kubernetes base renders
 # to the expected objects, and the coordinator accepts the Deployment's command line; the Packer
-# template validates; the AL2023 user data is MIME with the right parts; the Bottlerocket settings
+# template validates as shipped; the rpm's agent needs only libraries of Amazon Linux 2023's base
+# image and reports over TLS; the AL2023 user data is MIME with the right parts; the Bottlerocket settings
 # parse as TOML and their user-data is accepted by the agent through the host container's
 # entrypoint. Only a missing tool skips a check, and it says so. Exit 0 on success.
 set -euo pipefail
@@ -107,6 +108,21 @@ if diff "$T/a" "$T/b" >/dev/null && grep -q "configuration OK" "$T/a"; then ok "
 else bad "documented defaults differ:"; diff "$T/a" "$T/b" | sed 's/^/      /'; fi
 
 # ---- the rpm -------------------------------------------------------------------------------
+# Amazon Linux 2023 has no NNG, mbedTLS or cJSON: the rpm's agent links them (and protobuf-c,
+# libyaml) statically and may need only these libraries of AL2023's base image: glibc (symbols up
+# to GLIBC_2.34), systemd-libs (systemd 252), libcurl-minimal (no symbol versions) and openssl-libs.
+AL2023_LIBS="libc.so.6 libsystemd.so.0 libcurl.so.4 libcrypto.so.3"
+al2023_foreign_needed() {  # the DT_NEEDED entries of $1 that AL2023's base image does not provide
+  readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | while read -r lib; do
+    [[ " $AL2023_LIBS " == *" $lib "* ]] || echo "$lib"
+  done
+}
+al2023_foreign_requires() {  # the requirements of rpm $1 that AL2023 does not provide
+  rpm -qpR "$1" | sed 's/ *$//' | grep -Ev '^(/bin/sh|shadow-utils|systemd|config\(nodesmith-agent\) = .*|rpmlib\(.*|rtld\(GNU_HASH\))$' |
+    grep -Ev '^(libc\.so\.6|libsystemd\.so\.0|libcurl\.so\.4|libcrypto\.so\.3)\(\)(\(64bit\))?$' |
+    grep -Ev '^libc\.so\.6\(GLIBC_2\.[0-9.]+\)(\(64bit\))?$' | grep -Ev '^libsystemd\.so\.0\(LIBSYSTEMD_[0-9]+\)(\(64bit\))?$' |
+    grep -Ev '^libcrypto\.so\.3\(OPENSSL_3\.0\.0\)(\(64bit\))?$' || true
+}
 if command -v rpmbuild >/dev/null; then
   [ -f "$RPM" ] && ok "rpm built: $(basename "$RPM")" || bad "no $RPM"
   files=$(rpm -qlp "$RPM" 2>/dev/null)
@@ -114,10 +130,54 @@ if command -v rpmbuild >/dev/null; then
            /usr/lib/sysusers.d/nodesmith.conf; do
     grep -qx "$f" <<<"$files" && ok "rpm holds $f" || bad "rpm lacks $f"
   done
-  rpm -qp --requires "$RPM" 2>/dev/null | grep -q '^libnng.so.1()' && ok "rpm requires libnng.so.1" || bad "rpm requirements"
   rpm -qp --scripts "$RPM" 2>/dev/null | grep -q 'useradd -r -g nodesmith' && ok "rpm %pre creates the user" || bad "rpm %pre"
   mkdir -p "$T/rpmx" && rpm2archive - < "$RPM" | tar xzf - -C "$T/rpmx" &&
     cmp -s "$T/rpmx/usr/lib/systemd/system/nodesmith-agent.service" "$U" && ok "rpm carries the same unit" || bad "rpm unit differs"
+  RA=$T/rpmx/usr/bin/nodesmith-agent
+  # Requirements: rpm -qpR and the packaged binary's own view (readelf, ldd).
+  foreign=$(al2023_foreign_requires "$RPM")
+  [ -z "$foreign" ] && ok "rpm -qpR names only what AL2023 provides" || bad "rpm requires what AL2023 lacks: $(echo $foreign)"
+  rpm -qpR "$RPM" | grep -q '^libcurl\.so\.4()' && ok "rpm requires libcurl.so.4 (unversioned)" || bad "rpm does not require libcurl.so.4"
+  glibc=$(rpm -qpR "$RPM" | sed -n 's/^libc\.so\.6(GLIBC_\([0-9.]*\)).*/\1/p' | sort -V | tail -1)
+  [ -n "$glibc" ] && [ "$(printf '%s\n2.34\n' "$glibc" | sort -V | tail -1)" = 2.34 ] &&
+    ok "rpm needs glibc symbols up to GLIBC_$glibc (AL2023: 2.34)" || bad "rpm needs GLIBC_$glibc (AL2023 has 2.34)"
+  sd=$(rpm -qpR "$RPM" | sed -n 's/^libsystemd\.so\.0(LIBSYSTEMD_\([0-9]*\)).*/\1/p' | sort -n | tail -1)
+  [ -n "$sd" ] && [ "$sd" -le 252 ] && ok "rpm needs libsystemd up to LIBSYSTEMD_$sd (AL2023: systemd 252)" ||
+    bad "rpm needs LIBSYSTEMD_${sd:-?} (AL2023 has 252)"
+  foreign=$(al2023_foreign_needed "$RA")
+  [ -z "$foreign" ] && ok "packaged agent: readelf -d NEEDED is within $AL2023_LIBS" || bad "packaged agent needs $(echo $foreign)"
+  # The same checks flag the .deb's agent, which links NNG, cJSON, ... dynamically.
+  foreign=$(al2023_foreign_needed "$AGENT")
+  [[ "$foreign" == *libnng.so.1* && "$foreign" == *libcjson.so.1* ]] && ok "the check flags the dynamic agent ($(echo $foreign))" ||
+    bad "the NEEDED check misses the dynamic agent's libnng/libcjson: '$foreign'"
+  if readelf -V "$RA" | grep -q 'File: libcurl'; then bad "packaged agent has versioned libcurl references (AL2023's libcurl has none)"
+  else ok "packaged agent's libcurl references are unversioned"; fi
+  if ldd "$RA" > "$T/ldd" 2>&1 && ! grep -Eq 'not found|libnng|libmbed|libcjson|libprotobuf-c|libyaml' "$T/ldd"; then
+    ok "ldd: packaged agent resolves, no NNG/mbedTLS/cJSON/protobuf-c/libyaml"
+  else bad "ldd of the packaged agent:"; sed 's/^/      /' "$T/ldd"; fi
+  check "third_party/cjson/cJSON.h is the header the agent is compiled against" cmp third_party/cjson/cJSON.h /usr/include/cjson/cJSON.h
+  check "packaged agent --check-config accepts agent.conf (coordinator filled in)" "$RA" --check-config --config "$T/agent.conf"
+  # The statically linked NNG + mbedTLS + protobuf-c work: the packaged agent reports over TLS.
+  check "packaged agent reports to a coordinator over TLS" env BUILD="$BUILD" "$PYTHON" - "$RA" "$T/link" <<'PY'
+import os, sys
+sys.path.insert(0, "tests/pylib")
+from nsharness import GiB, Coordinator, Proc, agent_argv, make_pki, make_root, wait_for
+agent, d = sys.argv[1:]
+os.makedirs(d)
+try:
+    pki = make_pki(d)
+    coord = Coordinator(d, pki).start()
+    root = make_root(os.path.join(d, "node"), 2, 8 * GiB)
+    argv = agent_argv(coord, root, "i-0rpm0agent0static")
+    assert argv[0].endswith("/nodesmith-agent")
+    Proc("agent", [agent] + argv[1:], d)
+    wait_for("the rpm's agent registered", lambda: "i-0rpm0agent0static" in coord.nodes(), 20)
+    print("registered:", coord.nodes()["i-0rpm0agent0static"].get("instanceType"))
+finally:
+    Proc.stop_all()
+PY
+elif [ "${CI:-}" = true ]; then
+  bad "rpmbuild not installed: bootstrap/deps-debian.sh installs rpm in CI"
 else
   skip "rpmbuild not installed (Debian: apt-get install rpm): no .rpm"
 fi
@@ -225,34 +285,45 @@ else
 fi
 
 # ---- Packer --------------------------------------------------------------------------------
+# The template itself, as shipped, is what Packer validates: it must hold for Debian 12's packer
+# 1.6.6, whose amazon-ebs has no metadata_options/imds_support. IMDSv2 (hop limit 1) is required
+# on the bake instance by the first provisioner, before anything is copied to it, and checked on
+# the instance by the second; nodes launched by the coordinator get it from its launch template.
 P=bootstrap/packer/nodesmith-al2023.json
-check "packer template requires IMDSv2 and enables the unit" "$PYTHON" -c '
+check "packer template: IMDSv2 on the bake instance first, rpm installed, unit enabled" "$PYTHON" - "$P" <<'PY'
 import json, sys
 b = json.load(open(sys.argv[1]))
 e = b["builders"][0]
-assert e["type"] == "amazon-ebs" and e["metadata_options"]["http_tokens"] == "required"
-assert e["imds_support"] == "v2.0"
-inl = " ".join(p.get("inline") and " ".join(p["inline"]) or "" for p in b["provisioners"])
-assert "dnf install -y /tmp/nodesmith-agent.rpm" in inl and "systemctl enable nodesmith-agent.service" in inl' "$P"
+assert e["type"] == "amazon-ebs"
+assert "metadata_options" not in e and "imds_support" not in e, "keys Packer 1.6.6 rejects"
+p = b["provisioners"]
+assert p[0]["type"] == "shell-local", p[0]
+cmd = " ".join(p[0]["inline"])
+for w in ("aws ec2 modify-instance-metadata-options", "--instance-id '{{build `ID`}}'", "--region '{{user `region`}}'",
+          "--http-tokens required", "--http-put-response-hop-limit 1", "--http-endpoint enabled"):
+    assert w in cmd, w
+assert p[1]["type"] == "shell" and "http://169.254.169.254/latest/meta-data/" in p[1]["inline"][0]
+assert p[1]["inline"][-1] == 'test "$code" = 401', p[1]["inline"]
+assert all(x["type"] != "file" for x in p[:2]), "nothing reaches the instance before IMDSv2 is required"
+inl = " ".join(x.get("inline") and " ".join(x["inline"]) or "" for x in p)
+assert "dnf install -y /tmp/nodesmith-agent.rpm" in inl and "systemctl enable nodesmith-agent.service" in inl
+assert [x["type"] for x in b["post-processors"]] == ["manifest"]
+PY
 if command -v packer >/dev/null; then
   src=$RPM; [ -f "$src" ] || src=$DEB
   pv=$(packer version | sed -n 's/^Packer v\([0-9.]*\).*/\1/p')
-  if [ "$(printf '%s\n1.7.0\n' "$pv" | sort -V | head -1)" = 1.7.0 ]; then
-    check "packer validate ($pv)" packer validate -var "rpm=$src" "$P"
-  else
-    # Packer before 1.7 (Debian's 1.6.6) predates the amazon-ebs keys metadata_options and
-    # imds_support (asserted above); validate everything else.
-    "$PYTHON" -c '
+  check "packer validate $P (Packer $pv)" packer validate -var "rpm=$src" "$P"
+  if packer validate -var "rpm=$T/no-such.rpm" "$P" >/dev/null 2>&1; then
+    bad "packer validate accepted a missing rpm"; else ok "packer validate rejects a missing rpm"; fi
+  "$PYTHON" -c '
 import json, sys
 b = json.load(open(sys.argv[1]))
-for e in b["builders"]:
-    e.pop("metadata_options"); e.pop("imds_support")
-json.dump(b, open(sys.argv[2], "w"))' "$P" "$T/packer-$pv.json"
-    check "packer validate ($pv; without metadata_options/imds_support, which it predates)" \
-      packer validate -var "rpm=$src" "$T/packer-$pv.json"
-  fi
-  if packer validate -var "rpm=$T/no-such.rpm" "$T/packer-$pv.json" "$P" >/dev/null 2>&1; then
-    bad "packer validate accepted a missing rpm"; else ok "packer validate rejects a missing rpm"; fi
+b["builders"][0]["no_such_option"] = True
+json.dump(b, open(sys.argv[2], "w"))' "$P" "$T/packer-bad.json"
+  if packer validate -var "rpm=$src" "$T/packer-bad.json" >/dev/null 2>&1; then
+    bad "packer validate accepted an unknown amazon-ebs key"; else ok "packer validate rejects an unknown amazon-ebs key"; fi
+elif [ "${CI:-}" = true ]; then
+  bad "packer not installed: bootstrap/deps-debian.sh installs it in CI"
 else
   skip "packer not installed (Debian: apt-get install packer): template not validated"
 fi
