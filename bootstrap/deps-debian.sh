@@ -11,7 +11,9 @@ PKGS=(
   libsystemd-dev libcmocka-dev
   openssl curl python3 iproute2 procps dbus-daemon
 )
-# Optional: plots in the demo, packaging checks. Missing ones never fail the build.
+# Optional: plots in the demo, packaging checks. Missing ones never fail the build; with CI=true,
+# tests/integration/test_packaging.sh fails without rpm (rpmbuild, the AL2023 rpm) and packer
+# (Debian 12: 1.6.6, which validates bootstrap/packer/nodesmith-al2023.json).
 OPTIONAL=(gnuplot-nox rpm packer libclang-rt-14-dev)
 
 missing=()
