@@ -145,6 +145,16 @@ int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len) {
         return 0;
 }
 
+int api_disruption_render(Coordinator *c, char **ret, size_t *ret_len) {
+        char *s = c->provisioner ? provisioner_disruption_api(c->provisioner)
+                                 : strdup("{\"state\": \"off\", \"message\": \"no provisioning (no --cluster-name)\"}");
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        *ret_len = strlen(s);
+        return 0;
+}
+
 static cJSON *resources_json(const Nodesmith__V1__Resources *r) {
         cJSON *o = NULL;
         if (!r || pb_to_json(&r->base, false, &o) < 0)

@@ -43,6 +43,8 @@ typedef struct CoordConfig {
         uint64_t registration_timeout_ms;
         uint64_t termination_grace_ms;
         uint64_t consolidation_interval_ms;
+        uint64_t consolidation_validation_ms;
+        bool spot_to_spot;
         char *kubernetes_version;
         char *instance_profile;
         char *cluster_endpoint;
@@ -130,3 +132,5 @@ HttpServer *http_server_free(HttpServer *h);
 int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len);
+/* /api/v1/disruption: the last disruption pass explained (nodesmithctl explain). */
+int api_disruption_render(Coordinator *c, char **ret, size_t *ret_len);

@@ -123,6 +123,12 @@ static void serve(HttpServer *s, nng_aio *aio) {
                         respond(aio, 500, "text/plain", "error\n", 6);
                 else
                         respond(aio, 200, "application/json", body, len);
+        } else if (pl == 18 && strncmp(uri, "/api/v1/disruption", 18) == 0) {
+                r = api_disruption_render(c, &body, &len);
+                if (r < 0)
+                        respond(aio, 500, "text/plain", "error\n", 6);
+                else
+                        respond(aio, 200, "application/json", body, len);
         } else
                 respond(aio, 404, "text/plain", "not found\n", 10);
 }
@@ -152,7 +158,7 @@ static int on_wakeup(sd_event_source *es, int fd, uint32_t revents, void *userda
 
 int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
         static const char *const paths[] = { "/healthz", "/readyz", "/metrics", "/api/v1/nodes",
-                                             "/api/v1/provisioning" };
+                                             "/api/v1/provisioning", "/api/v1/disruption" };
         HttpServer *s;
         int r;
 

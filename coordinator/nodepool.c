@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "coordinator/disruption-policy.h"
 #include "coordinator/nodepool.h"
 #include "log.h"
 #include "macro.h"
@@ -1111,7 +1112,53 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
                 long v = strtol(s, &end, 10);
                 if (end == s || v < 0 || (*end && !(end[0] == '%' && !end[1] && v <= 100)))
                         return fail(&c, path, "\"%s\" is not a number or a percentage", s);
+                const char *sched, *dur;
+                int64_t d;
+                P(path, "spec.disruption.budgets[%zu].schedule", bi - 1);
+                r = get_str(&c, b, "schedule", path, &sched);
+                if (r < 0)
+                        return r;
+                if (sched && disruption_cron_valid(sched) < 0)
+                        return fail(&c, path, "\"%s\" is not a cron schedule (five fields, or @daily...)", sched);
+                P(path, "spec.disruption.budgets[%zu].duration", bi - 1);
+                r = get_str(&c, b, "duration", path, &dur);
+                if (r < 0)
+                        return r;
+                if (!sched != !dur)
+                        return fail(&c, path, "schedule and duration go together");
+                if (dur && (nodepool_parse_duration(dur, &d) < 0 || d <= 0))
+                        return fail(&c, path, "\"%s\" is not a positive duration", dur);
+                const cJSON *reasons = get(b, "reasons"), *rs;
+                P(path, "spec.disruption.budgets[%zu].reasons", bi - 1);
+                r = want(&c, reasons, true, path);
+                if (r < 0)
+                        return r;
+                cJSON_ArrayForEach(rs, reasons)
+                        if (!cJSON_IsString(rs) || (!streq(rs->valuestring, "Empty") && !streq(rs->valuestring, "Drifted") &&
+                                                    !streq(rs->valuestring, "Underutilized")))
+                                return fail(&c, path, "reasons are Empty, Drifted or Underutilized");
         }
+        /* nodesmith's answers to consolidation churn */
+        const char *th;
+        r = get_str(&c, dis, "consolidationThreshold", "spec.disruption.consolidationThreshold", &th);
+        if (r < 0)
+                return r;
+        x->consolidation_threshold = -1;
+        if (th) {
+                char *end;
+                double v = strtod(th, &end);
+                if (end != th && *end == '%' && !end[1])
+                        v /= 100.0;
+                else if (end == th || *end)
+                        v = -1;
+                if (!(v >= 0 && v < 1))
+                        return fail(&c, "spec.disruption.consolidationThreshold",
+                                    "\"%s\" is not a fraction in [0, 1) or a percentage below 100%%", th);
+                x->consolidation_threshold = v;
+        }
+        r = get_duration(&c, dis, "churnGuard", "spec.disruption.churnGuard", -1, &x->churn_guard_s);
+        if (r < 0)
+                return r;
         x->budgets = budgets ? cJSON_Duplicate(budgets, true) : NULL;
         if (budgets && !x->budgets)
                 return -ENOMEM;

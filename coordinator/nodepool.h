@@ -43,6 +43,8 @@ typedef struct NodePoolExtra {
         const char *consolidation_policy; /* WhenEmpty | WhenEmptyOrUnderutilized */
         int64_t consolidate_after_s;     /* -1: Never */
         cJSON *budgets;                  /* spec.disruption.budgets (owned, may be NULL) */
+        double consolidation_threshold;  /* spec.disruption.consolidationThreshold; -1: default */
+        int64_t churn_guard_s;           /* spec.disruption.churnGuard; -1: default */
 } NodePoolExtra;
 
 typedef struct NodepoolObjects {

@@ -17,126 +17,12 @@
 #include "log.h"
 #include "macro.h"
 #include "nodepool.h"
-#include "provisioner.h"
+#include "provisioner-internal.h"
 #include "solver/solver.h"
 #include "userdata.h"
 
-#define ICE_TTL_USEC (3 * 60 * USEC_PER_SEC)
-#define RESOLVE_TTL_USEC (5 * 60 * USEC_PER_SEC)
-#define MAX_IN_FLIGHT 10000
-#define MAX_ICE 4096
-#define MAX_SUBNETS 64
-#define MAX_SGS 16
-#define NODESMITH_FINALIZER "nodesmith.io/termination"
-
-typedef struct InFlight {
-        char *instance_id;
-        char *nodepool;
-        char *instance_type;
-        char *zone;
-        SolverCapacityType capacity_type;
-        uint64_t launched_usec;  /* CLOCK_MONOTONIC */
-        size_t n_pods;           /* nominated when launched */
-} InFlight;
-
-typedef struct Unavailable {
-        char *instance_type, *zone;
-        SolverCapacityType capacity_type;
-        uint64_t until_usec;
-} Unavailable;
-
-typedef struct Subnet {
-        char *id, *zone;
-        uint64_t free_ips;
-} Subnet;
-
-/* What a launch needs from EC2, resolved once per node class and refreshed now and then. */
-typedef struct Resolved {
-        char *node_class;        /* "" for NodePools without one */
-        Subnet subnets[MAX_SUBNETS];
-        size_t n_subnets;
-        char *sgs[MAX_SGS + 1];  /* NULL-terminated */
-        char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
-        char *template_name[2];
-        char *template_hash[2];  /* what the template was made from */
-        uint64_t resolved_usec;
-        uint64_t prefetch_usec;  /* last time subnets were looked up ahead of a solve */
-        bool prefetching;
-} Resolved;
-
-typedef struct Orphan {
-        char instance_id[32];
-        char node[256];
-        uint64_t seen_usec;
-        bool sent;
-} Orphan;
-
-typedef enum Step {
-        STEP_IDLE,
-        STEP_SUBNETS,
-        STEP_SGS,
-        STEP_AMI,
-        STEP_TEMPLATE,
-        STEP_FLEET,
-} Step;
-
-/* A round: one solve, then its launches one after the other. */
-typedef struct Round {
-        SolverArena *arena;         /* owns copies of what the launches need */
-        NodepoolObjects *objects;
-        Solver *solver;
-        SolverResult *result;
-        SolverSnapshot snap;
-        size_t next;                /* next launch to start */
-        Step step;
-        Resolved *res;              /* of the launch under way */
-        int arch;                   /* 0 amd64, 1 arm64 */
-        bool launched_nothing;      /* a launch failed for capacity: solve again */
-        uint64_t started_usec;
-        char **pod_uids;            /* per snapshot pod */
-} Round;
-
-struct Provisioner {
-        Coordinator *c;
-        KubeClient *kube;
-        KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes;
-        HttpClient *http;
-        AwsCredentialProvider *creds;
-        Ec2Client *ec2;
-        Catalog *catalog;
-        Catalog *next_catalog;          /* built from EC2, swapped in between rounds */
-        bool catalog_building;
-        uint64_t catalog_built_usec;
-        char *agent_ca_pem;
-
-        sd_event_source *batch_idle, *batch_max, *housekeeping;
-        bool batch_open;
-        bool leading;
-        uint64_t leading_since_usec;
-        bool learned;               /* in-flight instances learned from EC2 since leading */
-        bool learning;
-        Round *round;
-
-        InFlight *inflight;
-        size_t n_inflight;
-        Unavailable *ice;
-        size_t n_ice;
-        Resolved **resolved;
-        size_t n_resolved;
-
-        /* metrics */
-        uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
-        uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
-        uint64_t last_disruption_usec;
-        Orphan orphans[64];
-        size_t n_orphans;
-        double last_decision_seconds, last_round_seconds;
-        size_t pending_unschedulable;
-        char last_error[256];
-};
-
 static uint64_t now_usec(Provisioner *p) {
-        return coordinator_now(p->c);
+        return provisioner_now(p);
 }
 
 /* For measuring work done inside one loop iteration (sd_event_now() stands still there). */
@@ -147,15 +33,6 @@ static uint64_t clock_usec(void) {
 }
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-static const cJSON *jget(const cJSON *o, const char *k) {
-        return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
-static const char *jstr(const cJSON *o, const char *k) {
-        const cJSON *v = jget(o, k);
-        return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 /* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
  * reason Unschedulable) and nobody is deleting it. */
@@ -175,7 +52,7 @@ static bool pod_unschedulable(const cJSON *pod) {
         return false;
 }
 
-static void hex_digest(const char *data, size_t len, char *out, size_t out_size) {
+void provisioner_digest(const char *data, size_t len, char *out, size_t out_size) {
         unsigned char md[32];
         unsigned int n = 0;
         EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
@@ -222,7 +99,7 @@ static int on_batch_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 /* A pod needs capacity: open a batch, or keep the open one waiting for more (1 s idle, 10 s
  * at most). */
-static void batch_poke(Provisioner *p) {
+void provisioner_poke(Provisioner *p) {
         uint64_t now = now_usec(p);
         if (!p->batch_open) {
                 p->batch_open = true;
@@ -236,16 +113,23 @@ static void batch_poke(Provisioner *p) {
 static void on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
         if ((ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED) && pod_unschedulable(ev->object))
-                batch_poke(p);
+                provisioner_poke(p);
         if (ev->type == KUBE_WATCH_SYNCED && p->pending_unschedulable == 0)
-                batch_poke(p); /* look once at what was pending before we started */
+                provisioner_poke(p); /* look once at what was pending before we started */
 }
 
 static void on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
+        /* a changed EC2NodeClass (AMI, security groups...) is resolved again before the next launch */
+        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED) {
+                const char *name = jstr(jget(ev->object, "metadata"), "name");
+                for (size_t i = 0; name && i < p->n_resolved; i++)
+                        if (streq(p->resolved[i]->node_class, name))
+                                p->resolved[i]->resolved_usec = 0;
+        }
         /* a new NodePool may make pending pods schedulable; a Node may register */
         if (ev->type == KUBE_WATCH_ADDED && w != p->nodes)
-                batch_poke(p);
+                provisioner_poke(p);
 }
 
 /* ---- in-flight instances ------------------------------------------------------------------ */
@@ -426,7 +310,7 @@ static bool zone_usable(const char *const *zones, size_t n, const char *zone) {
 }
 
 /* Builds round->snap from the watches, the agents' reports and the in-flight instances. */
-static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
+int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         NodepoolObjects *o = NULL;
         char *err = NULL;
         size_t pending = 0;
@@ -511,7 +395,7 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
         NodeEntry *e;
         REGISTRY_FOREACH(e, &p->c->registry) {
                 const char *node = e->state && e->state->identity ? e->state->identity->node_name : NULL;
-                if (e->action != NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN || !node)
+                if ((e->action != NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN && !e->replace_started_usec) || !node)
                         continue;
                 for (size_t i = 0; i < o->n_nodes; i++)
                         if (streq(nodes[i].name, node))
@@ -543,7 +427,7 @@ static int snapshot_build(Provisioner *p, Round *rd, size_t *ret_pending) {
                                 if (al.v[SOLVER_RES_CPU] > 0 && al.v[SOLVER_RES_MEMORY] > 0)
                                         nodes[i].allocatable = al;
                         }
-                bool leaving = e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN;
+                bool leaving = e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN || e->replace_started_usec;
                 for (size_t i = 0; i < st->n_pods; i++) {
                         const Nodesmith__V1__Pod *pp = st->pods[i];
                         if (pp->terminating || streq_ptr(pp->phase, "Succeeded") || streq_ptr(pp->phase, "Failed"))
@@ -737,7 +621,7 @@ static void prefetch_done(Prefetch *pf, bool ok) {
         pf->res->prefetching = false;
         if (ok)
                 pf->res->resolved_usec = now_usec(pf->p);
-        batch_poke(pf->p);
+        provisioner_poke(pf->p);
         free(pf->node_class);
         free(pf);
 }
@@ -876,12 +760,22 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
 
         /* labels and taints the node registers with: the pool's, and what the plan narrowed */
         size_t nl = l->n_labels, ntt = pool->n_taints + pool->n_startup_taints;
-        const char **labels = solver_arena_alloc(rd->arena, (nl + 1) * sizeof *labels);
+        const char **labels = solver_arena_alloc(rd->arena, (nl + 3) * sizeof *labels);
         const char **taints = solver_arena_alloc(rd->arena, (ntt + 1) * sizeof *taints);
         if (!labels || !taints)
                 return -ENOMEM;
         for (size_t i = 0; i < nl; i++)
                 labels[i] = solver_arena_printf(rd->arena, "%s=%s", l->labels[i].key, l->labels[i].value);
+        /* what the node was made from, so that drift can be told later */
+        char h[17];
+        disruption_pool_hash(kube_watch_get(p->nodepools, NULL, pool->name), h);
+        if (h[0])
+                labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_POOL_HASH, h);
+        if (pool->node_class) {
+                disruption_class_hash(kube_watch_get(p->nodeclasses, NULL, pool->node_class), h);
+                if (h[0])
+                        labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_CLASS_HASH, h);
+        }
         size_t k = 0;
         static const char *const eff[] = { "NoSchedule", "PreferNoSchedule", "NoExecute" };
         for (size_t i = 0; i < pool->n_taints; i++)
@@ -917,7 +811,7 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
         strbuf_printf(&b, "%s|%s|", strempty(res->ami[rd->arch]), ud);
         for (size_t i = 0; res->sgs[i]; i++)
                 strbuf_printf(&b, "%s,", res->sgs[i]);
-        hex_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
+        provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
         strbuf_done(&b);
         char *name = solver_arena_printf(rd->arena, "nodesmith-%s-%s-%s-%.12s", cfg->cluster_name, pool->name,
                                          rd->arch ? "arm64" : "amd64", hash);
@@ -970,6 +864,7 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 const Ec2FleetInstances *in = &res->instances[i];
                 SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
                 for (char **id = in->instance_ids; id && *id; id++) {
+                        disruption_launched(p, *id);
                         if (inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, now_usec(p), l->n_pods) > 0) {
                                 p->instances_launched++;
                                 log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
@@ -1058,7 +953,7 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
         for (size_t i = 0; i < n; i++)
                 strbuf_printf(&b, "%s/%s;", ov[i].instance_type, ov[i].availability_zone);
         char hash[65];
-        hex_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
+        provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
         strbuf_done(&b);
 
         char token[48], name[128];
@@ -1160,7 +1055,7 @@ static void round_next(Provisioner *p) {
         }
 }
 
-static void round_free(Round *rd) {
+void provisioner_round_free(Round *rd) {
         if (!rd)
                 return;
         solver_result_free(rd->result);
@@ -1177,12 +1072,12 @@ static void round_finish(Provisioner *p) {
         p->last_round_seconds = (double) (now_usec(p) - rd->started_usec) / 1e6;
         bool again = rd->launched_nothing;
         p->round = NULL;
-        round_free(rd);
+        provisioner_round_free(rd);
         catalog_swap(p); /* a catalog built meanwhile: the round no longer points into the old one */
         /* capacity errors: solve again at once with those offerings left out; pods that came
          * while we were busy: their batch fires now */
         if (again || p->batch_open)
-                batch_poke(p);
+                provisioner_poke(p);
 }
 
 static void round_start(Provisioner *p) {
@@ -1197,11 +1092,11 @@ static void round_start(Provisioner *p) {
          * knows what runs on the nodes before it decides anything. */
         uint64_t sync = 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
         if (now_usec(p) - p->leading_since_usec < sync) {
-                batch_poke(p);
+                provisioner_poke(p);
                 return;
         }
         if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodepools) || !kube_watch_synced(p->nodes)) {
-                batch_poke(p);
+                provisioner_poke(p);
                 return;
         }
         rd = calloc(1, sizeof *rd);
@@ -1215,11 +1110,11 @@ static void round_start(Provisioner *p) {
         p->rounds++;
         log_debug("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
 
-        r = snapshot_build(p, rd, &pending);
+        r = provisioner_snapshot(p, rd, &pending);
         p->pending_unschedulable = pending;
         if (r < 0 || pending == 0) {
                 p->round = NULL;
-                round_free(rd);
+                provisioner_round_free(rd);
                 return;
         }
         /* the zones nodes can go to must be known before solving */
@@ -1228,14 +1123,14 @@ static void round_start(Provisioner *p) {
                 waiting |= prefetch(p, rd->snap.nodepools[i].node_class);
         if (waiting) {
                 p->round = NULL;
-                round_free(rd);
+                provisioner_round_free(rd);
                 return; /* the look-up pokes the batch when done */
         }
         /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
         rd->pod_uids = solver_arena_alloc(rd->arena, (rd->snap.n_pods + 1) * sizeof(char *));
         if (!rd->pod_uids) {
                 p->round = NULL;
-                round_free(rd);
+                provisioner_round_free(rd);
                 return;
         }
         for (size_t i = 0; i < rd->snap.n_pods; i++) {
@@ -1257,7 +1152,7 @@ static void round_start(Provisioner *p) {
                 set_error(p, "solver: %s", err ? err : strerror(-r));
                 free(err);
                 p->round = NULL;
-                round_free(rd);
+                provisioner_round_free(rd);
                 return;
         }
         const SolverResult *res = rd->result;
@@ -1266,6 +1161,10 @@ static void round_start(Provisioner *p) {
                  "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
                  res->n_unschedulable, p->last_decision_seconds * 1000);
+        for (size_t i = 0; i < res->n_decisions; i++)
+                if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
+                    res->decisions[i].target < rd->snap.n_nodes)
+                        disruption_nominated(p, rd->snap.nodes[res->decisions[i].target].name);
         for (size_t i = 0; i < res->n_decisions; i++)
                 if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
                         log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
@@ -1285,10 +1184,10 @@ void provisioner_node_leaving(Provisioner *p, const NodeEntry *e) {
         if (streq_ptr(e->reason, "spot-interruption") &&
             id->capacity_type == NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_SPOT && !isempty(id->instance_type))
                 ice_mark(p, id->instance_type, id->zone, SOLVER_CAPACITY_SPOT);
-        batch_poke(p);
+        provisioner_poke(p);
 }
 
-static const char *node_name_of(const NodeEntry *e) {
+const char *provisioner_node_name(const NodeEntry *e) {
         return e->state && e->state->identity ? e->state->identity->node_name : NULL;
 }
 
@@ -1332,7 +1231,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
         }
         for (char **id = res ? res->terminated : NULL; id && *id; id++) {
                 NodeEntry *e = registry_get(&p->c->registry, *id);
-                const char *node = e ? node_name_of(e) : NULL;
+                const char *node = e ? provisioner_node_name(e) : NULL;
                 log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
                 p->terminated++;
                 if (node)
@@ -1440,7 +1339,7 @@ static void termination_pass(Provisioner *p) {
         REGISTRY_FOREACH(e, &p->c->registry) {
                 if (n >= ELEMENTSOF(todo) || e->terminate_sent_usec)
                         continue;
-                const char *node = node_name_of(e);
+                const char *node = provisioner_node_name(e);
                 const cJSON *obj = node ? kube_watch_get(p->nodes, NULL, node) : NULL;
                 bool deleting = obj && cJSON_IsString(jget(jget(obj, "metadata"), "deletionTimestamp"));
                 bool draining = e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN || deleting;
@@ -1464,195 +1363,6 @@ static void termination_pass(Provisioner *p) {
 
         OrphanScan s = { p, now };
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
-}
-
-
-/* ---- disruption: expiration, emptiness, consolidation ---------------------------------------- */
-
-static NodeEntry *entry_for_node(Provisioner *p, const char *name) {
-        NodeEntry *e;
-        REGISTRY_FOREACH(e, &p->c->registry)
-                if (e->state && e->state->identity && streq_ptr(e->state->identity->node_name, name))
-                        return e;
-        return NULL;
-}
-
-/* How many of a pool's nodes may be disrupting at once: budgets[0].nodes ("10%" or "3"),
- * rounded up, at least one; the default budget is 10 %. */
-static size_t pool_budget(const NodePoolExtra *x, size_t pool_nodes) {
-        const cJSON *b = x ? cJSON_GetArrayItem(x->budgets, 0) : NULL;
-        const char *nodes = jstr(b, "nodes");
-        double frac = 0.10;
-        if (nodes) {
-                char *end;
-                double v = strtod(nodes, &end);
-                if (end != nodes && *end == '%')
-                        frac = v / 100.0;
-                else if (end != nodes && *end == 0)
-                        return (size_t) MAX(v, 0.0);
-        }
-        size_t n = (size_t) ((double) pool_nodes * frac + 0.999999);
-        return n;
-}
-
-static bool node_do_not_disrupt(Provisioner *p, const char *node) {
-        const cJSON *obj = kube_watch_get(p->nodes, NULL, node);
-        const cJSON *ann = jget(jget(obj, "metadata"), "annotations");
-        return streq_ptr(jstr(ann, "nodesmith.io/do-not-disrupt"), "true") ||
-               streq_ptr(jstr(ann, "karpenter.sh/do-not-disrupt"), "true");
-}
-
-static void disrupt(Provisioner *p, NodeEntry *e, const char *reason, const char *why) {
-        char *r = strdup(reason);
-        if (!r)
-                return;
-        free(e->reason);
-        e->reason = r;
-        e->action = NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN;
-        e->deadline_unix_ms = 0;
-        e->force = false;
-        p->disruptions++;
-        const char *node = node_name_of(e);
-        log_notice("Disrupting Node %s (%s): %s.", strempty(node), reason, why);
-        KubeEventInfo ev = { .api_version = "v1", .kind = "Node", .name = node, .reason = "Disrupting",
-                             .message = why, .component = "nodesmith-coordinator" };
-        if (node)
-                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
-}
-
-/* One decision per pass, in Karpenter's order: expiration, emptiness, then single-node
- * consolidation (a node whose pods all fit on the others is drained and removed). Only when
- * nothing is pending or in flight: provisioning goes first. */
-static void disruption_pass(Provisioner *p) {
-        uint64_t now = now_usec(p);
-        size_t pending = 0;
-        Round *rd;
-
-        if (!p->leading || !p->learned || p->round || p->batch_open || p->n_inflight > 0)
-                return;
-        if (now - p->leading_since_usec < 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
-                return;
-        if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodes) || !kube_watch_synced(p->nodepools))
-                return;
-        rd = calloc(1, sizeof *rd);
-        if (!rd || solver_arena_new(&rd->arena) < 0) {
-                free(rd);
-                return;
-        }
-        if (snapshot_build(p, rd, &pending) < 0 || pending > 0)
-                goto done;
-
-        const SolverSnapshot *sn = &rd->snap;
-        const NodepoolObjects *o = rd->objects;
-        size_t *pool_nodes = solver_arena_alloc(rd->arena, (sn->n_nodepools + 1) * sizeof(size_t));
-        size_t *pool_disrupting = solver_arena_alloc(rd->arena, (sn->n_nodepools + 1) * sizeof(size_t));
-        if (!pool_nodes || !pool_disrupting)
-                goto done;
-        for (size_t i = 0; i < sn->n_nodes; i++)
-                for (size_t k = 0; sn->nodes[i].nodepool && k < sn->n_nodepools; k++)
-                        if (streq(sn->nodes[i].nodepool, sn->nodepools[k].name)) {
-                                pool_nodes[k]++;
-                                if (sn->nodes[i].deleting)
-                                        pool_disrupting[k]++;
-                        }
-
-        /* 1. expiration: budgets do not hold it back */
-        for (size_t i = 0; i < sn->n_nodes; i++) {
-                const SolverNode *n = &sn->nodes[i];
-                NodeEntry *e = n->nodepool && !n->deleting ? entry_for_node(p, n->name) : NULL;
-                for (size_t k = 0; e && k < sn->n_nodepools; k++)
-                        if (streq(n->nodepool, sn->nodepools[k].name) && o->extra[k].expire_after_s > 0 &&
-                            now - e->first_seen_usec > (uint64_t) o->extra[k].expire_after_s * USEC_PER_SEC) {
-                                char why[160];
-                                snprintf(why, sizeof why, "older than its NodePool's expireAfter (%llds)",
-                                         (long long) o->extra[k].expire_after_s);
-                                disrupt(p, e, "expired", why);
-                                provisioner_node_leaving(p, e);
-                                goto done;
-                        }
-        }
-
-        /* candidates: managed, settled for consolidateAfter, nothing that forbids disruption */
-        size_t *cand = solver_arena_alloc(rd->arena, (sn->n_nodes + 1) * sizeof(size_t));
-        size_t *podcount = solver_arena_alloc(rd->arena, (sn->n_nodes + 1) * sizeof(size_t));
-        size_t nc = 0;
-        if (!cand || !podcount)
-                goto done;
-        for (size_t j = 0; j < sn->n_pods; j++)
-                for (size_t i = 0; sn->pods[j].node_name && !sn->pods[j].daemonset && i < sn->n_nodes; i++)
-                        if (streq(sn->pods[j].node_name, sn->nodes[i].name))
-                                podcount[i]++;
-        for (size_t i = 0; i < sn->n_nodes; i++) {
-                const SolverNode *n = &sn->nodes[i];
-                if (!n->nodepool || n->in_flight || n->deleting || n->unschedulable)
-                        continue;
-                size_t k;
-                for (k = 0; k < sn->n_nodepools && !streq(n->nodepool, sn->nodepools[k].name); k++)
-                        ;
-                if (k == sn->n_nodepools || o->extra[k].consolidate_after_s < 0)
-                        continue;
-                /* consolidateAfter counts from the node's last pod change (Karpenter v1) */
-                NodeEntry *e = entry_for_node(p, n->name);
-                if (!e || now - e->pods_changed_usec < (uint64_t) o->extra[k].consolidate_after_s * USEC_PER_SEC ||
-                    now - e->pods_changed_usec < 10 * USEC_PER_SEC)
-                        continue;
-                if (pool_disrupting[k] >= pool_budget(&o->extra[k], pool_nodes[k]))
-                        continue;
-                if (node_do_not_disrupt(p, n->name))
-                        continue;
-                bool blocked = false;
-                for (size_t j = 0; j < sn->n_pods && !blocked; j++)
-                        blocked = sn->pods[j].do_not_disrupt && streq_ptr(sn->pods[j].node_name, n->name);
-                if (blocked)
-                        continue;
-                if (podcount[i] > 0 && streq_ptr(o->extra[k].consolidation_policy, "WhenEmpty"))
-                        continue;
-                cand[nc++] = i;
-        }
-
-        /* 2. emptiness */
-        for (size_t c = 0; c < nc; c++)
-                if (podcount[cand[c]] == 0) {
-                        disrupt(p, entry_for_node(p, sn->nodes[cand[c]].name), "empty",
-                                "no pods but DaemonSet pods");
-                        goto done;
-                }
-
-        /* 3. single-node consolidation: the priciest node whose pods all fit on the others */
-        for (size_t a = 0; a < nc; a++)
-                for (size_t b = a + 1; b < nc; b++)
-                        if (sn->nodes[cand[b]].price > sn->nodes[cand[a]].price) {
-                                size_t t = cand[a];
-                                cand[a] = cand[b];
-                                cand[b] = t;
-                        }
-        char *err = NULL;
-        if (solver_new(sn, &rd->solver, &err) < 0) {
-                free(err);
-                goto done;
-        }
-        for (size_t c = 0; c < nc && c < 32; c++) {
-                SolverOptions opts = SOLVER_OPTIONS_DEFAULT;
-                SolverResult *res = NULL;
-                opts.skip_pending = true;
-                opts.remove_nodes = &cand[c];
-                opts.n_remove_nodes = 1;
-                opts.max_new_nodes = 0;
-                opts.stop_at_first_failure = true;
-                if (solver_provision(rd->solver, &opts, &res) < 0)
-                        continue;
-                bool fits = res->n_unschedulable == 0 && res->n_launches == 0;
-                solver_result_free(res);
-                if (fits) {
-                        char why[200];
-                        snprintf(why, sizeof why, "its %zu pod(s) fit on the other nodes; saves $%.4f/h",
-                                 podcount[cand[c]], sn->nodes[cand[c]].price);
-                        disrupt(p, entry_for_node(p, sn->nodes[cand[c]].name), "underutilized", why);
-                        goto done;
-                }
-        }
-done:
-        round_free(rd);
 }
 
 
@@ -1724,7 +1434,7 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
         log_info("Learned %zu instance(s) of cluster %s from EC2; %zu not registered yet.", added,
                  p->c->cfg.cluster_name, p->n_inflight);
         p->learned = true;
-        batch_poke(p);
+        provisioner_poke(p);
 }
 
 static void learn(Provisioner *p) {
@@ -1773,7 +1483,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
                 ids[n] = NULL;
                 if (n > 0) {
                         (void) ec2_terminate_instances(p->ec2, ids, on_terminated, p);
-                        batch_poke(p); /* their pods need capacity again */
+                        provisioner_poke(p); /* their pods need capacity again */
                 }
                 for (size_t i = 0; i < n; i++)
                         free((char *) ids[i]);
@@ -1816,6 +1526,11 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         if (!p)
                 return -ENOMEM;
         p->c = c;
+        r = disruption_new(&p->disruption);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
 
         if (!isempty(cfg->kube_server))
                 r = kube_config_new(cfg->kube_server, &kc);
@@ -1892,7 +1607,8 @@ fail:
 Provisioner *provisioner_free(Provisioner *p) {
         if (!p)
                 return NULL;
-        round_free(p->round);
+        provisioner_round_free(p->round);
+        p->disruption = disruption_free(p->disruption);
         kube_watch_free(p->pods);
         kube_watch_free(p->nodepools);
         kube_watch_free(p->nodeclasses);
@@ -1958,6 +1674,7 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
         strbuf_printf(b, "# HELP nodesmith_disruptions_total Nodes the coordinator decided to remove (expired, empty, underutilized).\n"
                          "# TYPE nodesmith_disruptions_total counter\nnodesmith_disruptions_total %llu\n",
                       (unsigned long long) p->disruptions);
+        disruption_metrics(p, b);
         strbuf_printf(b, "# HELP nodesmith_instances_terminated_total Instances terminated after a drain or deletion.\n"
                          "# TYPE nodesmith_instances_terminated_total counter\nnodesmith_instances_terminated_total %llu\n",
                       (unsigned long long) p->terminated);

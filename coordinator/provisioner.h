@@ -32,3 +32,5 @@ void provisioner_node_leaving(Provisioner *p, const NodeEntry *e);
 void provisioner_metrics(Provisioner *p, StrBuf *b);
 /* {"inFlight": [...], "pending": N, ...} for /api/v1/provisioning. */
 char *provisioner_api(Provisioner *p);
+/* The last disruption pass explained, for /api/v1/disruption. */
+char *provisioner_disruption_api(Provisioner *p);

@@ -37,6 +37,11 @@ typedef struct NodeEntry {
         uint64_t terminate_sent_usec;         /* TerminateInstances asked (0: not yet) */
         uint64_t drain_decided_usec;          /* when it was first seen leaving */
         bool finalizer_removed;
+        /* being replaced (consolidation, drift): its pods are planned elsewhere, a replacement
+         * is launched, and only then is it told to drain */
+        uint64_t replace_started_usec;        /* 0: not being replaced */
+        uint64_t replace_round;               /* provisioning rounds when it started */
+        char replace_reason[32];
         /* desired state handed back with every reply */
         Nodesmith__V1__NodeDirective__Action action;
         char *reason;

@@ -34,6 +34,7 @@ RPM_INPUTS := $(PKG_INPUTS) packaging/rpm/nodesmith-agent.spec
 RPM_AGENT       := $(BUILD)/rpm/nodesmith-agent
 RPM_CJSON_O     := $(BUILD)/rpm/cJSON.o
 RPM_LINKDIR     := $(BUILD)/rpm/link
+RPM_LIBCURL     := $(realpath $(shell $(CC) -print-file-name=libcurl.so 2>/dev/null))
 RPM_STATIC_LIBS := -lnng -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -lyaml
 RPM_SHARED_LIBS := $(filter-out -lnng -lcjson -lprotobuf-c -lyaml,$(LIBS))
 
@@ -52,15 +53,16 @@ $(RPM_CJSON_O): third_party/cjson/cJSON.c third_party/cjson/cJSON.h
 	@echo "  CC      $<"
 	$(Q)$(CC) -std=c89 $(OPT) $(CFLAGS) -c -o $@ $<
 
-$(RPM_LINKDIR)/libcurl.so:
+$(RPM_LINKDIR)/libcurl.so: $(RPM_LIBCURL)
+	@test -n "$<" || { echo "rpm-agent: libcurl.so not found (libcurl4-openssl-dev)" >&2; exit 1; }
 	@mkdir -p $(@D)
 	@echo "  OBJCOPY $@ (no symbol versions)"
-	$(Q)objcopy -R .gnu.version -R .gnu.version_d "$$(realpath "$$($(CC) -print-file-name=libcurl.so)")" $@
+	$(Q)objcopy -R .gnu.version -R .gnu.version_d $< $@
 
-$(RPM_AGENT): $(BUILD)/agent/main.o $(AGENT_A) $(LIB_A) $(RPM_CJSON_O) | $(RPM_LINKDIR)/libcurl.so
+$(RPM_AGENT): $(BUILD)/agent/main.o $(AGENT_A) $(LIB_A) $(RPM_CJSON_O) $(RPM_LINKDIR)/libcurl.so
 	@mkdir -p $(@D)
 	@echo "  LD      $@ (NNG, mbedTLS, cJSON, protobuf-c, libyaml static)"
-	$(Q)$(CC) $(ALL_LDFLAGS) -L$(RPM_LINKDIR) -o $@ $^ \
+	$(Q)$(CC) $(ALL_LDFLAGS) -L$(RPM_LINKDIR) -o $@ $(filter-out $(RPM_LINKDIR)/libcurl.so,$^) \
 	  -Wl,-Bstatic $(RPM_STATIC_LIBS) -Wl,-Bdynamic $(RPM_SHARED_LIBS)
 
 $(RPM_FILE): $(RPM_AGENT) $(RPM_INPUTS)

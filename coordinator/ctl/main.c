@@ -14,6 +14,7 @@ static const struct {
 } commands[] = {
         { "status",   ctl_status_main,   "what the coordinator is doing: leader, pending pods, launches" },
         { "nodes",    ctl_nodes_main,    "list the nodes the coordinator knows" },
+        { "explain",  ctl_explain_main,  "why nodes are removed, or kept: the last disruption pass" },
         { "simulate", ctl_simulate_main, "plan nodes for pods, offline (NodePools, catalog)" },
         { "convert",  ctl_convert_main,  "turn Karpenter objects into nodesmith's" },
 };

@@ -86,34 +86,40 @@ static void help(void) {
                "                     http://127.0.0.1:8080]\n");
 }
 
-int ctl_nodes_main(int argc, char **argv) {
+int ctl_common_options(int argc, char **argv, void (*usage)(void), const char **base, const char **output) {
         static const struct option opts[] = {
                 { "coordinator", required_argument, NULL, 'c' },
                 { "output", required_argument, NULL, 'o' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
-        const char *base = getenv("NODESMITH_COORDINATOR_HTTP");
-        const char *output = "table";
         int c;
-
-        if (!base)
-                base = "http://127.0.0.1:8080";
+        *base = getenv("NODESMITH_COORDINATOR_HTTP");
+        if (!*base)
+                *base = "http://127.0.0.1:8080";
         optind = 1;
         while ((c = getopt_long(argc, argv, "c:o:h", opts, NULL)) >= 0)
                 switch (c) {
                 case 'c':
-                        base = optarg;
+                        *base = optarg;
                         break;
                 case 'o':
-                        output = optarg;
+                        *output = optarg;
                         break;
                 case 'h':
-                        help();
+                        usage();
                         return 0;
                 default:
                         return 2;
                 }
+        return -1;
+}
+
+int ctl_nodes_main(int argc, char **argv) {
+        const char *base, *output = "table";
+        int rc = ctl_common_options(argc, argv, help, &base, &output);
+        if (rc >= 0)
+                return rc;
         if (!streq(output, "table") && !streq(output, "json")) {
                 fprintf(stderr, "nodesmithctl: -o must be table or json\n");
                 return 2;

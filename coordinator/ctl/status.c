@@ -2,7 +2,6 @@
 /* nodesmithctl status: what the coordinator is doing: leadership, nodes, pending pods,
  * instances launched and not yet registered, the last error. */
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,35 +10,18 @@
 #include "macro.h"
 
 
+static void help(void) {
+        printf("Usage: nodesmithctl status [--coordinator URL] [-o text|json]\n\n"
+               "Leadership, nodes reporting, pending pods, instances in flight and the last\n"
+               "provisioning error of the coordinator at URL [$NODESMITH_COORDINATOR_HTTP or\n"
+               "http://127.0.0.1:8080].\n");
+}
+
 int ctl_status_main(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "coordinator", required_argument, NULL, 'c' },
-                { "output", required_argument, NULL, 'o' },
-                { "help", no_argument, NULL, 'h' },
-                {}
-        };
-        const char *base = getenv("NODESMITH_COORDINATOR_HTTP"), *output = "text";
-        int c;
-        if (!base)
-                base = "http://127.0.0.1:8080";
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "c:o:h", opts, NULL)) >= 0)
-                switch (c) {
-                case 'c':
-                        base = optarg;
-                        break;
-                case 'o':
-                        output = optarg;
-                        break;
-                case 'h':
-                        printf("Usage: nodesmithctl status [--coordinator URL] [-o text|json]\n\n"
-                               "Leadership, nodes reporting, pending pods, instances in flight and the last\n"
-                               "provisioning error of the coordinator at URL [$NODESMITH_COORDINATOR_HTTP or\n"
-                               "http://127.0.0.1:8080].\n");
-                        return 0;
-                default:
-                        return 2;
-                }
+        const char *base, *output = "text";
+        int rc = ctl_common_options(argc, argv, help, &base, &output);
+        if (rc >= 0)
+                return rc;
 
         _cleanup_free_ char *prov = NULL, *nodes = NULL;
         if (ctl_http_get(base, "/api/v1/provisioning", &prov) < 0 || ctl_http_get(base, "/api/v1/nodes", &nodes) < 0)

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The pure rules of disruption, apart from the coordinator's state: NodePool budgets (count or
+ * percentage, cron schedule with a duration, reasons), drift hashes. */
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef enum DisruptionReason {
+        DISRUPTION_EMPTY,
+        DISRUPTION_DRIFTED,
+        DISRUPTION_UNDERUTILIZED,
+        _DISRUPTION_REASON_MAX,
+} DisruptionReason;
+
+/* "Empty", "Drifted", "Underutilized": the names budgets' reasons use. */
+const char *disruption_reason_to_name(DisruptionReason r);
+
+/* A cron schedule as Karpenter's budgets take it: five fields (minute hour day-of-month month
+ * day-of-week; numbers, names, '*', ranges, lists, steps) or @yearly, @annually, @monthly,
+ * @weekly, @daily, @midnight, @hourly. UTC. 0 or -EINVAL. */
+int disruption_cron_valid(const char *spec);
+/* Does the schedule fire in the minute that holds t? */
+bool disruption_cron_matches(const char *spec, time_t t);
+/* Is a window of duration_s that opens each time the schedule fires open at now? */
+bool disruption_cron_active(const char *spec, int64_t duration_s, time_t now);
+
+/* How many of a pool's nodes may be disrupting at once for reason r now: the smallest of the
+ * pool's budgets that apply to r (no reasons: all of them) and are active (no schedule: always);
+ * "N" or "P%" of pool_nodes, rounded up. No budgets: 10 %. Budgets that are all inactive: no
+ * limit from them (SIZE_MAX). */
+size_t disruption_budget(const cJSON *budgets, DisruptionReason r, size_t pool_nodes, time_t now);
+
+/* A short, stable hash (16 hex digits) of obj with the members named in skip (NULL-terminated,
+ * top level only) left out: object members in sorted order, so the same content always gives
+ * the same hash however it was written. */
+void disruption_hash(const cJSON *obj, const char *const *skip, char out[17]);
