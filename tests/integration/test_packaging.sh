@@ -3,11 +3,12 @@
 # installed); the .deb installs into a scratch root with its maintainer scripts (user, enabled
 # unit); the unit passes `systemd-analyze verify` and keeps its security exposure low; the shipped
 # agent.conf is accepted by the agent and documents the real defaults; the Kubernetes base renders
-# to the expected objects, and the coordinator accepts the Deployment's command line; the Packer
-# template validates as shipped; the rpm's agent needs only libraries of Amazon Linux 2023's base
-# image and reports over TLS; the AL2023 user data is MIME with the right parts; the Bottlerocket settings
-# parse as TOML and their user-data is accepted by the agent through the host container's
-# entrypoint. Only a missing tool skips a check, and it says so. Exit 0 on success.
+# to the expected objects, and the coordinator accepts the Deployment's command line; the rpm's
+# agent needs only libraries of Amazon Linux 2023's base image and reports over TLS; the Packer
+# template validates as shipped and its IMDSv2 step works (Packer against moto); the AL2023 user
+# data is MIME with the right parts; the Bottlerocket settings parse as TOML and their user-data
+# is accepted by the agent through the host container's entrypoint. Only a missing tool skips a
+# check, and it says so (in CI, rpmbuild and packer must be there). Exit 0 on success.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -309,6 +310,7 @@ inl = " ".join(x.get("inline") and " ".join(x["inline"]) or "" for x in p)
 assert "dnf install -y /tmp/nodesmith-agent.rpm" in inl and "systemctl enable nodesmith-agent.service" in inl
 assert [x["type"] for x in b["post-processors"]] == ["manifest"]
 PY
+export CHECKPOINT_DISABLE=1  # Packer asks for nothing on the network
 if command -v packer >/dev/null; then
   src=$RPM; [ -f "$src" ] || src=$DEB
   pv=$(packer version | sed -n 's/^Packer v\([0-9.]*\).*/\1/p')
@@ -322,6 +324,63 @@ b["builders"][0]["no_such_option"] = True
 json.dump(b, open(sys.argv[2], "w"))' "$P" "$T/packer-bad.json"
   if packer validate -var "rpm=$src" "$T/packer-bad.json" >/dev/null 2>&1; then
     bad "packer validate accepted an unknown amazon-ebs key"; else ok "packer validate rejects an unknown amazon-ebs key"; fi
+  # Packer itself runs the template's first step: the amazon-ebs builder, as written, against moto
+  # (EC2 on 127.0.0.1), with no SSH (the later provisioners need the instance), and the step's
+  # aws CLI call must leave the bake instance with IMDSv2 required, hop limit 1.
+  if command -v moto_server >/dev/null && command -v aws >/dev/null; then
+    check "packer build (moto): the first step requires IMDSv2 on the bake instance" "$PYTHON" - "$P" "$T/pkmoto" <<'PY'
+import json, os, re, socket, subprocess, sys, time, urllib.request
+tmpl, d = sys.argv[1:]
+os.makedirs(d)
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+url = "http://127.0.0.1:%d" % port
+moto = subprocess.Popen(["moto_server", "-p", str(port)], stdout=open(os.path.join(d, "moto.log"), "w"),
+                        stderr=subprocess.STDOUT)
+try:
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
+               AWS_ENDPOINT_URL=url, AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+    def ec2(*a):
+        r = subprocess.run(["aws", "ec2", *a, "--output", "json"], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+    ami = ec2("describe-images", "--owners", "amazon")["Images"][0]["ImageId"]
+    b = json.load(open(tmpl))
+    e = b["builders"][0]
+    for k in ("source_ami_filter", "ssh_username", "ssh_pty"):
+        del e[k]
+    e.update(custom_endpoint_ec2=url, skip_credential_validation=True, skip_metadata_api_check=True,
+             skip_region_validation=True, source_ami=ami, communicator="none")
+    b["provisioners"] = b["provisioners"][:1]
+    del b["post-processors"]
+    json.dump(b, open(os.path.join(d, "moto.json"), "w"))
+    out = subprocess.run(["packer", "build", "-machine-readable", "moto.json"], cwd=d, env=env,
+                         capture_output=True, text=True, timeout=300).stdout
+    assert "Build 'amazon-ebs' finished" in out, out[-3000:]
+    ids = set(re.findall(r"Instance ID: (i-[0-9a-f]+)", out))
+    assert len(ids) == 1, ids
+    iid = ids.pop()
+    md = ec2("describe-instances", "--instance-ids", iid)["Reservations"][0]["Instances"][0]["MetadataOptions"]
+    assert (md["HttpTokens"], md["HttpPutResponseHopLimit"], md["HttpEndpoint"]) == ("required", 1, "enabled"), md
+    # Without the step an instance keeps EC2's default: tokens optional.
+    ctl = ec2("run-instances", "--image-id", ami, "--instance-type", e["instance_type"])["Instances"][0]
+    assert ctl["MetadataOptions"]["HttpTokens"] == "optional", ctl["MetadataOptions"]
+    print(iid, md)
+finally:
+    moto.terminate()
+    moto.wait(timeout=15)
+PY
+  else
+    skip "moto_server or the aws CLI not installed: the template's IMDSv2 step not run"
+  fi
 elif [ "${CI:-}" = true ]; then
   bad "packer not installed: bootstrap/deps-debian.sh installs it in CI"
 else
