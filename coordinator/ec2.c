@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "aws-request.h"
 #include "ec2-internal.h"
 #include "log.h"
 #include "macro.h"
@@ -200,17 +201,6 @@ uint64_t ec2_backoff_usec(unsigned attempt, uint64_t base, uint64_t cap, uint32_
 
 /* ---- the client ------------------------------------------------------------------------ */
 
-static char *endpoint_url(const char *override, const char *service, const char *region) {
-        char *u = NULL;
-        if (!isempty(override)) {
-                size_t n = strlen(override);
-                if (asprintf(&u, "%s%s", override, override[n - 1] == '/' ? "" : "/") < 0)
-                        return NULL;
-                return u;
-        }
-        return asprintf(&u, "https://%s.%s.amazonaws.com/", service, region) < 0 ? NULL : u;
-}
-
 int ec2_client_new(sd_event *e, HttpClient *http, AwsCredentialProvider *creds,
                    const Ec2Config *cfg, Ec2Client **ret) {
         Ec2Client *c;
@@ -231,8 +221,8 @@ int ec2_client_new(sd_event *e, HttpClient *http, AwsCredentialProvider *creds,
         c->timeout = cfg->timeout_usec ?: DEFAULT_TIMEOUT_USEC;
         c->region = strdup(cfg->region);
         c->cluster = cfg->cluster_name ? strdup(cfg->cluster_name) : NULL;
-        c->ec2_url = endpoint_url(cfg->ec2_endpoint, "ec2", cfg->region);
-        c->ssm_url = endpoint_url(cfg->ssm_endpoint, "ssm", cfg->region);
+        c->ec2_url = aws_endpoint_url(cfg->ec2_endpoint, "ec2", cfg->region);
+        c->ssm_url = aws_endpoint_url(cfg->ssm_endpoint, "ssm", cfg->region);
         if (asprintf(&c->ec2_sigv4, "aws:amz:%s:ec2", cfg->region) < 0)
                 c->ec2_sigv4 = NULL;
         if (asprintf(&c->ssm_sigv4, "aws:amz:%s:ssm", cfg->region) < 0)
@@ -379,31 +369,24 @@ static void on_creds(AwsCredentialProvider *p, int error, const AwsCredentials *
                 _cleanup_free_ char *t = http_escape(call->next_token);
                 r = t ? strbuf_printf(&b, "&NextToken=%s", t) : -ENOMEM;
         }
+        char target[96];
+        snprintf(target, sizeof target, "AmazonSSM.%s", call->action);
+        AwsRequestSpec spec = {
+                .url = call->ssm ? c->ssm_url : c->ec2_url,
+                .sigv4 = call->ssm ? c->ssm_sigv4 : c->ec2_sigv4,
+                .content_type = call->ssm ? "application/x-amz-json-1.1"
+                                          : "application/x-www-form-urlencoded; charset=utf-8",
+                .target = call->ssm ? target : NULL,
+                .body = b.data,
+                .body_len = b.len,
+                .timeout_usec = c->timeout,
+                .max_body = call->ssm ? SSM_BODY_MAX : EC2_BODY_MAX,
+        };
         if (r >= 0)
-                r = http_request_new(c->http, "POST", call->ssm ? c->ssm_url : c->ec2_url, &req);
-        if (r >= 0)
-                r = http_request_set_body(req, b.data, b.len);
+                r = aws_request_new(c->http, &spec, creds, &req);
         strbuf_done(&b);
-        if (r >= 0 && call->ssm) {
-                r = http_request_add_header(req, "Content-Type", "application/x-amz-json-1.1");
-                if (r >= 0) {
-                        char target[96];
-                        snprintf(target, sizeof target, "AmazonSSM.%s", call->action);
-                        r = http_request_add_header(req, "X-Amz-Target", target);
-                }
-        } else if (r >= 0)
-                r = http_request_add_header(req, "Content-Type",
-                                            "application/x-www-form-urlencoded; charset=utf-8");
-        if (r >= 0)
-                r = http_request_set_sigv4(req, call->ssm ? c->ssm_sigv4 : c->ec2_sigv4,
-                                           creds->access_key_id, creds->secret_access_key,
-                                           creds->session_token);
-        if (r < 0) {
-                http_request_free(req);
+        if (r < 0)
                 return call_fail(call, EC2_ERROR_OTHER, r, "cannot build the request");
-        }
-        http_request_set_timeouts(req, MIN(c->timeout / USEC_PER_MSEC, 5000u), c->timeout / USEC_PER_MSEC);
-        http_request_set_max_body(req, call->ssm ? SSM_BODY_MAX : EC2_BODY_MAX);
         r = http_request_start(req, on_http_done, call);
         if (r < 0)
                 return call_fail(call, EC2_ERROR_TRANSPORT, r, "cannot start the request");
