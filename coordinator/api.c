@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "coordinator.h"
+#include "interruption.h"
 #include "provisioner.h"
 #include "macro.h"
 #include "pbjson.h"
@@ -126,6 +127,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         strbuf_printf(&b, "# HELP nodesmith_leader Whether this replica holds the Lease (acts).\n"
                           "# TYPE nodesmith_leader gauge\nnodesmith_leader %d\n", c->leading ? 1 : 0);
         provisioner_metrics(c->provisioner, &b);
+        interruption_metrics(c->interruption, &b);
         if (b.error < 0) {
                 int r = b.error;
                 strbuf_done(&b);

@@ -7,6 +7,7 @@
 
 #include "coordinator.h"
 #include "daemon.h"
+#include "interruption.h"
 #include "leader.h"
 #include "provisioner.h"
 #include "log.h"
@@ -43,6 +44,9 @@ const Option coord_options[] = {
         { "region", OPTION_STRING, OPT(region), "us-east-1", "AWS region" },
         { "ec2-endpoint", OPTION_STRING, OPT(ec2_endpoint), NULL, "EC2 endpoint (default: the region's)" },
         { "ssm-endpoint", OPTION_STRING, OPT(ssm_endpoint), NULL, "SSM endpoint (default: the region's)" },
+        { "interruption-queue", OPTION_STRING, OPT(interruption_queue), NULL,
+          "SQS queue URL of EventBridge interruption events (spot, rebalance, state change, scheduled change); empty: none" },
+        { "sqs-endpoint", OPTION_STRING, OPT(sqs_endpoint), NULL, "SQS endpoint (default: the region's)" },
         { "catalog", OPTION_STRING, OPT(catalog), "/usr/share/nodesmith/catalog-us-east-1.json",
           "shipped instance catalog: used until the one from EC2 is built, and for prices EC2 lacks" },
         { "price-table", OPTION_STRING, OPT(price_table),
@@ -98,6 +102,7 @@ int coordinator_new(Coordinator **ret) {
 Coordinator *coordinator_free(Coordinator *c) {
         if (!c)
                 return NULL;
+        interruption_free(c->interruption);
         provisioner_free(c->provisioner);
         leader_free(c->leader);
         kube_client_free(c->kube);
@@ -187,6 +192,10 @@ int coordinator_validate(Coordinator *c) {
                 return log_error_errno(EINVAL, "agent-endpoint must be tls+tcp://HOST:PORT.");
         if (!isempty(cfg->http_listen) && strncmp(cfg->http_listen, "http://", 7) != 0)
                 return log_error_errno(EINVAL, "http-listen must be http://HOST:PORT.");
+        if (!isempty(cfg->interruption_queue) &&
+            ((strncmp(cfg->interruption_queue, "https://", 8) != 0 && strncmp(cfg->interruption_queue, "http://", 7) != 0) ||
+             strlen(cfg->interruption_queue) > 1024))
+                return log_error_errno(EINVAL, "interruption-queue must be the queue's URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).");
         return 0;
 }
 
@@ -205,6 +214,7 @@ static void on_leading(Leader *l, bool leading, void *userdata) {
         Coordinator *c = userdata;
         c->leading = leading;
         provisioner_set_leading(c->provisioner, leading);
+        interruption_set_active(c->interruption, leading);
         (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
 }
 
@@ -280,6 +290,15 @@ int coordinator_start(Coordinator *c) {
                 r = coordinator_elect(c);
                 if (r < 0)
                         return r;
+        }
+
+        if (!isempty(c->cfg.interruption_queue)) {
+                r = interruption_new(c, &c->interruption);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the interruption queue %s: %m",
+                                               c->cfg.interruption_queue);
+                /* only the leader takes messages; without provisioning there is no election */
+                interruption_set_active(c->interruption, c->leading || !c->provisioner);
         }
 
         c->start_usec = coordinator_now(c);

@@ -35,6 +35,8 @@ typedef struct CoordConfig {
         char *region;
         char *ec2_endpoint;
         char *ssm_endpoint;
+        char *interruption_queue;
+        char *sqs_endpoint;
         char *catalog;
         char *price_table;
         uint64_t catalog_refresh_ms;
@@ -89,6 +91,7 @@ typedef struct Metrics {
 typedef struct HttpServer HttpServer;
 typedef struct Provisioner Provisioner;
 typedef struct Leader Leader;
+typedef struct Interruption Interruption;
 
 typedef struct Coordinator {
         sd_event *event;
@@ -100,6 +103,7 @@ typedef struct Coordinator {
         KubeClient *kube;              /* for the Lease */
         Leader *leader;
         Provisioner *provisioner;
+        Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
         LinkServer *link;
         HttpServer *http;
@@ -123,6 +127,11 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
 const char *report_result_to_string(ReportResult r);
 /* "spot_interruption", "rebalance", ... */
 const char *notice_kind_to_string(int kind);
+/* A notice recorded first (added) or withdrawn: counted and logged once (a notice_change_t). */
+void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata);
+/* The node's notices changed (from its agent or the interruption queue): the directive they call
+ * for under drain-on; a new drain plans replacement capacity at once. */
+void coordinator_apply_notices(Coordinator *c, NodeEntry *e);
 
 /* httpd.c: /metrics, /healthz, /readyz, /api/v1/nodes served from the loop. */
 int http_server_new(Coordinator *c, const char *url, HttpServer **ret);

@@ -1715,3 +1715,29 @@ char *provisioner_api(Provisioner *p) {
         cJSON_Delete(o);
         return s;
 }
+
+/* ---- Nodes by instance (the interruption queue) ------------------------------------------- */
+
+typedef struct NodeByInstance {
+        const char *instance_id;
+        const cJSON *node;
+} NodeByInstance;
+
+static int match_instance(const cJSON *node, void *userdata) {
+        NodeByInstance *k = userdata;
+        if (!streq_ptr(node_instance_id(node), k->instance_id))
+                return 0;
+        k->node = node;
+        return -EEXIST; /* found: stop */
+}
+
+int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON **ret) {
+        NodeByInstance k = { .instance_id = instance_id };
+        if (!p || !kube_watch_synced(p->nodes))
+                return -EAGAIN;
+        (void) kube_watch_foreach(p->nodes, match_instance, &k);
+        if (!k.node)
+                return -ENOENT;
+        *ret = k.node;
+        return 0;
+}

@@ -28,6 +28,10 @@ typedef struct NodeEntry NodeEntry;
 /* A node was told to drain (a notice, a disruption decision): plan replacement capacity for
  * its pods now; a spot interruption also takes that spot offering out for a while. */
 void provisioner_node_leaving(Provisioner *p, const NodeEntry *e);
+struct cJSON;
+/* The Node whose spec.providerID (aws:///ZONE/ID) names the instance, from the Node watch:
+ * -EAGAIN until the watch has listed the Nodes, -ENOENT when there is none. */
+int provisioner_find_node(Provisioner *p, const char *instance_id, const struct cJSON **ret);
 /* Prometheus lines. */
 void provisioner_metrics(Provisioner *p, StrBuf *b);
 /* {"inFlight": [...], "pending": N, ...} for /api/v1/provisioning. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "registry.h"
 
@@ -76,7 +77,7 @@ static int grow(Registry *r) {
 }
 
 bool registry_is_duplicate(const NodeEntry *e, const char *boot_id, uint64_t sequence) {
-        return e && e->state && streq_ptr(e->state->identity ? e->state->identity->boot_id : NULL, boot_id) &&
+        return e && e->state && e->reports > 0 && streq_ptr(e->state->identity ? e->state->identity->boot_id : NULL, boot_id) &&
                sequence <= e->sequence;
 }
 
@@ -139,6 +140,10 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
                 r->slots[i] = e;
                 r->n++;
                 is_new = true;
+        } else if (e->reports == 0) {
+                /* the first report of a node known so far from elsewhere only */
+                e->first_seen_usec = now;
+                is_new = true;
         }
         if (is_new || !same_pods(e->state, state))
                 e->pods_changed_usec = now;
@@ -153,6 +158,21 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
                 *ret = e;
         if (ret_new)
                 *ret_new = is_new;
+        return 0;
+}
+
+int registry_put_unreported(Registry *r, const char *id, Nodesmith__V1__NodeState *state, PbArena *arena,
+                            const uint8_t *bytes, size_t len, uint64_t now, NodeEntry **ret) {
+        NodeEntry *e = NULL;
+        if (registry_get(r, id))
+                return -EEXIST;
+        int k = registry_put(r, id, 0, state, arena, bytes, len, now, &e, NULL);
+        if (k < 0)
+                return k;
+        e->reports = 0;
+        e->last_seen_usec = 0;
+        if (ret)
+                *ret = e;
         return 0;
 }
 
@@ -179,51 +199,125 @@ const NoticeRecord *registry_find_notice(const NodeEntry *e, const char *event_i
         return NULL;
 }
 
+static void records_free(NoticeRecord *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].event_id);
+        free(v);
+}
+
+/* The record an agent notice continues: its own (same event id), else one of the same kind that
+ * only the queue told of. */
+static ssize_t match_agent_notice(const NodeEntry *e, const bool *claimed, const Nodesmith__V1__Notice *no) {
+        for (size_t j = 0; j < e->n_notices; j++)
+                if (!claimed[j] && (e->notices[j].sources & NOTICE_FROM_AGENT) &&
+                    streq(e->notices[j].event_id, strempty(no->event_id)))
+                        return (ssize_t) j;
+        for (size_t j = 0; j < e->n_notices; j++)
+                if (!claimed[j] && !(e->notices[j].sources & NOTICE_FROM_AGENT) &&
+                    e->notices[j].kind == (int) no->kind)
+                        return (ssize_t) j;
+        return -1;
+}
+
 int registry_sync_notices(NodeEntry *e, int64_t now, notice_change_t cb, void *userdata) {
         const Nodesmith__V1__NodeState *rep = e->state;
-        size_t n = rep->n_notices;
+        size_t n = rep->n_notices, k = 0;
 
-        /* Fast path: the same set as before, in the same order (the steady state). */
+        /* Fast path: the same set as before, in the same order, all the agent's (the steady state). */
         if (n == e->n_notices) {
                 bool same = true;
                 for (size_t i = 0; same && i < n; i++)
-                        same = streq(strempty(rep->notices[i]->event_id), e->notices[i].event_id) &&
+                        same = e->notices[i].sources == NOTICE_FROM_AGENT &&
+                               streq(strempty(rep->notices[i]->event_id), e->notices[i].event_id) &&
                                (int) rep->notices[i]->kind == e->notices[i].kind;
                 if (same)
                         return 0;
         }
 
-        NoticeRecord *next = calloc(MAX(n, (size_t) 1), sizeof *next);
-        if (!next)
+        NoticeRecord *next = calloc(MAX(n + e->n_notices, (size_t) 1), sizeof *next);
+        bool *claimed = calloc(MAX(e->n_notices, (size_t) 1), sizeof *claimed);
+        if (!next || !claimed) {
+                free(next);
+                free(claimed);
                 return -ENOMEM;
+        }
         for (size_t i = 0; i < n; i++) {
                 const Nodesmith__V1__Notice *no = rep->notices[i];
-                const NoticeRecord *old = registry_find_notice(e, strempty(no->event_id));
-                next[i] = (NoticeRecord) {
+                ssize_t o = match_agent_notice(e, claimed, no);
+                const NoticeRecord *old = o >= 0 ? &e->notices[o] : NULL;
+                bool queued = old && (old->sources & NOTICE_FROM_QUEUE);
+                if (old)
+                        claimed[o] = true;
+                next[k] = (NoticeRecord) {
                         .event_id = strdup(strempty(no->event_id)),
                         .kind = (int) no->kind,
-                        .deadline_unix_ms = no->deadline_unix_ms,
+                        /* one notice: the deadline known first stays */
+                        .deadline_unix_ms = queued && old->deadline_unix_ms ? old->deadline_unix_ms
+                                                                             : no->deadline_unix_ms,
                         .recorded_unix_ms = old ? old->recorded_unix_ms : now,
+                        .sources = NOTICE_FROM_AGENT | (queued ? NOTICE_FROM_QUEUE : 0),
                 };
-                if (!next[i].event_id) {
-                        for (size_t k = 0; k < i; k++)
-                                free(next[k].event_id);
-                        free(next);
+                if (!next[k].event_id) {
+                        records_free(next, k);
+                        free(claimed);
                         return -ENOMEM;
                 }
                 if (!old && cb)
-                        cb(e, &next[i], true, userdata);
+                        cb(e, &next[k], true, userdata);
+                k++;
         }
-        for (size_t i = 0; i < e->n_notices; i++) {
-                bool kept = false;
-                for (size_t k = 0; !kept && k < n; k++)
-                        kept = streq(e->notices[i].event_id, next[k].event_id);
-                if (!kept && cb)
-                        cb(e, &e->notices[i], false, userdata);
+        for (size_t j = 0; j < e->n_notices; j++) {
+                if (claimed[j])
+                        continue;
+                const NoticeRecord *old = &e->notices[j];
+                if (!(old->sources & NOTICE_FROM_QUEUE)) {
+                        if (cb)
+                                cb(e, old, false, userdata);
+                        continue;
+                }
+                /* the agent no longer tells of it (or never did): the queue's word stands */
+                next[k] = *old;
+                next[k].sources = NOTICE_FROM_QUEUE;
+                next[k].event_id = strdup(old->event_id);
+                if (!next[k].event_id) {
+                        records_free(next, k);
+                        free(claimed);
+                        return -ENOMEM;
+                }
+                k++;
         }
+        free(claimed);
         notices_free(e);
         e->notices = next;
-        e->n_notices = n;
+        e->n_notices = k;
+        return 1;
+}
+
+int registry_add_notice(NodeEntry *e, int kind, const char *event_id, int64_t deadline, int64_t now,
+                        unsigned source, const NoticeRecord **ret) {
+        for (size_t i = 0; i < e->n_notices; i++) {
+                NoticeRecord *n = &e->notices[i];
+                if (n->kind != kind)
+                        continue;
+                n->sources |= source;
+                if (n->deadline_unix_ms == 0)
+                        n->deadline_unix_ms = deadline;
+                if (ret)
+                        *ret = n;
+                return 0;
+        }
+        NoticeRecord *v = realloc(e->notices, (e->n_notices + 1) * sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        e->notices = v;
+        NoticeRecord *n = &v[e->n_notices];
+        *n = (NoticeRecord) { .event_id = strdup(strempty(event_id)), .kind = kind, .deadline_unix_ms = deadline,
+                              .recorded_unix_ms = now, .sources = source };
+        if (!n->event_id)
+                return -ENOMEM;
+        e->n_notices++;
+        if (ret)
+                *ret = n;
         return 1;
 }
 

@@ -55,7 +55,7 @@ static void log_refusal(Coordinator *c, const char *what, const char *instance) 
         c->auth_suppressed = 0;
 }
 
-static void on_notice_change(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata) {
+void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata) {
         Coordinator *c = userdata;
         int k = n->kind >= 0 && n->kind < NOTICE_KINDS ? n->kind : 0;
         if (added) {
@@ -72,6 +72,18 @@ static void on_notice_change(const NodeEntry *e, const NoticeRecord *n, bool add
                 log_notice("Node %s: %s notice %s withdrawn.", e->instance_id,
                            notice_kind_to_string(k), n->event_id);
         }
+}
+
+void coordinator_apply_notices(Coordinator *c, NodeEntry *e) {
+        if (!directive_from_notices(e, c->drain_on))
+                return;
+        if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
+                log_notice("Node %s: drain (%s), deadline %lld.", e->instance_id, e->reason,
+                           (long long) e->deadline_unix_ms);
+                /* replacement capacity now, before the drain ends */
+                provisioner_node_leaving(c->provisioner, e);
+        } else
+                log_notice("Node %s: drain withdrawn, notices gone.", e->instance_id);
 }
 
 static bool state_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *env,
@@ -198,17 +210,9 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                          (long long) (e->state->allocatable->memory_bytes >> 20),
                          (long long) e->state->allocatable->pods);
         }
-        if (registry_sync_notices(e, d.now_unix_ms, on_notice_change, c) < 0)
+        if (registry_sync_notices(e, d.now_unix_ms, coordinator_notice_changed, c) < 0)
                 log_warning("Node %s: out of memory recording notices.", e->instance_id);
-        if (directive_from_notices(e, c->drain_on)) {
-                if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
-                        log_notice("Node %s: drain (%s), deadline %lld.", e->instance_id, e->reason,
-                                   (long long) e->deadline_unix_ms);
-                        /* replacement capacity now, before the drain ends */
-                        provisioner_node_leaving(c->provisioner, e);
-                } else
-                        log_notice("Node %s: drain withdrawn, notices gone.", e->instance_id);
-        }
+        coordinator_apply_notices(c, e);
 
 directive:
         if (e) {

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <cjson/cJSON.h>
+
+/* Reading cJSON trees: a member by its exact name, a member's string (NULL when absent or not a
+ * string). Both accept NULL objects. */
+static inline const cJSON *json_get(const cJSON *o, const char *key) {
+        return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static inline const char *json_str(const cJSON *o, const char *key) {
+        return cJSON_GetStringValue(json_get(o, key));
+}
