@@ -6,6 +6,7 @@
 #include "coordinator.h"
 #include "interruption.h"
 #include "provisioner.h"
+#include "proxydrain.h"
 #include "macro.h"
 #include "pbjson.h"
 #include "strbuf.h"
@@ -127,6 +128,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         strbuf_printf(&b, "# HELP nodesmith_leader Whether this replica holds the Lease (acts).\n"
                           "# TYPE nodesmith_leader gauge\nnodesmith_leader %d\n", c->leading ? 1 : 0);
         provisioner_metrics(c->provisioner, &b);
+        proxy_drains_metrics(c->proxy_drains, &b);
         interruption_metrics(c->interruption, &b);
         if (b.error < 0) {
                 int r = b.error;

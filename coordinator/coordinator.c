@@ -60,6 +60,11 @@ const Option coord_options[] = {
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
           "a leaving node whose agent is silent this long is terminated without a drain" },
+        { "agent-silent-intervals", OPTION_UINT, OPT(agent_silent_intervals), "3",
+          "report intervals without a report after which a leaving node's agent counts as silent: "
+          "the coordinator drains the node itself" },
+        { "max-proxy-drains", OPTION_UINT, OPT(max_proxy_drains), "16",
+          "drains the coordinator runs at once for silent agents (two watches each)" },
         { "consolidation-interval", OPTION_MSEC, OPT(consolidation_interval_ms), "10s",
           "how often to look for nodes to remove (0: never)" },
         { "consolidation-validation-delay", OPTION_MSEC, OPT(consolidation_validation_ms), "15s",
@@ -185,6 +190,10 @@ int coordinator_validate(Coordinator *c) {
                 return log_error_errno(EINVAL, "report-interval must be within 100ms..1h.");
         if (cfg->max_nodes < 1 || cfg->max_nodes > 100000)
                 return log_error_errno(EINVAL, "max-nodes must be within 1..100000.");
+        if (cfg->agent_silent_intervals < 1 || cfg->agent_silent_intervals > 1000)
+                return log_error_errno(EINVAL, "agent-silent-intervals must be within 1..1000.");
+        if (cfg->max_proxy_drains > 1000)
+                return log_error_errno(EINVAL, "max-proxy-drains must be at most 1000 (0: never drain for a silent agent).");
         if (cfg->max_message < 4096 || cfg->max_message > 64 * 1024 * 1024)
                 return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
         if (!isempty(cfg->cluster_name) && !isempty(cfg->agent_endpoint) &&

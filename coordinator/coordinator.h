@@ -44,6 +44,8 @@ typedef struct CoordConfig {
         uint64_t batch_max_ms;
         uint64_t registration_timeout_ms;
         uint64_t termination_grace_ms;
+        uint64_t agent_silent_intervals; /* report intervals: then a leaving node is drained for its agent */
+        uint64_t max_proxy_drains;
         uint64_t consolidation_interval_ms;
         uint64_t consolidation_validation_ms;
         bool spot_to_spot;
@@ -91,6 +93,7 @@ typedef struct Metrics {
 typedef struct HttpServer HttpServer;
 typedef struct Provisioner Provisioner;
 typedef struct Leader Leader;
+typedef struct ProxyDrains ProxyDrains;
 typedef struct Interruption Interruption;
 
 typedef struct Coordinator {
@@ -103,6 +106,7 @@ typedef struct Coordinator {
         KubeClient *kube;              /* for the Lease */
         Leader *leader;
         Provisioner *provisioner;
+        ProxyDrains *proxy_drains;     /* drains for silent agents; set up with the provisioner */
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
         LinkServer *link;

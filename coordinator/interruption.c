@@ -162,8 +162,8 @@ int interruption_apply(Coordinator *c, InterruptionStats *stats, const SqsEvent 
                 return log_warning_errno(r, "Node %s: cannot record the %s notice %s: %m", id, kind, ev->id);
         if (r == 0) {
                 stats->duplicates++;
-                log_debug("Node %s: %s notice %s from the interruption queue is known already (%s).", id,
-                          notice_kind_to_string(ev->notice_kind), ev->id, rec->event_id);
+                log_debug("Node %s: interruption queue event %s repeats its %s notice %s.", id, ev->id,
+                          notice_kind_to_string(ev->notice_kind), rec->event_id);
         } else
                 coordinator_notice_changed(e, rec, true, c);
         coordinator_apply_notices(c, e);

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "macro.h"
 #include "nodepool.h"
+#include "proxydrain.h"
 #include "provisioner-internal.h"
 #include "solver/solver.h"
 #include "userdata.h"
@@ -1300,9 +1301,12 @@ static int scan_orphan(const cJSON *node, void *userdata) {
                 return 0; /* its agent is alive and drains it */
         for (size_t k = 0; k < p->n_orphans; k++)
                 if (streq(p->orphans[k].instance_id, id)) {
+                        /* a node with a report is terminated by termination_pass once drained */
+                        bool drained = !e && proxy_drains_drained(p->c->proxy_drains, name);
                         if (!p->orphans[k].sent &&
-                            s->now - p->orphans[k].seen_usec >= p->c->cfg.termination_grace_ms * USEC_PER_MSEC) {
-                                log_warning("Node %s is being deleted and its agent is silent; terminating %s.", name, id);
+                            (drained || s->now - p->orphans[k].seen_usec >= proxy_drains_grace_usec(p->c->proxy_drains, name))) {
+                                log_warning("Node %s is being deleted and its agent is silent; terminating %s%s.", name, id,
+                                            drained ? " (drained by the coordinator)" : "");
                                 p->orphans[k].sent = true;
                                 terminate_one(p, id);
                         }
@@ -1331,7 +1335,7 @@ static int scan_orphan(const cJSON *node, void *userdata) {
  * agent that stops answering gets the grace period, then the same. */
 static void termination_pass(Provisioner *p) {
         uint64_t now = now_usec(p);
-        uint64_t stale = p->c->cfg.stale_after_ms * USEC_PER_MSEC, grace = p->c->cfg.termination_grace_ms * USEC_PER_MSEC;
+        uint64_t stale = p->c->cfg.stale_after_ms * USEC_PER_MSEC;
         const char *todo[64];
         size_t n = 0;
         NodeEntry *e;
@@ -1347,7 +1351,10 @@ static void termination_pass(Provisioner *p) {
                         continue;
                 if (!e->drain_decided_usec)
                         e->drain_decided_usec = now;
-                bool drained = e->state->drain && e->state->drain->phase == NODESMITH__V1__DRAIN_STATUS__PHASE__PHASE_DRAINED;
+                /* drained by its agent, or by the coordinator for a silent agent (proxydrain.c) */
+                bool drained = (e->state->drain && e->state->drain->phase == NODESMITH__V1__DRAIN_STATUS__PHASE__PHASE_DRAINED) ||
+                               proxy_drains_drained(p->c->proxy_drains, node);
+                uint64_t grace = proxy_drains_grace_usec(p->c->proxy_drains, node);
                 bool silent = now - e->last_seen_usec >= stale && now - e->drain_decided_usec >= grace;
                 if (drained || silent) {
                         if (silent && !drained)
@@ -1363,6 +1370,7 @@ static void termination_pass(Provisioner *p) {
 
         OrphanScan s = { p, now };
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
+        proxy_drains_pass(p->c->proxy_drains, p->leading_since_usec);
 }
 
 
@@ -1501,6 +1509,7 @@ void provisioner_set_leading(Provisioner *p, bool leading) {
         if (!leading) {
                 /* another replica acts now; what we knew may be stale when we lead again */
                 p->learned = false;
+                proxy_drains_release_all(p->c->proxy_drains);
                 for (size_t i = p->n_inflight; i > 0; i--)
                         inflight_remove(p, i - 1);
                 return;
@@ -1583,6 +1592,8 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         if (r >= 0)
                 r = watch(p, "/api/v1/nodes", NULL, on_node_event, &p->nodes);
         if (r >= 0)
+                r = proxy_drains_new(c, p->kube, p->nodes, p->nodepools, &c->proxy_drains);
+        if (r >= 0)
                 r = sd_event_add_time(c->event, &p->batch_idle, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
         if (r >= 0)
                 r = sd_event_add_time(c->event, &p->batch_max, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
@@ -1609,6 +1620,7 @@ Provisioner *provisioner_free(Provisioner *p) {
                 return NULL;
         provisioner_round_free(p->round);
         p->disruption = disruption_free(p->disruption);
+        p->c->proxy_drains = proxy_drains_free(p->c->proxy_drains);
         kube_watch_free(p->pods);
         kube_watch_free(p->nodepools);
         kube_watch_free(p->nodeclasses);

@@ -36,6 +36,7 @@ typedef struct NodeEntry {
         size_t state_len;
         uint64_t first_seen_usec;             /* CLOCK_MONOTONIC */
         uint64_t last_seen_usec;
+        uint64_t heard_usec;                  /* any report, duplicates and unchanged ones included */
         uint64_t pods_changed_usec;           /* when its set of pods last changed */
         uint64_t reports;                     /* 0: no agent has reported (see registry_put_unreported) */
         NoticeRecord *notices;

@@ -5,6 +5,7 @@
 
 #include "coordinator.h"
 #include "provisioner.h"
+#include "proxydrain.h"
 #include "log.h"
 #include "macro.h"
 
@@ -216,6 +217,9 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
 
 directive:
         if (e) {
+                /* an agent that reports drains its node itself: a drain of ours for it stops */
+                e->heard_usec = coordinator_now(c);
+                proxy_drains_agent_reported(c->proxy_drains, e);
                 d.action = e->action;
                 d.reason = e->reason;
                 d.deadline_unix_ms = e->deadline_unix_ms;

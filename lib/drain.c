@@ -742,6 +742,10 @@ bool drain_active(const Drain *d) {
         return d && d->active;
 }
 
+bool drain_undoing(const Drain *d) {
+        return d && d->stopping;
+}
+
 bool drain_drained(const Drain *d) {
         return d && d->active && d->st.phase == P(DRAINED);
 }

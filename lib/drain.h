@@ -91,6 +91,8 @@ int drain_stop(Drain *d);
 /* Something changed (a pod, the Node): take the next step soon. */
 void drain_kick(Drain *d);
 bool drain_active(const Drain *d);
+/* drain_stop() was called and the untaint/uncordon is not done yet. */
+bool drain_undoing(const Drain *d);
 bool drain_drained(const Drain *d);
 void drain_status(const Drain *d, DrainStatusInfo *ret);
 /* Evictions posted by this process (for the logs and tests). */

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""The interruption queue end to end on the local stack: moto serves EC2 (behind
+tests/fakes/ec2proxy.py) and SQS, the fake API server, the node emulator running one real agent
+per instance, and a coordinator given --interruption-queue.
+
+  1. An EventBridge spot interruption warning for a node's instance reaches the queue only (the
+     node's IMDS says nothing): the node is told to drain, a replacement is launched before the
+     old node is gone, the pods run elsewhere with no PDB violation (the fake API server's
+     eviction audit), the instance is terminated and the Node is gone; the message is deleted.
+  2. The same warning from both sources: the agent reports the IMDS notice, then the queue
+     delivers the event for that instance (twice: SQS delivers at least once): one notice,
+     counted and logged once; the queue's copies count as duplicates.
+  3. A warning for an instance the coordinator has not heard of: its agent is frozen (SIGSTOP)
+     and the coordinator restarted. The Node is found by its providerID and the node told to
+     drain; when the agent comes back, its reports (which lack the notice) do not withdraw it:
+     the node drains, the pod runs elsewhere, the Node is gone.
+
+Each scenario is a function taking the stack; a case with a dead agent goes next to them.
+"""
+import json
+import os
+import re
+import signal
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import datetime, timezone
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+from nsharness import TestDir, http_get, metric, wait_for  # noqa: E402
+from stack import LocalStack  # noqa: E402
+
+CLUSTER = "sqs-test"
+QUEUE = "nodesmith-interruptions"
+NODEPOOLS = f"""
+apiVersion: nodesmith.io/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  amiFamily: AL2023
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  role: nodesmith-node
+  subnetSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
+---
+apiVersion: nodesmith.io/v1
+kind: NodePool
+metadata: {{name: general}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: default}}
+      requirements:
+        - {{key: nodesmith.io/capacity-type, operator: In, values: [spot, on-demand]}}
+        - {{key: nodesmith.io/instance-category, operator: In, values: [c, m, r]}}
+        - {{key: nodesmith.io/instance-generation, operator: Gt, values: ["5"]}}
+        - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
+        - {{key: nodesmith.io/instance-size, operator: NotIn, values: [metal, medium]}}
+"""
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+def apply(s, *objs):
+    s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+
+
+def deployment(name, replicas, cpu):
+    spec = {"terminationGracePeriodSeconds": 30,
+            "containers": [{"name": name, "image": "registry.example/app",
+                            "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
+
+
+def pdb(name, **spec):
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
+            "spec": dict(spec, selector={"matchLabels": {"app": name}})}
+
+
+def fake(s, method, path, body=None):
+    req = urllib.request.Request(f"{s.kube_server}/_fake/{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        raw = r.read()
+        return json.loads(raw) if raw else None
+
+
+def evictions(s, node):
+    return [e for e in fake(s, "GET", "audit")["evictions"] if e.get("node") == node]
+
+
+def violations(s):
+    return fake(s, "GET", "audit")["violationCount"]
+
+
+def running_of(s, app):
+    return [p for p in s.pods("default") if p["metadata"].get("labels", {}).get("app") == app
+            and p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+
+
+def on_node(pods, node):
+    return [p for p in pods if p["spec"].get("nodeName") == node]
+
+
+def m(s, name, labels=None):
+    return metric(http_get(s.coordinator_http + "/metrics")[1], name, labels) or 0
+
+
+def instance(s, ref):
+    return s.emu("GET", f"instances/{ref}")
+
+
+def instance_state(s, iid):
+    return s.instances()[iid]["State"]["Name"]
+
+
+def wait_registered(s, iids, timeout=60):
+    def ok():
+        st = {i["instanceId"]: i for i in s.emu_state()["instances"]}
+        nodes = s.coordinator_nodes()
+        return all(st.get(i, {}).get("agentAlive") and i in nodes for i in iids)
+    wait_for(f"agents of {iids} reporting", ok, timeout, 0.3)
+    return {i: instance(s, i)["node"] for i in iids}
+
+
+def place_on(s, node, *objs):
+    """Apply objs while every other node is cordoned, so their pods land on node."""
+    others = [n for n in s.nodes() if n != node]
+    for n in others:
+        s.kubectl("cordon", n)
+    apply(s, *objs)
+    return others
+
+
+def uncordon(s, nodes):
+    for n in nodes:
+        s.kubectl("uncordon", n)
+
+
+# ---- the queue -----------------------------------------------------------------------------------
+
+class Queue:
+    """An SQS queue in moto (through the EC2 proxy, which forwards SQS untouched)."""
+
+    def __init__(self, s):
+        self.sqs = s.client("sqs")
+        self.url = self.sqs.create_queue(QueueName=QUEUE, Attributes={"VisibilityTimeout": "5"})["QueueUrl"]
+
+    def send(self, event):
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps(event))
+
+    def depth(self):
+        a = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        return int(a["ApproximateNumberOfMessages"]) + int(a["ApproximateNumberOfMessagesNotVisible"])
+
+
+def spot_warning(iid, zone="us-east-1a", event_id=None):
+    """An EventBridge EC2 Spot Instance Interruption Warning as it reaches the queue."""
+    return {"version": "0", "id": event_id or str(uuid.uuid4()),
+            "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
+            "account": "123456789012", "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": "us-east-1", "resources": [f"arn:aws:ec2:{zone}:instance/{iid}"],
+            "detail": {"instance-id": iid, "instance-action": "terminate"}}
+
+
+def coordinator_log(s):
+    with open(os.path.join(s.workdir, "coordinator.log"), errors="replace") as f:
+        return f.read()
+
+
+# ---- 1. the queue alone tells of a spot interruption ---------------------------------------------
+
+def scenario_queue_spot(s, q):
+    iid = s.run_instance("m6i.large", zone="us-east-1a", spot=True, nodepool="general")
+    node = wait_registered(s, [iid])[iid]
+    others = place_on(s, node, deployment("web", 2, "500m"), pdb("web", minAvailable=1))
+    wait_for("web pods Running on the spot node", lambda: len(on_node(running_of(s, "web"), node)) == 2, 30, 0.3)
+    uncordon(s, others)
+    wait_for("finalizer on the spot node", lambda: "nodesmith.io/termination" in
+             (s.nodes()[node]["metadata"].get("finalizers") or []), 20, 0.3)
+    before = set(s.instances(cluster_only=True))
+    ice = m(s, "nodesmith_insufficient_capacity_total")
+    since = s.emu_events()[-1]["seq"]
+
+    q.send(spot_warning(iid))
+    t0 = time.time()
+    print(f"1. spot interruption warning for {iid} ({node}) sent to the queue only")
+    wait_for("the agent directed to drain", lambda: any(
+        e["event"] == "drain-directed" and e["instance"] == iid for e in s.emu_events(since)), 30, 0.2)
+    directed = time.time() - t0
+    v = s.coordinator_nodes()[iid]
+    assert v.get("drainReason") == "spot-interruption", v
+    assert not instance(s, iid).get("interruption"), "the IMDS was told too"
+    wait_for("the node gone", lambda: node not in s.nodes(), 120, 0.5)
+    gone = time.time() - t0
+    wait_for("web pods Running elsewhere", lambda: len(running_of(s, "web")) == 2, 60, 0.5)
+    assert not on_node(running_of(s, "web"), node)
+    assert instance_state(s, iid) in ("shutting-down", "terminated"), instance_state(s, iid)
+    assert violations(s) == 0
+    evicted = [e for e in evictions(s, node) if e.get("decision") == "evicted"]
+    assert len(evicted) == 2, evicted
+
+    # the replacement was launched before the old node went away
+    events = s.emu_events(since)
+    new = [e for e in events if e["event"] == "launched" and e["instance"] not in before]
+    deleted = [e for e in events if e["event"] == "node-deleted" and e["instance"] == iid]
+    assert new, "no replacement launched"
+    assert deleted, "no node-deleted event"
+    assert new[0]["unix"] < deleted[0]["unix"], (new[0], deleted[0])
+    assert m(s, "nodesmith_insufficient_capacity_total") > ice, "the spot offering was not marked unavailable"
+    assert m(s, "nodesmith_interruption_messages_total", {"kind": "spot_interruption"}) == 1
+    assert m(s, "nodesmith_notices_total", {"kind": "spot_interruption"}) == 1
+    assert m(s, "nodesmith_interruption_duplicates_total") == 0
+    wait_for("the message deleted", lambda: q.depth() == 0, 30, 0.5)
+    print(f"1. drain directed {directed:.1f}s after the message; replacement {new[0]['instance']} launched "
+          f"{deleted[0]['unix'] - new[0]['unix']:.1f}s before the Node went; 2 pods evicted, 0 violations; "
+          f"instance {instance_state(s, iid)}, Node gone {gone:.1f}s after the message; queue empty")
+
+
+# ---- 2. the agent and the queue tell of the same interruption -------------------------------------
+
+def scenario_both_sources(s, q):
+    iid = s.run_instance("m6i.large", zone="us-east-1b", spot=True, nodepool="general")
+    node = wait_registered(s, [iid])[iid]
+    # a pod whose PDB allows no eviction holds the drain (and the node) until the counts are read
+    others = place_on(s, node, deployment("held", 1, "100m"), pdb("held", minAvailable=1))
+    wait_for("the held pod Running on the node", lambda: len(on_node(running_of(s, "held"), node)) == 1, 30, 0.3)
+    uncordon(s, others)
+    notices = m(s, "nodesmith_notices_total", {"kind": "spot_interruption"})
+    received = m(s, "nodesmith_interruption_messages_total", {"kind": "spot_interruption"})
+    dups = m(s, "nodesmith_interruption_duplicates_total")
+
+    s.spot_interrupt(iid, grace=110)
+    wait_for("the agent's notice at the coordinator", lambda: [
+        n for n in s.coordinator_nodes()[iid].get("notices", []) if n.get("kind") == "KIND_SPOT_INTERRUPTION"], 20, 0.2)
+    event = spot_warning(iid, zone="us-east-1b")
+    q.send(event)
+    q.send(event)  # delivered twice
+    print(f"2. spot interruption of {iid} ({node}) from its IMDS, then twice from the queue")
+    wait_for("both messages read", lambda: m(s, "nodesmith_interruption_messages_total", {"kind": "spot_interruption"})
+             == received + 2, 60, 0.3)
+    assert m(s, "nodesmith_interruption_duplicates_total") == dups + 2
+    assert m(s, "nodesmith_notices_total", {"kind": "spot_interruption"}) == notices + 1
+    v = s.coordinator_nodes()[iid]
+    assert len([n for n in v.get("notices", []) if n.get("kind") == "KIND_SPOT_INTERRUPTION"]) == 1, v
+    logged = re.findall(rf"Node {iid}: spot_interruption notice \S+, deadline in", coordinator_log(s))
+    assert len(logged) == 1, logged
+    assert node in s.nodes()
+    wait_for("the messages deleted", lambda: q.depth() == 0, 30, 0.5)
+    s.kubectl("delete", "pdb", "held")
+    wait_for("the node gone", lambda: node not in s.nodes(), 120, 0.5)
+    assert instance_state(s, iid) in ("shutting-down", "terminated")
+    wait_for("the held pod Running elsewhere", lambda: len(running_of(s, "held")) == 1, 60, 0.5)
+    print("2. one notice: counted once, logged once; both messages duplicates, deleted; Node gone")
+
+
+# ---- 3. an instance no agent has reported to this coordinator ---------------------------------------
+
+def scenario_unreported(s, q):
+    iid = s.run_instance("m6i.large", zone="us-east-1c", spot=True, nodepool="general")
+    node = wait_registered(s, [iid])[iid]
+    others = place_on(s, node, deployment("late", 1, "100m"))
+    wait_for("the late pod Running on the node", lambda: len(on_node(running_of(s, "late"), node)) == 1, 30, 0.3)
+    uncordon(s, others)
+    pid = instance(s, iid)["agentPid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        s.procs["coordinator"].stop()
+        start_coordinator(s, q)
+        assert iid not in s.coordinator_nodes()
+        since = s.emu_events()[-1]["seq"]
+        q.send(spot_warning(iid, zone="us-east-1c"))
+        print(f"3. agent of {iid} ({node}) frozen, coordinator restarted; warning sent to the queue")
+        v = wait_for("an entry made from the Node", lambda: s.coordinator_nodes().get(iid), 30, 0.3)
+        assert v["action"] == "drain" and v["drainReason"] == "spot-interruption", v
+        assert v["name"] == node and v["reports"] == 0, v
+        assert "whose agent has not reported" in coordinator_log(s)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for("the agent directed to drain", lambda: any(
+        e["event"] == "drain-directed" and e["instance"] == iid for e in s.emu_events(since)), 60, 0.3)
+    wait_for("the node gone", lambda: node not in s.nodes(), 120, 0.5)
+    wait_for("the late pod Running elsewhere", lambda: len(running_of(s, "late")) == 1, 60, 0.5)
+    assert instance_state(s, iid) in ("shutting-down", "terminated")
+    assert m(s, "nodesmith_notices_total", {"kind": "spot_interruption"}) == 1
+    assert m(s, "nodesmith_notices_withdrawn_total", {"kind": "spot_interruption"}) == 0
+    assert m(s, "nodesmith_nodes_registered_total") >= 1
+    print("3. the agent came back, registered, kept the queue's notice and drained; Node gone")
+
+
+def start_coordinator(s, q):
+    s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--consolidation-interval", "0",
+                        "--interruption-queue", q.url, "--sqs-endpoint", s.ec2_endpoint)
+    wait_for("the coordinator polling the queue", lambda: m(s, "nodesmith_interruption_queue_polling") == 1, 30, 0.3)
+
+
+def main():
+    with TestDir("sqs-interruption") as d:
+        with LocalStack(d, cluster=CLUSTER) as s:
+            s.start_ec2()
+            s.setup_network()
+            s.start_kube(grace_scale=0.05)
+            s.apply(NODEPOOLS)
+            q = Queue(s)
+            start_coordinator(s, q)
+            s.start_emulator(boot_delay=0.3, agent_args=["--imds-poll-interval", "250ms"])
+            scenario_queue_spot(s, q)
+            scenario_both_sources(s, q)
+            scenario_unreported(s, q)
+            assert m(s, "nodesmith_interruption_not_understood_total") == 0
+            assert m(s, "nodesmith_interruption_errors_total", {"op": "receive"}) == 0
+            assert violations(s) == 0
+    print("test_sqs_interruption: OK")
+
+
+if __name__ == "__main__":
+    main()
