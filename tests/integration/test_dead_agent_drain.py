@@ -174,6 +174,21 @@ def on_node(pods, node):
     return [p for p in pods if p["spec"].get("nodeName") == node]
 
 
+def place_on(s, node, app, n, *objs):
+    """Creates objs with every node but `node` cordoned, so that app's n pods land there; waits
+    until they are Ready and the Node carries the termination finalizer."""
+    others = [x for x in s.nodes() if x != node]
+    for x in others:
+        s.kubectl("cordon", x)
+    apply(s, *objs)
+    wait_for(f"{app} pods Ready on {node}",
+             lambda: len([p for p in on_node(running_of(s, app), node) if ready(p)]) == n, 30, 0.3)
+    for x in others:
+        s.kubectl("uncordon", x)
+    wait_for(f"finalizer on {node}", lambda: "nodesmith.io/termination" in
+             (s.nodes()[node]["metadata"].get("finalizers") or []), 20, 0.3)
+
+
 # ---- 1. kubectl delete node, agent dead ----------------------------------------------------------
 
 def scenario_delete(s):
@@ -229,19 +244,7 @@ def scenario_delete(s):
 def scenario_spot(s, others):
     iid = s.run_instance("m6i.large", zone="us-east-1a", spot=True, nodepool="general")
     node = wait_registered(s, [iid])[iid]
-    # the workload on the spot node: every other node cordoned while it is scheduled
-    for n in s.nodes():
-        if n != node:
-            s.kubectl("cordon", n)
-    apply(s, deployment("api", 2, "100m"), pdb("api", minAvailable=1))
-    wait_for("api pods Running on the spot node",
-             lambda: len(on_node(running_of(s, "api"), node)) == 2 and all(ready(p) for p in running_of(s, "api")),
-             30, 0.3)
-    for n in s.nodes():
-        if n != node:
-            s.kubectl("uncordon", n)
-    wait_for("finalizer on the spot node", lambda: "nodesmith.io/termination" in
-             (s.nodes()[node]["metadata"].get("finalizers") or []), 20, 0.3)
+    place_on(s, node, "api", 2, deployment("api", 2, "100m"), pdb("api", minAvailable=1))
 
     # the agent's patches of its Node fail: it is told to drain but gets nowhere before it dies
     fake(s, "POST", "faults", {"method": "PATCH", "path": f"/nodes/{node}$", "count": 100000, "status": 503,
@@ -284,17 +287,9 @@ def scenario_spot(s, others):
 def scenario_handover(s, others):
     target = others[0]
     node = instance(s, target)["node"]
-    for n in s.nodes():
-        if n != node:
-            s.kubectl("cordon", n)
     # replacements take 60 s x grace-scale 0.05 = 3 s to be Ready: the PDB holds each eviction
-    apply(s, deployment("slow", 3, "50m", annotations={"kubeapi.fake/ready-after-seconds": "60"}),
-          pdb("slow", maxUnavailable=1))
-    wait_for("slow pods Ready on the target",
-             lambda: len([p for p in on_node(running_of(s, "slow"), node) if ready(p)]) == 3, 30, 0.3)
-    for n in s.nodes():
-        if n != node:
-            s.kubectl("uncordon", n)
+    place_on(s, node, "slow", 3, deployment("slow", 3, "50m", annotations={"kubeapi.fake/ready-after-seconds": "60"}),
+             pdb("slow", maxUnavailable=1))
     slow = {p["metadata"]["uid"] for p in on_node(running_of(s, "slow"), node)}
     handed_before = m(s, "nodesmith_proxy_drains_finished_total", {"result": "handed_over"})
     agent = instance(s, target)
@@ -352,18 +347,7 @@ class Queue:
 def scenario_queue(s, q):
     iid = s.run_instance("m6i.large", zone="us-east-1b", spot=True, nodepool="general")
     node = wait_registered(s, [iid])[iid]
-    for n in s.nodes():
-        if n != node:
-            s.kubectl("cordon", n)
-    apply(s, deployment("batch", 2, "100m"), pdb("batch", minAvailable=1))
-    wait_for("batch pods Running on the spot node",
-             lambda: len(on_node(running_of(s, "batch"), node)) == 2 and all(ready(p) for p in running_of(s, "batch")),
-             30, 0.3)
-    for n in s.nodes():
-        if n != node:
-            s.kubectl("uncordon", n)
-    wait_for("finalizer on the spot node", lambda: "nodesmith.io/termination" in
-             (s.nodes()[node]["metadata"].get("finalizers") or []), 20, 0.3)
+    place_on(s, node, "batch", 2, deployment("batch", 2, "100m"), pdb("batch", minAvailable=1))
     started = m(s, "nodesmith_proxy_drains_started_total")
     os.kill(instance(s, iid)["agentPid"], signal.SIGKILL)
     wait_for("agent dead", lambda: not instance(s, iid)["agentAlive"], 10, 0.2)
