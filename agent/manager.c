@@ -363,6 +363,11 @@ static void on_reply(LinkClient *c, int error, const uint8_t *reply, size_t len,
                 return;
         }
         r = directive_apply(m, reply, len);
+        if (r == -EINPROGRESS) {
+                /* the coordinator is still verifying this agent (attestation): ask again soon */
+                schedule(m, 500 * USEC_PER_MSEC);
+                return;
+        }
         if (r < 0) {
                 if (r == -EBADMSG)
                         log_warning("Coordinator sent an unreadable reply; retrying.");

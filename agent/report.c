@@ -291,6 +291,10 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 log_warning("Coordinator is at a limit: %s", d->error);
                 r = -EBUSY;
                 goto out;
+        case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_PENDING:
+                log_debug("Coordinator not done checking this agent: %s", d->error);
+                r = -EINPROGRESS;
+                goto out;
         default:
                 log_error("Coordinator rejected the report: %s", d->error);
                 r = -EINVAL;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attest.h"
 #include "coordinator.h"
 #include "interruption.h"
 #include "provisioner.h"
@@ -128,6 +129,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         strbuf_printf(&b, "# HELP nodesmith_leader Whether this replica holds the Lease (acts).\n"
                           "# TYPE nodesmith_leader gauge\nnodesmith_leader %d\n", c->leading ? 1 : 0);
         provisioner_metrics(c->provisioner, &b);
+        attestor_metrics(c->attest, &b);
         proxy_drains_metrics(c->proxy_drains, &b);
         interruption_metrics(c->interruption, &b);
         if (b.error < 0) {

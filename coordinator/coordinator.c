@@ -5,6 +5,7 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
+#include "attest.h"
 #include "coordinator.h"
 #include "daemon.h"
 #include "interruption.h"
@@ -88,6 +89,13 @@ const Option coord_options[] = {
         { "lease-duration", OPTION_MSEC, OPT(lease_duration_ms), "15s", "Lease duration" },
         { "identity", OPTION_STRING, OPT(identity), NULL, "this replica's identity (default: hostname_pid)" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
+        { "attestation", OPTION_STRING, OPT(attestation), "auto",
+          "agents prove they run on this cluster's instances with their signed instance identity "
+          "document: required, warn (check, log, accept anyway), off, or auto (required when "
+          "cluster-name is set, off otherwise)" },
+        { "attestation-ca", OPTION_STRING, OPT(attestation_ca),
+          "/usr/share/nodesmith/aws-identity-rsa2048.pem",
+          "PEM bundle of AWS's regional RSA-2048 certificates that sign instance identity documents" },
 };
 const size_t coord_options_count = ELEMENTSOF(coord_options);
 
@@ -109,6 +117,7 @@ Coordinator *coordinator_free(Coordinator *c) {
                 return NULL;
         interruption_free(c->interruption);
         provisioner_free(c->provisioner);
+        attestor_free(c->attest);
         leader_free(c->leader);
         kube_client_free(c->kube);
         http_server_free(c->http);
@@ -145,6 +154,45 @@ static int read_token_file(const char *path, char **ret) {
         *ret = strdup(buf);
         explicit_bzero(buf, sizeof buf);
         return *ret ? 0 : -ENOMEM;
+}
+
+/* The attestor, when attestation is on: it needs the cluster's tag and the certificates. */
+static int coordinator_validate_attestation(Coordinator *c) {
+        const CoordConfig *cfg = &c->cfg;
+        _cleanup_(attest_trust_freep) AttestTrust *trust = NULL;
+        AttestMode mode;
+        int r;
+
+        if (streq_ptr(cfg->attestation, "auto"))
+                /* a coordinator that provisions has EC2 and a cluster tag to check against */
+                mode = isempty(cfg->cluster_name) ? ATTEST_OFF : ATTEST_REQUIRED;
+        else if (attest_mode_from_string(cfg->attestation, &mode) < 0)
+                return log_error_errno(EINVAL, "attestation '%s': expected auto, required, warn or off.",
+                                       strempty(cfg->attestation));
+        if (mode == ATTEST_OFF) {
+                log_notice("Attestation off%s: any holder of the bootstrap token can report as any instance.",
+                           streq_ptr(cfg->attestation, "auto") ? " (no cluster-name: nothing to attest against)" : "");
+                return 0;
+        }
+        if (isempty(cfg->cluster_name))
+                return log_error_errno(EINVAL, "attestation=%s needs cluster-name (the nodesmith.io/cluster tag "
+                                       "instances must carry) and EC2; set attestation=off for a coordinator "
+                                       "that does not provision.", attest_mode_to_string(mode));
+        r = attest_trust_from_file(strempty(cfg->attestation_ca), &trust);
+        if (r < 0)
+                return log_error_errno(r, "attestation-ca %s: %s.", strempty(cfg->attestation_ca),
+                                       r == -ENOKEY ? "no PEM certificate in it" : strerror(-r));
+        size_t n = attest_trust_count(trust);
+        AttestConfig ac = { .mode = mode, .region = cfg->region, .cluster = cfg->cluster_name,
+                            .max_entries = cfg->max_nodes + 256 };
+        attestor_free(c->attest);
+        c->attest = NULL;
+        r = attestor_new(&ac, TAKE_PTR(trust), &c->attest);
+        if (r < 0)
+                return log_oom();
+        log_info("Attestation %s: %zu trusted signer certificate(s) from %s, region %s, cluster %s.",
+                 attest_mode_to_string(mode), n, cfg->attestation_ca, cfg->region, cfg->cluster_name);
+        return 0;
 }
 
 int coordinator_validate(Coordinator *c) {
@@ -205,7 +253,7 @@ int coordinator_validate(Coordinator *c) {
             ((strncmp(cfg->interruption_queue, "https://", 8) != 0 && strncmp(cfg->interruption_queue, "http://", 7) != 0) ||
              strlen(cfg->interruption_queue) > 1024))
                 return log_error_errno(EINVAL, "interruption-queue must be the queue's URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).");
-        return 0;
+        return coordinator_validate_attestation(c);
 }
 
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -292,6 +340,12 @@ int coordinator_start(Coordinator *c) {
         if (r < 0)
                 log_warning_errno(r, "Failed to enable the watchdog: %m");
 
+        if (c->attest) {
+                r = attestor_use_ec2(c->attest, c->event, c->cfg.region, c->cfg.ec2_endpoint,
+                                     c->cfg.cluster_name);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up EC2 for attestation: %m");
+        }
         if (!isempty(c->cfg.cluster_name)) {
                 r = provisioner_new(c, &c->provisioner);
                 if (r < 0)

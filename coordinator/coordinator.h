@@ -63,6 +63,9 @@ typedef struct CoordConfig {
         uint64_t lease_duration_ms;
         char *identity;
         char *log_level;
+        /* attestation (attest.h) */
+        char *attestation;
+        char *attestation_ca;
 } CoordConfig;
 
 extern const Option coord_options[];
@@ -75,6 +78,7 @@ typedef enum ReportResult {
         REPORT_UNAUTHENTICATED,
         REPORT_VERSION_MISMATCH,
         REPORT_OVERLOADED,
+        REPORT_PENDING,                /* attestation waits for EC2: the agent sends again */
         _REPORT_RESULT_MAX,
 } ReportResult;
 
@@ -91,6 +95,7 @@ typedef struct Metrics {
 } Metrics;
 
 typedef struct HttpServer HttpServer;
+typedef struct Attestor Attestor;
 typedef struct Provisioner Provisioner;
 typedef struct Leader Leader;
 typedef struct ProxyDrains ProxyDrains;
@@ -111,6 +116,7 @@ typedef struct Coordinator {
         bool leading;
         LinkServer *link;
         HttpServer *http;
+        Attestor *attest;              /* NULL when attestation is off */
         Metrics metrics;
         uint64_t start_usec;
         uint64_t auth_log_usec;        /* rate limit for refusal logs */

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attest.h"
 #include "coordinator.h"
 #include "provisioner.h"
 #include "proxydrain.h"
@@ -16,6 +17,7 @@ static const char *const result_names[_REPORT_RESULT_MAX] = {
         [REPORT_UNAUTHENTICATED] = "unauthenticated",
         [REPORT_VERSION_MISMATCH] = "version_mismatch",
         [REPORT_OVERLOADED] = "overloaded",
+        [REPORT_PENDING] = "pending",
 };
 
 const char *report_result_to_string(ReportResult r) {
@@ -117,6 +119,37 @@ static bool state_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *
         return true;
 }
 
+static Nodesmith__V1__NodeState *state_unpack(const Nodesmith__V1__AgentReport *env, PbArena **arena) {
+        *arena = pb_arena_new(env->state.len * 4 + 512);
+        return *arena ? nodesmith__v1__node_state__unpack(pb_arena_allocator(*arena), env->state.len,
+                                                          env->state.data)
+                      : NULL;
+}
+
+/* Attestation of the reporting agent boot (attest.h). The registry holds the boot of each
+ * instance's agent: while that agent is alive (and not shutting down), its reports are bound
+ * already, and another boot claiming the instance is a replay. Otherwise the state is unpacked
+ * (into *arena, for the caller to reuse) and its identity document checked. */
+static AttestVerdict attest_report(Coordinator *c, const Nodesmith__V1__AgentReport *env,
+                                   const NodeEntry *e, PbArena **arena, Nodesmith__V1__NodeState **st,
+                                   AttestReason *ret_reason) {
+        uint64_t now = coordinator_now(c);
+        const char *bound = NULL;
+
+        *ret_reason = ATTEST_REASON_NONE;
+        if (e && e->state && e->state->identity && !e->state->shutting_down &&
+            now - e->last_seen_usec < c->cfg.stale_after_ms * USEC_PER_MSEC)
+                bound = e->state->identity->boot_id;
+        if (bound && streq(bound, strempty(env->boot_id)) &&
+            (attestor_mode(c->attest) == ATTEST_REQUIRED ||
+             attestor_accepted(c->attest, env->instance_id, env->boot_id)))
+                return ATTEST_ACCEPT;
+        if (!*st)
+                *st = state_unpack(env, arena);
+        return attestor_check(c->attest, env->instance_id, env->boot_id, bound,
+                              *st ? (*st)->identity : NULL, now, ret_reason);
+}
+
 #define REFUSE(res, code, text)                                                     \
         do {                                                                          \
                 result = (res);                                                       \
@@ -136,6 +169,8 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         NodeEntry *e = NULL;
         PbArena *arena = NULL;
         Nodesmith__V1__AgentReport *env = NULL;
+        Nodesmith__V1__NodeState *st = NULL;
+        AttestReason attest_why = ATTEST_REASON_NONE;
 
         d.protocol_version = NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
         d.report_interval_ms = (uint32_t) c->cfg.report_interval_ms;
@@ -171,6 +206,27 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                 goto reply;
         }
         e = registry_get(&c->registry, env->instance_id);
+        if (attestor_mode(c->attest) != ATTEST_OFF) {
+                AttestVerdict v = attest_report(c, env, e, &arena, &st, &attest_why);
+                if (attestor_mode(c->attest) == ATTEST_REQUIRED && v == ATTEST_PENDING) {
+                        /* not an answer yet: the report changes nothing, the agent sends again */
+                        result = REPORT_PENDING;
+                        d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_PENDING;
+                        d.error = (char *) "attestation in progress (asking EC2 about this instance); send again";
+                        e = NULL;
+                        goto reply;
+                }
+                if (attestor_mode(c->attest) == ATTEST_REQUIRED && v == ATTEST_REFUSE) {
+                        /* the attestor logged why; the agent gets what a wrong token gets */
+                        result = REPORT_UNAUTHENTICATED;
+                        d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_UNAUTHENTICATED;
+                        snprintf(errbuf, sizeof errbuf, "attestation refused: %s",
+                                 attest_reason_describe(attest_why));
+                        d.error = errbuf;
+                        e = NULL;
+                        goto reply;
+                }
+        }
         if (registry_is_duplicate(e, env->boot_id, env->sequence)) {
                 result = REPORT_DUPLICATE; /* still answered with the desired state */
                 goto directive;
@@ -182,11 +238,8 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                 goto directive;
         }
 
-        arena = pb_arena_new(env->state.len * 4 + 512);
-        Nodesmith__V1__NodeState *st =
-                arena ? nodesmith__v1__node_state__unpack(pb_arena_allocator(arena), env->state.len,
-                                                          env->state.data)
-                      : NULL;
+        if (!st)
+                st = state_unpack(env, &arena);
         if (!st)
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed node state");
         if (!state_valid(c, env, st, &why))

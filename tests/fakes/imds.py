@@ -782,6 +782,8 @@ def main(argv=None):
     ap.add_argument("--architecture", choices=["x86_64", "arm64"])
     ap.add_argument("--role", help="IAM role name behind iam/security-credentials/")
     ap.add_argument("--user-data", help="served at /latest/user-data")
+    ap.add_argument("--pending-time", help="the identity document's pendingTime, e.g. the "
+                    "instance's EC2 LaunchTime (default: now)")
     ap.add_argument("--v1-allowed", action="store_const", const=True,
                     help="answer GETs without a token (IMDSv1 optional mode)")
     ap.add_argument("--max-ttl", type=int, help="cap on granted token TTLs (seconds)")

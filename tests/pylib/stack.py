@@ -40,7 +40,8 @@ COORDINATOR_WIRING = (("--cluster-name", "cluster"), ("--cluster", "cluster"),
                       ("--kube-server", "kube_server"), ("--kubeconfig", "kubeconfig"),
                       ("--cluster-endpoint", "kube_server"), ("--cluster-ca", "cluster_ca_b64"),
                       ("--agent-endpoint", "agent_endpoint"), ("--agent-ca", "agent_ca"),
-                      ("--agent-tls-server-name", "agent_tls_server_name"))
+                      ("--agent-tls-server-name", "agent_tls_server_name"),
+                      ("--attestation-ca", "attestation_ca"))
 
 def _listening(proc, what, timeout):
     def port():
@@ -485,6 +486,25 @@ class LocalStack:
         if self.service is None:
             self.service = ServiceProxy()
         return f"{'tcp' if self.insecure else 'tls+tcp'}://127.0.0.1:{self.service.port}"
+
+    @property
+    def imds_signer(self):
+        """The stack's stand-in for AWS's regional RSA-2048 certificate: the node emulator's
+        fake IMDS sign identity documents with it (nodeemu reuses NODES/imds-signer), and the
+        coordinator trusts it for attestation. {"sign_cert": PEM path, "sign_key": PEM path}."""
+        d = os.path.join(self.workdir, "nodes", "imds-signer")
+        cert, key = os.path.join(d, "rsa2048-cert.pem"), os.path.join(d, "rsa2048-key.pem")
+        if not (os.path.exists(cert) and os.path.exists(key)):
+            os.makedirs(d, exist_ok=True)
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                            key, "-out", cert, "-days", "3650", "-sha256", "-subj",
+                            f"/C=US/O=nodesmith test/CN=fake imds rsa2048 signer {self.region}"],
+                           check=True, capture_output=True, timeout=60)
+        return {"sign_cert": cert, "sign_key": key}
+
+    @property
+    def attestation_ca(self):
+        return self.imds_signer["sign_cert"]
 
     @property
     def agent_ca(self):
