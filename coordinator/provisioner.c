@@ -410,7 +410,8 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         SolverPod *pods = solver_arena_alloc(a, (o->n_pods + n_bound + 1) * sizeof *pods);
         if (!pods)
                 return -ENOMEM;
-        memcpy(pods, o->pods, o->n_pods * sizeof *pods);
+        if (o->n_pods > 0)
+                memcpy(pods, o->pods, o->n_pods * sizeof *pods);
         size_t np = o->n_pods;
         REGISTRY_FOREACH(e, &p->c->registry) {
                 const Nodesmith__V1__NodeState *st = e->state;
