@@ -396,6 +396,8 @@ def main():
                     ("nodesmith_proxy_drains_finished_total", {"result": "drained"}),
                     ("nodesmith_proxy_drains_finished_total", {"result": "handed_over"}),
                     ("nodesmith_proxy_drain_pods_evicted_total", None))))
+            rcs = s.stop_all()
+            assert rcs.get("coordinator") == 0, f"the coordinator exited {rcs.get('coordinator')}"
     print("test_dead_agent_drain: OK")
 
 
