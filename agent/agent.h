@@ -96,6 +96,8 @@ typedef struct Manager {
         int64_t drain_deadline_ms;
         bool drain_force;
         bool directive_received;     /* at least one reply since start */
+        bool attested;               /* the coordinator holds this boot's attestation: the
+                                      * identity document stays out of reports */
 
         /* Kubernetes: the own Node and its pods, and drains (NULL without API access) */
         KubeClient *kube;

@@ -64,6 +64,8 @@ static void identity_from_imds(Manager *m, ReportParts *p) {
         if (!id)
                 return;
         p->identity.private_ip = id->local_ipv4 ? id->local_ipv4 : (char *) "";
+        if (m->attested)
+                return; /* the coordinator has it: about 2 KiB less in every report */
         if (id->document)
                 p->identity.identity_document = (ProtobufCBinaryData) {
                         .len = strlen(id->document), .data = (uint8_t *) id->document };
@@ -280,6 +282,7 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 break;
         case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_UNAUTHENTICATED:
                 log_error("Coordinator refused this agent: %s", d->error);
+                m->attested = false; /* the identity document goes with the next report */
                 r = -EACCES;
                 goto out;
         case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_VERSION_MISMATCH:
@@ -293,6 +296,7 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 goto out;
         case NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_PENDING:
                 log_debug("Coordinator not done checking this agent: %s", d->error);
+                m->attested = false;
                 r = -EINPROGRESS;
                 goto out;
         default:
@@ -301,6 +305,11 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 goto out;
         }
 
+        if (d->attested != m->attested) {
+                log_debug("Coordinator %s this agent's attestation: the identity document is %s.",
+                          d->attested ? "holds" : "does not hold", d->attested ? "left out" : "sent");
+                m->attested = d->attested;
+        }
         if (d->report_interval_ms >= 100 && d->report_interval_ms <= 3600 * 1000)
                 m->interval_usec = (uint64_t) d->report_interval_ms * 1000;
 

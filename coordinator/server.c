@@ -171,6 +171,7 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         Nodesmith__V1__AgentReport *env = NULL;
         Nodesmith__V1__NodeState *st = NULL;
         AttestReason attest_why = ATTEST_REASON_NONE;
+        bool attested = false;
 
         d.protocol_version = NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
         d.report_interval_ms = (uint32_t) c->cfg.report_interval_ms;
@@ -208,6 +209,7 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         e = registry_get(&c->registry, env->instance_id);
         if (attestor_mode(c->attest) != ATTEST_OFF) {
                 AttestVerdict v = attest_report(c, env, e, &arena, &st, &attest_why);
+                attested = v == ATTEST_ACCEPT; /* the agent may leave its document out */
                 if (attestor_mode(c->attest) == ATTEST_REQUIRED && v == ATTEST_PENDING) {
                         /* not an answer yet: the report changes nothing, the agent sends again */
                         result = REPORT_PENDING;
@@ -277,6 +279,7 @@ directive:
                 d.reason = e->reason;
                 d.deadline_unix_ms = e->deadline_unix_ms;
                 d.force = e->force;
+                d.attested = attested;
         }
 reply:
         c->metrics.reports[result]++;

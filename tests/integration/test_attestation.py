@@ -12,7 +12,9 @@ key, and its own root (so its own boot id). Shown:
     first is alive), a stale pendingTime and a terminated instance are all refused: a log line
     naming the reason, nodesmith_attestation_refused_total{reason=...} counts it, the agent gets
     the refusal a wrong token gets, and the coordinator's model does not change (no node, the
-    first agent's registration kept)."""
+    first agent's registration kept);
+  - once accepted, the agent leaves its document out of its reports; a restarted coordinator
+    refuses that once (no_document), gets the document with the next report and accepts it."""
 import calendar
 import json
 import os
@@ -41,8 +43,8 @@ def main():
 def run(d, s):
     s.start_ec2()
     s.start_kube(crds=True)
-    coord = s.start_coordinator("--stale-after", "30s")
-    clog = s.procs["coordinator"]
+    fast = ("--stale-after", "30s", "--lease-duration", "2s")
+    clog = s.start_coordinator(*fast)
     assert re.search(r"Attestation required: \d+ trusted signer", clog.output()), clog.output()[-2000:]
 
     ok_id = s.run_instance("m5.large")
@@ -85,7 +87,7 @@ def run(d, s):
         n_agents[0] += 1
         name = f"agent-{n_agents[0]}"
         root = make_root(os.path.join(d, name), cpus=2, mem_bytes=8 * GiB)
-        argv = [s.binary("nodesmith-agent"), "--coordinator", s.coordinator_url, "--root", root,
+        argv = [s.binary("nodesmith-agent"), "--coordinator", s.agent_endpoint, "--root", root,
                 "--token-file", s.pki["token_file"], "--tls-ca", s.pki["ca"], "--tls-server-name",
                 "localhost", "--node-name", name, "--report-interval", "1s", "--log-level", "debug",
                 "--imds-endpoint", endpoint, "--imds-poll-interval", "500ms", "--logind", "no",
@@ -168,6 +170,21 @@ def run(d, s):
     # one log line per instance and reason, not one per report
     assert len(re.findall(rf"Attestation refused for {forged_id} ", clog.output())) == 1, clog.output()[-3000:]
     print("refused agents changed nothing: one node, the first boot's; refusals logged once each")
+
+    # --- once accepted, the agent leaves its document out; a restarted coordinator, which holds
+    # no attestation, refuses that and gets the document with the next report --------------------
+    wait_for("the accepted agent leaves its document out",
+             lambda: "attestation: the identity document is left out" in first.output(), 10)
+    for p in (forged, thief, untagged, replay, stale, gone):
+        p.stop()
+    clog.kill()
+    clog2 = s.start_coordinator(*fast, name="coordinator-2")
+    wait_for("re-attested by the restarted coordinator", lambda: re.search(
+        rf"Attestation accepted for {ok_id} \(agent boot {first.boot_id}\)", clog2.output()), 30)
+    assert re.search(rf"Attestation refused for {ok_id} \(agent boot {first.boot_id}\): [^\n]*\[no_document\]",
+                     clog2.output()), clog2.output()[-3000:]
+    wait_for("registered again", lambda: ok_id in nodes(), 10)
+    print("restarted coordinator: the document left out is asked for again; the agent re-attested")
 
 
 if __name__ == "__main__":
