@@ -15,117 +15,46 @@ per instance, and a coordinator given --interruption-queue.
      told to drain; the agent is let go on at once. Whoever drains it (the agent, once it
      reports, or the coordinator for a silent agent), the notice is never withdrawn, the pod
      runs elsewhere, the instance is terminated and the Node is gone.
+  4. The queue failing (500 from the proxy, four times in a row): the coordinator backs off
+     (doubling from 1 s, with jitter), warns once, and reads the next message when it is back.
 
 Each scenario is a function taking the stack; a case with a dead agent goes next to them.
 """
-import json
 import os
 import re
 import signal
 import sys
 import time
-import urllib.request
-import uuid
-from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
-from nsharness import TestDir, http_get, metric, wait_for  # noqa: E402
+from nsharness import TestDir, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
+from workload import (Queue, apply_objs, coordinator_metric, deployment, evictions, instance,  # noqa: E402
+                      instance_state, node_class_yaml, on_node, pdb, running_of, spot_warning, violations,
+                      wait_registered)
 
 CLUSTER = "sqs-test"
 QUEUE = "nodesmith-interruptions"
-NODEPOOLS = f"""
-apiVersion: nodesmith.io/v1
-kind: EC2NodeClass
-metadata: {{name: default}}
-spec:
-  amiFamily: AL2023
-  amiSelectorTerms: [{{alias: al2023@latest}}]
-  role: nodesmith-node
-  subnetSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
----
+NODEPOOLS = node_class_yaml(CLUSTER) + """---
 apiVersion: nodesmith.io/v1
 kind: NodePool
-metadata: {{name: general}}
+metadata: {name: general}
 spec:
   template:
     spec:
-      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: default}}
+      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: default}
       requirements:
-        - {{key: nodesmith.io/capacity-type, operator: In, values: [spot, on-demand]}}
-        - {{key: nodesmith.io/instance-category, operator: In, values: [c, m, r]}}
-        - {{key: nodesmith.io/instance-generation, operator: Gt, values: ["5"]}}
-        - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
-        - {{key: nodesmith.io/instance-size, operator: NotIn, values: [metal, medium]}}
+        - {key: nodesmith.io/capacity-type, operator: In, values: [spot, on-demand]}
+        - {key: nodesmith.io/instance-category, operator: In, values: [c, m, r]}
+        - {key: nodesmith.io/instance-generation, operator: Gt, values: ["5"]}
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+        - {key: nodesmith.io/instance-size, operator: NotIn, values: [metal, medium]}
 """
 
 
 # ---- helpers -----------------------------------------------------------------------------------
 
-def apply(s, *objs):
-    s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
-
-
-def deployment(name, replicas, cpu):
-    spec = {"terminationGracePeriodSeconds": 30,
-            "containers": [{"name": name, "image": "registry.example/app",
-                            "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
-
-
-def pdb(name, **spec):
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
-            "spec": dict(spec, selector={"matchLabels": {"app": name}})}
-
-
-def fake(s, method, path, body=None):
-    req = urllib.request.Request(f"{s.kube_server}/_fake/{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        raw = r.read()
-        return json.loads(raw) if raw else None
-
-
-def evictions(s, node):
-    return [e for e in fake(s, "GET", "audit")["evictions"] if e.get("node") == node]
-
-
-def violations(s):
-    return fake(s, "GET", "audit")["violationCount"]
-
-
-def running_of(s, app):
-    return [p for p in s.pods("default") if p["metadata"].get("labels", {}).get("app") == app
-            and p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
-
-
-def on_node(pods, node):
-    return [p for p in pods if p["spec"].get("nodeName") == node]
-
-
-def m(s, name, labels=None):
-    return metric(http_get(s.coordinator_http + "/metrics")[1], name, labels) or 0
-
-
-def instance(s, ref):
-    return s.emu("GET", f"instances/{ref}")
-
-
-def instance_state(s, iid):
-    return s.instances()[iid]["State"]["Name"]
-
-
-def wait_registered(s, iids, timeout=60):
-    def ok():
-        st = {i["instanceId"]: i for i in s.emu_state()["instances"]}
-        nodes = s.coordinator_nodes()
-        return all(st.get(i, {}).get("agentAlive") and i in nodes for i in iids)
-    wait_for(f"agents of {iids} reporting", ok, timeout, 0.3)
-    return {i: instance(s, i)["node"] for i in iids}
+m = coordinator_metric
 
 
 def place_on(s, node, *objs):
@@ -133,40 +62,13 @@ def place_on(s, node, *objs):
     others = [n for n in s.nodes() if n != node]
     for n in others:
         s.kubectl("cordon", n)
-    apply(s, *objs)
+    apply_objs(s, *objs)
     return others
 
 
 def uncordon(s, nodes):
     for n in nodes:
         s.kubectl("uncordon", n)
-
-
-# ---- the queue -----------------------------------------------------------------------------------
-
-class Queue:
-    """An SQS queue in moto (through the EC2 proxy, which forwards SQS untouched)."""
-
-    def __init__(self, s):
-        self.sqs = s.client("sqs")
-        self.url = self.sqs.create_queue(QueueName=QUEUE, Attributes={"VisibilityTimeout": "5"})["QueueUrl"]
-
-    def send(self, event):
-        self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps(event))
-
-    def depth(self):
-        a = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=[
-            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        return int(a["ApproximateNumberOfMessages"]) + int(a["ApproximateNumberOfMessagesNotVisible"])
-
-
-def spot_warning(iid, zone="us-east-1a", event_id=None):
-    """An EventBridge EC2 Spot Instance Interruption Warning as it reaches the queue."""
-    return {"version": "0", "id": event_id or str(uuid.uuid4()),
-            "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
-            "account": "123456789012", "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": "us-east-1", "resources": [f"arn:aws:ec2:{zone}:instance/{iid}"],
-            "detail": {"instance-id": iid, "instance-action": "terminate"}}
 
 
 def coordinator_log(s):
@@ -179,7 +81,7 @@ def coordinator_log(s):
 def scenario_queue_spot(s, q):
     iid = s.run_instance("m6i.large", zone="us-east-1a", spot=True, nodepool="general")
     node = wait_registered(s, [iid])[iid]
-    others = place_on(s, node, deployment("web", 2, "500m"), pdb("web", minAvailable=1))
+    others = place_on(s, node, deployment("web", 2, "500m", "256Mi"), pdb("web", minAvailable=1))
     wait_for("web pods Running on the spot node", lambda: len(on_node(running_of(s, "web"), node)) == 2, 30, 0.3)
     uncordon(s, others)
     wait_for("finalizer on the spot node", lambda: "nodesmith.io/termination" in
@@ -203,7 +105,7 @@ def scenario_queue_spot(s, q):
     assert not on_node(running_of(s, "web"), node)
     assert instance_state(s, iid) in ("shutting-down", "terminated"), instance_state(s, iid)
     assert violations(s) == 0
-    evicted = [e for e in evictions(s, node) if e.get("decision") == "evicted"]
+    evicted = evictions(s, node, "evicted")
     assert len(evicted) == 2, evicted
 
     # the replacement was launched before the old node went away
@@ -293,6 +195,37 @@ def scenario_unreported(s, q):
           f"{instance_state(s, iid)}, Node gone")
 
 
+# ---- 4. the queue failing -------------------------------------------------------------------------
+
+def rebalance_event(iid):
+    ev = spot_warning(iid)
+    ev.update({"detail-type": "EC2 Instance Rebalance Recommendation", "detail": {"instance-id": iid}})
+    return ev
+
+
+def scenario_queue_errors(s, q):
+    key = ("nodesmith_interruption_errors_total", {"op": "receive"})
+    errors = m(s, *key)
+    read = m(s, "nodesmith_interruption_messages_total", {"kind": "rebalance"})
+    s.proxy("POST", "rules", {"kind": "error", "service": "sqs", "status": 500, "count": 4})
+    print("4. the queue answers 500 four times")
+    wait_for("the first failure (after the long poll under way)", lambda: m(s, *key) > errors, 40, 0.1)
+    t1 = time.monotonic()
+    wait_for("four failures", lambda: m(s, *key) >= errors + 4, 40, 0.1)
+    spread = time.monotonic() - t1
+    q.send(rebalance_event("i-0123456789abcdef0"))  # no node of this cluster: read, then ignored
+    wait_for("the next message read", lambda: m(s, "nodesmith_interruption_messages_total", {"kind": "rebalance"})
+             == read + 1, 40, 0.2)
+    assert m(s, *key) == errors + 4, m(s, *key)
+    # backoff after the 1st, 2nd and 3rd failure: at least 0.5 + 1 + 2 s
+    assert spread >= 3.2, f"four failures within {spread:.1f}s: no backoff"
+    log = coordinator_log(s)
+    assert len(re.findall(r"ReceiveMessage failed: InternalError", log)) == 1, "not warned once"
+    assert "ReceiveMessage answers again after 4 failure(s)" in log
+    wait_for("the message deleted", lambda: q.depth() == 0, 30, 0.5)
+    print(f"4. four failures over {spread:.1f}s (backoff), one warning; the next message read and deleted")
+
+
 def start_coordinator(s, q):
     s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--consolidation-interval", "0",
                         "--interruption-queue", q.url, "--sqs-endpoint", s.ec2_endpoint)
@@ -306,14 +239,14 @@ def main():
             s.setup_network()
             s.start_kube(grace_scale=0.05)
             s.apply(NODEPOOLS)
-            q = Queue(s)
+            q = Queue(s, QUEUE)
             start_coordinator(s, q)
             s.start_emulator(boot_delay=0.3, agent_args=["--imds-poll-interval", "250ms"])
             scenario_queue_spot(s, q)
             scenario_both_sources(s, q)
             scenario_unreported(s, q)
+            scenario_queue_errors(s, q)
             assert m(s, "nodesmith_interruption_not_understood_total") == 0
-            assert m(s, "nodesmith_interruption_errors_total", {"op": "receive"}) == 0
             assert violations(s) == 0
     print("test_sqs_interruption: OK")
 

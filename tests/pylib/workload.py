@@ -1,0 +1,130 @@
+"""What integration tests on the local stack (stack.LocalStack) do again and again: workloads
+and PDBs, the fake API server's eviction audit, metrics, emulated instances, and an SQS
+interruption queue in moto with EventBridge events for it.
+
+    from workload import Queue, deployment, pdb, apply_objs, running_of, wait_registered
+    q = Queue(s); q.send(spot_warning(iid))
+"""
+import json
+import urllib.request
+import uuid
+from datetime import datetime, timezone
+
+from nsharness import http_get, metric, wait_for
+
+
+def node_class_yaml(cluster, name="default"):
+    """An EC2NodeClass selecting the stack's discovery-tagged subnets and security group."""
+    return f"""apiVersion: nodesmith.io/v1
+kind: EC2NodeClass
+metadata: {{name: {name}}}
+spec:
+  amiFamily: AL2023
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  role: nodesmith-node
+  subnetSelectorTerms: [{{tags: {{nodesmith.io/discovery: {cluster}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{nodesmith.io/discovery: {cluster}}}}}]
+"""
+
+
+def apply_objs(s, *objs):
+    s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+
+
+def deployment(name, replicas, cpu, memory="128Mi", annotations=None):
+    spec = {"terminationGracePeriodSeconds": 30,
+            "containers": [{"name": name, "image": "registry.example/app",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}, "annotations": annotations or {}},
+                                  "spec": spec}}}
+
+
+def pdb(name, **spec):
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
+            "spec": dict(spec, selector={"matchLabels": {"app": name}})}
+
+
+def fake_api(s, method, path, body=None):
+    """The fake API server's control endpoint /_fake/PATH."""
+    req = urllib.request.Request(f"{s.kube_server}/_fake/{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        raw = r.read()
+        return json.loads(raw) if raw else None
+
+
+def evictions(s, node, decision=None):
+    """The eviction audit for pods of node: [{pod, uid, node, decision, pdb, ...}]."""
+    return [e for e in fake_api(s, "GET", "audit")["evictions"] if e.get("node") == node
+            and (decision is None or e.get("decision") == decision)]
+
+
+def violations(s):
+    """Evictions the fake API server saw break a PDB."""
+    return fake_api(s, "GET", "audit")["violationCount"]
+
+
+def running_of(s, app):
+    return [p for p in s.pods("default") if p["metadata"].get("labels", {}).get("app") == app
+            and p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+
+
+def on_node(pods, node):
+    return [p for p in pods if p["spec"].get("nodeName") == node]
+
+
+def coordinator_metric(s, name, labels=None):
+    return metric(http_get(s.coordinator_http + "/metrics")[1], name, labels) or 0
+
+
+def instance(s, ref):
+    """The emulator's view of an instance (by id or Node name)."""
+    return s.emu("GET", f"instances/{ref}")
+
+
+def instance_state(s, iid):
+    return s.instances()[iid]["State"]["Name"]
+
+
+def wait_registered(s, iids, timeout=60):
+    """Wait until each instance's agent runs and reports; {instance id: Node name}."""
+    def ok():
+        st = {i["instanceId"]: i for i in s.emu_state()["instances"]}
+        nodes = s.coordinator_nodes()
+        return all(st.get(i, {}).get("agentAlive") and i in nodes for i in iids)
+    wait_for(f"agents of {iids} reporting", ok, timeout, 0.3)
+    return {i: instance(s, i)["node"] for i in iids}
+
+
+class Queue:
+    """An SQS queue in moto (through the EC2 proxy, which forwards SQS untouched), for the
+    coordinator's --interruption-queue (and --sqs-endpoint s.ec2_endpoint)."""
+
+    def __init__(self, s, name="nodesmith-interruptions", visibility_timeout=5):
+        self.sqs = s.client("sqs")
+        self.url = self.sqs.create_queue(QueueName=name, Attributes={
+            "VisibilityTimeout": str(visibility_timeout)})["QueueUrl"]
+
+    def send(self, event):
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps(event))
+
+    def send_spot_warning(self, iid, zone="us-east-1a"):
+        self.send(spot_warning(iid, zone))
+
+    def depth(self):
+        """Messages in the queue, visible or in flight."""
+        a = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        return int(a["ApproximateNumberOfMessages"]) + int(a["ApproximateNumberOfMessagesNotVisible"])
+
+
+def spot_warning(iid, zone="us-east-1a", event_id=None):
+    """An EventBridge EC2 Spot Instance Interruption Warning as it reaches the queue."""
+    return {"version": "0", "id": event_id or str(uuid.uuid4()),
+            "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
+            "account": "123456789012", "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": "us-east-1", "resources": [f"arn:aws:ec2:{zone}:instance/{iid}"],
+            "detail": {"instance-id": iid, "instance-action": "terminate"}}
