@@ -144,6 +144,10 @@ int interruption_apply(Coordinator *c, InterruptionStats *stats, const SqsEvent 
                 r = c->provisioner ? provisioner_find_node(c->provisioner, id, &node) : -ENOENT;
                 if (r == -EAGAIN)
                         return r; /* the Nodes are not listed yet: the message comes back */
+                bool leaving = ev->notice_kind == NODESMITH__V1__NOTICE__KIND__KIND_SPOT_INTERRUPTION ||
+                               ev->notice_kind == NODESMITH__V1__NOTICE__KIND__KIND_SHUTDOWN;
+                if (r == -ENOENT && leaving && provisioner_instance_leaving(c->provisioner, id))
+                        return 0; /* launched, not registered yet: no capacity on the way any more */
                 if (r < 0 || !node_managed(node)) {
                         log_info("Interruption queue: %s %s for %s: no node of this cluster has that instance; ignored.",
                                  kind, ev->id, id);

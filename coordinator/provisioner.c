@@ -1754,3 +1754,19 @@ int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON *
         *ret = k.node;
         return 0;
 }
+
+bool provisioner_instance_leaving(Provisioner *p, const char *instance_id) {
+        for (size_t i = 0; p && i < p->n_inflight; i++) {
+                const InFlight *f = &p->inflight[i];
+                if (!streq(f->instance_id, instance_id))
+                        continue;
+                log_notice("Instance %s (%s in %s) is going away before it registered; its pods are planned again.",
+                           f->instance_id, f->instance_type, f->zone);
+                if (f->capacity_type == SOLVER_CAPACITY_SPOT)
+                        ice_mark(p, f->instance_type, f->zone, SOLVER_CAPACITY_SPOT);
+                inflight_remove(p, i);
+                provisioner_poke(p);
+                return true;
+        }
+        return false;
+}

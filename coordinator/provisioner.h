@@ -32,6 +32,11 @@ struct cJSON;
 /* The Node whose spec.providerID (aws:///ZONE/ID) names the instance, from the Node watch:
  * -EAGAIN until the watch has listed the Nodes, -ENOENT when there is none. */
 int provisioner_find_node(Provisioner *p, const char *instance_id, const struct cJSON **ret);
+/* An instance launched but not registered yet is going away (a spot interruption, a state
+ * change to stopping or terminated): it no longer counts as capacity on the way and its pods
+ * are planned again at once; a spot one takes its offering out for a while (EC2 took the
+ * capacity back, and a new plan gets a new ClientToken). false: the instance is not in flight. */
+bool provisioner_instance_leaving(Provisioner *p, const char *instance_id);
 /* Prometheus lines. */
 void provisioner_metrics(Provisioner *p, StrBuf *b);
 /* {"inFlight": [...], "pending": N, ...} for /api/v1/provisioning. */

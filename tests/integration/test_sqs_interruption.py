@@ -17,6 +17,9 @@ per instance, and a coordinator given --interruption-queue.
      runs elsewhere, the instance is terminated and the Node is gone.
   4. The queue failing (500 from the proxy, four times in a row): the coordinator backs off
      (doubling from 1 s, with jitter), warns once, and reads the next message when it is back.
+  5. An instance launched for a pending pod is reclaimed before it boots (the emulator is paused):
+     the queue's state change to shutting-down takes it out of the capacity on the way, and a
+     new instance is launched at once (not after the registration time-out); the pod runs.
 
 Each scenario is a function taking the stack; a case with a dead agent goes next to them.
 """
@@ -226,6 +229,42 @@ def scenario_queue_errors(s, q):
     print(f"4. four failures over {spread:.1f}s (backoff), one warning; the next message read and deleted")
 
 
+# ---- 5. an instance going away before it registered -------------------------------------------------
+
+def state_change(iid, state):
+    ev = spot_warning(iid)
+    ev.update({"detail-type": "EC2 Instance State-change Notification", "detail": {"instance-id": iid, "state": state}})
+    return ev
+
+
+def fleets(s):
+    return [c for c in s.proxy("GET", "log?action=CreateFleet")["calls"] if c.get("instance_ids")]
+
+
+def scenario_in_flight(s, q):
+    known = {i for c in fleets(s) for i in c["instance_ids"]}
+    emu = s.procs["nodeemu"]
+    os.kill(emu.pid, signal.SIGSTOP)  # nothing boots meanwhile
+    try:
+        apply_objs(s, deployment("big", 1, "3", "4Gi"))  # fits on no node running
+        new = wait_for("an instance launched for the big pod", lambda: [
+            i for c in fleets(s) for i in c["instance_ids"] if i not in known], 30, 0.2)
+        iid = new[0]
+        s.terminate(iid)  # EC2 takes it back before it boots
+        q.send(state_change(iid, "shutting-down"))
+        t0 = time.time()
+        print(f"5. {iid} launched for the big pod, terminated before it booted; state change sent to the queue")
+        again = wait_for("another instance launched", lambda: [
+            i for c in fleets(s) for i in c["instance_ids"] if i not in known and i != iid], 30, 0.2)
+        took = time.time() - t0
+        assert "is going away before it registered" in coordinator_log(s)
+    finally:
+        os.kill(emu.pid, signal.SIGCONT)
+    wait_for("the big pod Running", lambda: len(running_of(s, "big")) == 1, 60, 0.5)
+    assert running_of(s, "big")[0]["spec"]["nodeName"] == instance(s, again[0])["node"]
+    print(f"5. replacement {again[0]} launched {took:.1f}s after the state change; the big pod Running on it")
+
+
 def start_coordinator(s, q):
     s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--consolidation-interval", "0",
                         "--interruption-queue", q.url, "--sqs-endpoint", s.ec2_endpoint)
@@ -246,6 +285,7 @@ def main():
             scenario_both_sources(s, q)
             scenario_unreported(s, q)
             scenario_queue_errors(s, q)
+            scenario_in_flight(s, q)
             assert m(s, "nodesmith_interruption_not_understood_total") == 0
             assert violations(s) == 0
     print("test_sqs_interruption: OK")
