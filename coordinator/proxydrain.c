@@ -47,6 +47,14 @@ typedef struct ProxyDrain {
         int32_t evicted_counted;
 } ProxyDrain;
 
+/* A Node being deleted that waits for a drain slot is tainted and cordoned at once, so that the
+ * pods evicted from the nodes drained meanwhile do not land on it. */
+typedef struct Precordon {
+        ProxyDrains *owner;
+        char *node;
+        KubeCall *call;
+} Precordon;
+
 struct ProxyDrains {
         Coordinator *c;
         KubeClient *kube;
@@ -54,7 +62,9 @@ struct ProxyDrains {
         ProxyDrain **v;
         size_t n, n_alloc;
         size_t waiting;             /* drains wanted beyond max-proxy-drains at the last pass */
-        uint64_t started, ended[_END_MAX], pods_evicted;
+        Precordon *pre[64];         /* patches in flight */
+        size_t n_pre;
+        uint64_t started, ended[_END_MAX], pods_evicted, precordoned;
 };
 
 static int64_t now_unix_ms(void) {
@@ -175,9 +185,56 @@ typedef struct Want {
         const char *reason;
         int64_t deadline_unix_ms;      /* the notice's; 0: none */
         bool force;
+        bool deleting;                 /* the Node is being deleted: no way back */
         uint64_t decided_usec;         /* CLOCK_MONOTONIC, when the node was first seen leaving */
         uint64_t silent_for_usec;
 } Want;
+
+static void precordon_free(Precordon *k) {
+        ProxyDrains *pd = k->owner;
+        for (size_t i = 0; i < pd->n_pre; i++)
+                if (pd->pre[i] == k) {
+                        pd->pre[i] = pd->pre[--pd->n_pre];
+                        break;
+                }
+        free(k->node);
+        free(k);
+}
+
+static void on_precordoned(KubeResponse *resp, void *userdata) {
+        Precordon *k = userdata;
+        if (resp->error < 0) /* 409: the Node changed; the next pass tries again */
+                log_debug_errno(resp->error, "Node %s not tainted and cordoned ahead of its drain: %m", k->node);
+        else {
+                k->owner->precordoned++;
+                log_info("Node %s tainted %s:NoSchedule and cordoned; it waits for a drain slot.", k->node,
+                         KUBE_NODE_TAINT);
+        }
+        precordon_free(k);
+}
+
+static void precordon(ProxyDrains *pd, const char *node) {
+        _cleanup_free_ char *body = NULL, *path = NULL;
+        const cJSON *obj = kube_watch_get(pd->nodes, NULL, node);
+        Precordon *k;
+
+        if (!obj || pd->n_pre >= ELEMENTSOF(pd->pre))
+                return;
+        for (size_t i = 0; i < pd->n_pre; i++)
+                if (streq(pd->pre[i]->node, node))
+                        return; /* under way */
+        if (drain_node_patch(obj, true, &body) <= 0 || kube_path("v1", NULL, "nodes", node, NULL, &path) < 0)
+                return; /* done already, or nothing to patch */
+        k = calloc(1, sizeof *k);
+        if (!k || !(k->node = strdup(node))) {
+                free(k);
+                return (void) log_oom();
+        }
+        k->owner = pd;
+        pd->pre[pd->n_pre++] = k;
+        if (kube_patch(pd->kube, path, KUBE_PATCH_STRATEGIC, body, on_precordoned, k, &k->call) < 0)
+                precordon_free(k);
+}
 
 static void want(ProxyDrains *pd, const Want *w) {
         ProxyDrain *d = find(pd, w->node);
@@ -189,6 +246,8 @@ static void want(ProxyDrains *pd, const Want *w) {
         if (!d) {
                 if (pd->n >= pd->c->cfg.max_proxy_drains) {
                         pd->waiting++;
+                        if (w->deleting)
+                                precordon(pd, w->node);
                         return;
                 }
                 if (pd->n == pd->n_alloc) {
@@ -267,7 +326,7 @@ static int orphan(const cJSON *node, void *userdata) {
         uint64_t since = since_ms > 0 ? (uint64_t) since_ms * USEC_PER_MSEC : 0;
         if (since <= silent_usec(pd))
                 return 0;
-        Want w = { .node = name, .instance_id = id, .reason = "node-deleted", .force = true,
+        Want w = { .node = name, .instance_id = id, .reason = "node-deleted", .force = true, .deleting = true,
                    .decided_usec = o->now > since ? o->now - since : 0, .silent_for_usec = since };
         want(pd, &w);
         return 0;
@@ -307,6 +366,7 @@ void proxy_drains_pass(ProxyDrains *pd, uint64_t leading_since_usec) {
                         .reason = directed && !isempty(e->reason) ? e->reason : "node-deleted",
                         .deadline_unix_ms = directed ? e->deadline_unix_ms : 0,
                         .force = (directed && e->force) || deleting,
+                        .deleting = deleting,
                         .decided_usec = e->drain_decided_usec ? e->drain_decided_usec : now,
                         .silent_for_usec = now - heard,
                 };
@@ -374,6 +434,9 @@ void proxy_drains_metrics(const ProxyDrains *pd, StrBuf *b) {
                          "# TYPE nodesmith_proxy_drains_drained gauge\nnodesmith_proxy_drains_drained %zu\n", drained);
         strbuf_printf(b, "# HELP nodesmith_proxy_drains_waiting Nodes to drain for a silent agent beyond max-proxy-drains.\n"
                          "# TYPE nodesmith_proxy_drains_waiting gauge\nnodesmith_proxy_drains_waiting %zu\n", pd->waiting);
+        strbuf_printf(b, "# HELP nodesmith_proxy_drains_precordoned_total Nodes being deleted tainted and cordoned while they waited for a drain slot.\n"
+                         "# TYPE nodesmith_proxy_drains_precordoned_total counter\nnodesmith_proxy_drains_precordoned_total %llu\n",
+                      (unsigned long long) pd->precordoned);
         strbuf_printf(b, "# HELP nodesmith_proxy_drain_pods_evicted_total Pods evicted by the coordinator's drains.\n"
                          "# TYPE nodesmith_proxy_drain_pods_evicted_total counter\nnodesmith_proxy_drain_pods_evicted_total %llu\n",
                       (unsigned long long) pd->pods_evicted);
@@ -394,6 +457,10 @@ ProxyDrains *proxy_drains_free(ProxyDrains *pd) {
                 return NULL;
         while (pd->n > 0)
                 proxy_drain_free(pd->v[--pd->n]);
+        while (pd->n_pre > 0) {
+                kube_call_cancel(pd->pre[0]->call);
+                precordon_free(pd->pre[0]);
+        }
         free(pd->v);
         free(pd);
         return NULL;

@@ -278,11 +278,9 @@ static bool cordoned_by_us(const cJSON *n) {
 
 /* One strategic merge patch: the taint list is replaced (taints have no merge key), so it is
  * the Node's own list plus or minus ours, guarded by the resourceVersion it was read at. */
-static int patch_node(Drain *d, bool on) {
-        _cleanup_free_ char *path = NULL, *body = NULL;
-        const cJSON *n = kube_node_object(d->node);
+int drain_node_patch(const cJSON *n, bool on, char **ret) {
         const char *rv = n ? kube_object_meta(n, "resourceVersion") : NULL;
-        int r;
+        char *body;
 
         if (!n || isempty(rv))
                 return -ENOENT;
@@ -323,12 +321,24 @@ static int patch_node(Drain *d, bool on) {
         }
         if (ok && cJSON_GetArraySize(ps) == 0 && !ann) {
                 cJSON_Delete(p);
+                *ret = NULL;
                 return 0; /* nothing to change */
         }
         body = ok ? cJSON_PrintUnformatted(p) : NULL;
         cJSON_Delete(p);
         if (!body)
                 return -ENOMEM;
+        *ret = body;
+        return 1;
+}
+
+static int patch_node(Drain *d, bool on) {
+        _cleanup_free_ char *path = NULL, *body = NULL;
+        int r;
+
+        r = drain_node_patch(kube_node_object(d->node), on, &body);
+        if (r <= 0)
+                return r;
         r = kube_path("v1", NULL, "nodes", kube_node_name(d->node), NULL, &path);
         if (r < 0)
                 return r;

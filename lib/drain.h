@@ -107,6 +107,10 @@ int drain_pod_order(const PodInfo *a, const PodInfo *b);
 /* The grace period to ask for: -1 (the pod's own) when it ends before deadline - margin, else
  * that remainder in whole seconds, at least 1. No deadline: -1. */
 int64_t drain_grace_seconds(int64_t pod_grace_s, int64_t deadline_ms, int64_t now_ms, uint64_t margin_ms);
+/* The strategic merge patch that taints and cordons the Node (on) or undoes what nodesmith did
+ * (off), guarded by its resourceVersion: 1 with *ret (the caller frees it), 0 when there is
+ * nothing to change, -ENOENT without a Node or resourceVersion. */
+int drain_node_patch(const cJSON *node, bool on, char **ret);
 /* Back-off before retry n (n >= 1): min·2^(n-1) capped at max, with jitter in [d·3/4, d]. */
 uint64_t drain_backoff_ms(unsigned n, uint64_t min_ms, uint64_t max_ms, uint32_t rnd);
 

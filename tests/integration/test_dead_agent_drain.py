@@ -17,6 +17,9 @@ instance, a coordinator with --report-interval 1s, so an agent counts as silent 
   4. A dead agent and an EventBridge spot interruption warning from the SQS interruption queue
      (moto's SQS; the node's IMDS says nothing): the coordinator drains the node and terminates the
      instance, the message is deleted.
+  5. Two agents killed, then the coordinator restarted with --max-proxy-drains 1 (it has never
+     heard of them) and both Nodes deleted: one drain at a time, the other waits; both drained,
+     terminated, gone.
 """
 import json
 import os
@@ -175,18 +178,19 @@ def on_node(pods, node):
 
 
 def place_on(s, node, app, n, *objs):
-    """Creates objs with every node but `node` cordoned, so that app's n pods land there; waits
-    until they are Ready and the Node carries the termination finalizer."""
-    others = [x for x in s.nodes() if x != node]
+    """Creates objs with every node but `node` (a name or a list) cordoned, so that app's n pods
+    land there; waits until they are Ready and the Nodes carry the termination finalizer."""
+    targets = [node] if isinstance(node, str) else list(node)
+    others = [x for x in s.nodes() if x not in targets]
     for x in others:
         s.kubectl("cordon", x)
     apply(s, *objs)
-    wait_for(f"{app} pods Ready on {node}",
-             lambda: len([p for p in on_node(running_of(s, app), node) if ready(p)]) == n, 30, 0.3)
+    wait_for(f"{app} pods Ready on {node}", lambda: len(
+        [p for t in targets for p in on_node(running_of(s, app), t) if ready(p)]) == n, 30, 0.3)
     for x in others:
         s.kubectl("uncordon", x)
-    wait_for(f"finalizer on {node}", lambda: "nodesmith.io/termination" in
-             (s.nodes()[node]["metadata"].get("finalizers") or []), 20, 0.3)
+    wait_for(f"finalizer on {node}", lambda: all("nodesmith.io/termination" in
+             (s.nodes()[t]["metadata"].get("finalizers") or []) for t in targets), 20, 0.3)
 
 
 # ---- 1. kubectl delete node, agent dead ----------------------------------------------------------
@@ -373,6 +377,46 @@ def scenario_queue(s, q):
           "0 violations; Node gone; message deleted")
 
 
+# ---- 5. a restarted coordinator, two dead agents, one drain at a time ----------------------------
+
+def scenario_restart_limit(s, coord_args):
+    iids = [s.run_instance("m6i.large", zone=z, nodepool="general") for z in ("us-east-1a", "us-east-1c")]
+    names = wait_registered(s, iids)
+    victims = [names[i] for i in iids]
+    place_on(s, victims, "pair", 4, deployment("pair", 4, "100m", annotations={"kubeapi.fake/ready-after-seconds": "60"}),
+             pdb("pair", maxUnavailable=1))
+    uids = {v: {p["metadata"]["uid"] for p in on_node(running_of(s, "pair"), v)} for v in victims}
+    assert all(len(u) == 2 for u in uids.values()), uids
+    for i in iids:
+        os.kill(instance(s, i)["agentPid"], signal.SIGKILL)
+    wait_for("agents dead", lambda: not any(instance(s, i)["agentAlive"] for i in iids), 10, 0.2)
+    rc = s.procs["coordinator"].stop(timeout=15)
+    assert rc == 0, f"the coordinator exited {rc}"
+    s.start_coordinator(*coord_args, "--max-proxy-drains", "1", name="coordinator-2")
+    wait_for("the new coordinator leading", lambda: json.loads(
+        http_get(s.coordinator_http + "/api/v1/provisioning")[1]).get("leading"), 30, 0.3)
+    for v in victims:
+        s.kubectl("delete", "node", v, "--wait=false")
+    print(f"5. agents of {iids} killed, coordinator restarted with --max-proxy-drains 1, both Nodes deleted")
+    wait_for("one drain under way, one waiting", lambda: m(s, "nodesmith_proxy_drains_active") == 1
+             and m(s, "nodesmith_proxy_drains_waiting") == 1, 30, 0.2)
+    # the waiting one is tainted and cordoned at once: no pod evicted from the other lands on it
+    wait_for("both victims cordoned", lambda: all(
+        (s.nodes().get(v) or {"spec": {"unschedulable": True}})["spec"].get("unschedulable") for v in victims), 10, 0.2)
+    wait_for("both Nodes gone", lambda: all(node_gone(s, v) for v in victims), 120, 0.5)
+    for v in victims:
+        evicted = evictions(s, v, "evicted")
+        assert sorted(e["uid"] for e in evicted) == sorted(uids[v]), (v, evicted, uids[v])
+    assert violations(s) == 0
+    assert m(s, "nodesmith_proxy_drains_started_total") == 2
+    assert m(s, "nodesmith_proxy_drains_precordoned_total") == 1
+    assert all(instance_state(s, i) in ("shutting-down", "terminated") for i in iids)
+    wait_for("pair pods Running elsewhere", lambda: len(running_of(s, "pair")) == 4, 30, 0.5)
+    print("5. drained one after the other by the restarted coordinator (never heard of them), the second "
+          "cordoned while it waited; 4 pods evicted, each from the node it ran on, 0 violations; both instances "
+          "terminated, both Nodes gone")
+
+
 def main():
     with TestDir("dead-agent-drain") as d:
         with LocalStack(d, cluster=CLUSTER) as s:
@@ -381,23 +425,25 @@ def main():
             s.setup_network()
             s.start_kube(grace_scale=0.05)
             s.apply(NODEPOOLS)
-            s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--consolidation-interval", "0",
-                                "--termination-grace-period", DEFAULT_GRACE,
-                                "--interruption-queue", q.url, "--sqs-endpoint", s.ec2_endpoint)
+            coord_args = ("--batch-idle", "700ms", "--lease-duration", "3s", "--consolidation-interval", "0",
+                          "--termination-grace-period", DEFAULT_GRACE,
+                          "--interruption-queue", q.url, "--sqs-endpoint", s.ec2_endpoint)
+            s.start_coordinator(*coord_args)
             s.start_emulator(boot_delay=0.3, agent_args=["--imds-poll-interval", "250ms"])
             others = scenario_delete(s)
             others = scenario_spot(s, others)
             scenario_handover(s, others)
             scenario_queue(s, q)
+            scenario_restart_limit(s, coord_args)
             m_text = metrics(s)
-            print("metrics: " + ", ".join(
+            print("metrics of the restarted coordinator: " + ", ".join(
                 f"{k}={metric(m_text, k, l) or 0:.0f}" for k, l in (
                     ("nodesmith_proxy_drains_started_total", None),
                     ("nodesmith_proxy_drains_finished_total", {"result": "drained"}),
                     ("nodesmith_proxy_drains_finished_total", {"result": "handed_over"}),
                     ("nodesmith_proxy_drain_pods_evicted_total", None))))
             rcs = s.stop_all()
-            assert rcs.get("coordinator") == 0, f"the coordinator exited {rcs.get('coordinator')}"
+            assert rcs.get("coordinator-2") == 0, f"the coordinator exited {rcs.get('coordinator-2')}"
     print("test_dead_agent_drain: OK")
 
 
