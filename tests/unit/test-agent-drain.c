@@ -224,6 +224,74 @@ static void test_finalizer_and_taint(void **state) {
         cJSON_Delete(n);
 }
 
+static cJSON *node_patch(const char *node_json, bool on, int expect) {
+        cJSON *n = cJSON_Parse(node_json);
+        char *body = (char *) "unset";
+        assert_non_null(n);
+        assert_int_equal(drain_node_patch(n, on, &body), expect);
+        cJSON_Delete(n);
+        if (expect <= 0) {
+                if (expect == 0)
+                        assert_null(body);
+                return NULL;
+        }
+        cJSON *p = cJSON_Parse(body);
+        free(body);
+        assert_non_null(p);
+        return p;
+}
+
+static const char *patch_str(const cJSON *p, const char *a, const char *b, const char *c) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, a), b);
+        if (c)
+                v = cJSON_GetObjectItemCaseSensitive(v, c);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void test_node_patch(void **state) {
+        /* schedulable, someone else's taint: ours added to theirs, cordoned, annotated, guarded */
+        cJSON *p = node_patch("{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"7\"},"
+                              "\"spec\":{\"taints\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"}]}}", true, 1);
+        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(p, "spec");
+        assert_string_equal(patch_str(p, "metadata", "resourceVersion", NULL), "7");
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable")));
+        assert_string_equal(patch_str(p, "metadata", "annotations", KUBE_NODE_CORDONED_ANNOTATION), "true");
+        const cJSON *taints = cJSON_GetObjectItemCaseSensitive(spec, "taints");
+        assert_int_equal(cJSON_GetArraySize(taints), 2);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(taints, 0), "key")), "a");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(taints, 1), "key")), KUBE_NODE_TAINT);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(taints, 1), "effect")), "NoSchedule");
+        cJSON_Delete(p);
+
+        /* cordoned by someone else and tainted already: nothing to do */
+        node_patch("{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"8\"},\"spec\":{\"unschedulable\":true,"
+                   "\"taints\":[{\"key\":\"nodesmith.io/disrupted\",\"effect\":\"NoSchedule\"}]}}", true, 0);
+
+        /* undo what nodesmith did: uncordon, annotation and taint off, the other taint kept */
+        p = node_patch("{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"9\","
+                       "\"annotations\":{\"nodesmith.io/drain-cordoned\":\"true\"}},\"spec\":{\"unschedulable\":true,"
+                       "\"taints\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"},"
+                       "{\"key\":\"nodesmith.io/disrupted\",\"effect\":\"NoSchedule\"}]}}", false, 1);
+        spec = cJSON_GetObjectItemCaseSensitive(p, "spec");
+        assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable")));
+        assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"), "annotations"),
+                KUBE_NODE_CORDONED_ANNOTATION)));
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "taints")), 1);
+        cJSON_Delete(p);
+
+        /* cordoned by someone else: the taint goes, the cordon stays */
+        p = node_patch("{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"10\"},\"spec\":{\"unschedulable\":true,"
+                       "\"taints\":[{\"key\":\"nodesmith.io/disrupted\",\"effect\":\"NoSchedule\"}]}}", false, 1);
+        spec = cJSON_GetObjectItemCaseSensitive(p, "spec");
+        assert_null(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable"));
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "taints")), 0);
+        cJSON_Delete(p);
+
+        /* no resourceVersion to guard the patch with */
+        node_patch("{\"metadata\":{\"name\":\"n1\"},\"spec\":{}}", true, -ENOENT);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_pod_requests),
@@ -236,6 +304,7 @@ int main(void) {
                 cmocka_unit_test(test_drain_on),
                 cmocka_unit_test(test_decide),
                 cmocka_unit_test(test_finalizer_and_taint),
+                cmocka_unit_test(test_node_patch),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
