@@ -1,5 +1,5 @@
 # nodesmith — one non-recursive GNU Makefile; everything is written to $(BUILD).
-# make [all|test|demo|bench|install|clean|packages]   V=1 verbose, SAN=1 ASan+UBSan,
+# make [all|test|demo|chaos|bench|install|clean|packages]   V=1 verbose, SAN=1 ASan+UBSan,
 # WERROR=1 -Werror, CFLAGS=... appended.
 
 BUILD   ?= build
@@ -36,12 +36,20 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 OPT := -O2 -g
+# BROKEN_PDB=1: a deliberately broken build whose drains delete pods instead of evicting them
+# (PodDisruptionBudgets ignored), only for the chaos runner's own test; never in build/.
+ifeq ($(BROKEN_PDB),1)
+ifeq ($(patsubst %/,%,$(BUILD)),build)
+$(error BROKEN_PDB=1 builds a deliberately broken product: give it its own BUILD=build/...)
+endif
+OPT_DEFS := -DNODESMITH_BROKEN_DRAIN_DELETES_PODS
+endif
 ifeq ($(SAN),1)
 OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 SAN_LDFLAGS := -fsanitize=address,undefined
 endif
 
-ALL_CFLAGS  := -std=gnu11 $(OPT) $(WARN) -D_GNU_SOURCE -MMD -MP -pthread \
+ALL_CFLAGS  := -std=gnu11 $(OPT) $(WARN) $(OPT_DEFS) -D_GNU_SOURCE -MMD -MP -pthread \
                -Ilib -Iagent -Icoordinator -I$(BUILD)/proto -I. $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS := -pthread -Wl,--as-needed $(SAN_LDFLAGS) $(LDFLAGS)
 LIBS        := -lnng $(PKG_LIBS) -lm
@@ -79,7 +87,7 @@ FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
 
-.PHONY: all test test-unit test-integration demo bench install clean fuzz fuzz-build
+.PHONY: all test test-unit test-integration demo chaos bench install clean fuzz fuzz-build
 all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN)
 
 # ---- rules ---------------------------------------------------------------------------------
@@ -157,6 +165,13 @@ test-unit: $(UNIT_BINS)
 
 test-integration: all $(TOOL_BINS)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh --integration
+
+# Seeded chaos runs on the local stack, checked against invariants (docs/chaos.md): RUNS runs
+# from seed SEED; CHAOS_ARGS passes more options to tests/chaos/chaos.py.
+RUNS ?= 1
+SEED ?= 1
+chaos: all
+	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) tests/chaos/chaos.py --runs $(RUNS) --seed $(SEED) $(CHAOS_ARGS)
 
 bench: all $(BENCH_BINS)
 	$(Q)BUILD=$(BUILD) bash bench/run.sh

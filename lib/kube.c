@@ -696,6 +696,24 @@ int kube_delete(KubeClient *c, const char *path, const KubeDeleteOptions *opts, 
                       userdata, ret_call);
 }
 
+#ifdef NODESMITH_BROKEN_DRAIN_DELETES_PODS
+#pragma message "NODESMITH_BROKEN_DRAIN_DELETES_PODS: drains delete pods, PodDisruptionBudgets are ignored"
+/* A deliberately broken build, for the chaos runner's own test only (make BROKEN_PDB=1, never
+ * in a normal build): the "eviction" deletes the pod outright, so no PodDisruptionBudget is
+ * checked. The answer is read as an eviction's (200: accepted, 404: gone). */
+int kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_seconds,
+               kube_evict_done_t cb, void *userdata, KubeCall **ret_call) {
+        _cleanup_free_ char *path = NULL, *s = NULL;
+        int r = kube_path("v1", ns, "pods", name, NULL, &path);
+        if (r < 0)
+                return r;
+        if (grace_seconds >= 0 && asprintf(&s, "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
+                                           "\"gracePeriodSeconds\":%lld}", (long long) grace_seconds) < 0)
+                return -ENOMEM;
+        return simple(c, CALL_EVICT, "DELETE", path, s, s ? "application/json" : NULL, NULL, cb, userdata,
+                      ret_call);
+}
+#else
 int kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_seconds,
                kube_evict_done_t cb, void *userdata, KubeCall **ret_call) {
         _cleanup_free_ char *path = NULL, *s = NULL;
@@ -716,6 +734,7 @@ int kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_se
                 return -ENOMEM;
         return simple(c, CALL_EVICT, "POST", path, s, "application/json", NULL, cb, userdata, ret_call);
 }
+#endif
 
 static int rfc3339_now(char *buf, size_t n) {
         struct timespec ts;

@@ -564,7 +564,8 @@ class Proxy:
     def record(self, entry):
         with self.lock:
             self.call_seq += 1
-            entry = dict(entry, seq=self.call_seq, time=now_iso())
+            t = time.time()
+            entry = dict(entry, seq=self.call_seq, time=now_iso(t), unix=round(t, 3))
             self.calls.append(entry)
             if len(self.calls) > 10000:
                 del self.calls[:1000]

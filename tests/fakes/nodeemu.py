@@ -421,8 +421,11 @@ class Instance:
         self.imds = None
         self.imds_port = None
         self.agent = None
+        self.agent_argv = None
         self.agent_exit = None
         self.agent_log_pos = 0
+        self.agent_restart_at = None     # monotonic time systemd starts the agent again
+        self.agent_restarts = 0
         self.node = None
         self.node_registered = False
         self.spec = None
@@ -451,7 +454,8 @@ class Instance:
                 "imdsPort": self.imds_port, "imdsPid": self.imds.pid if self.imds else None,
                 "imdsAlive": bool(self.imds and self.imds.alive()),
                 "agentPid": a.pid if a else None, "agentAlive": bool(a and a.alive()),
-                "agentExit": self.agent_exit,
+                "agentExit": self.agent_exit, "agentRestarts": self.agent_restarts,
+                "agentRestartPending": self.agent_restart_at is not None,
                 "agentLog": a.log_path if a else None, "dir": self.dir,
                 "interruption": self.interruption,
                 "launchTime": self.desc["launchTime"], "tags": self.desc["tags"]}
@@ -769,6 +773,7 @@ class Emulator:
         with inst.lock:
             if inst.gone.is_set():
                 return
+            inst.agent_argv = argv
             inst.agent = Proc("agent", argv, inst.dir)
         inst.phase = "ready"
         self.event("agent-started", inst, f"pid {inst.agent.pid}, coordinator {inst.coordinator}")
@@ -931,6 +936,45 @@ class Emulator:
             if not a.alive() and inst.agent_exit is None and not inst.gone.is_set():
                 inst.agent_exit = a.p.returncode
                 self.event("agent-exited", inst, f"pid {a.pid} exited {a.p.returncode} on its own")
+                if self.args.agent_restart_sec >= 0 and inst.agent_restart_at is None:
+                    inst.agent_restart_at = time.monotonic() + self.args.agent_restart_sec
+            if inst.agent_restart_at is not None and time.monotonic() >= inst.agent_restart_at:
+                self.restart_agent(inst)
+
+    # -- the agent's unit: kill, and start again as systemd does (Restart=always) -------------
+    def kill_agent(self, inst, body):
+        sig = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "INT": signal.SIGINT}.get(
+            str(body.get("signal", "KILL")).upper().replace("SIG", ""))
+        if sig is None:
+            return 400, {"error": "signal must be KILL, TERM or INT"}
+        after = body.get("restartAfter", self.args.agent_restart_sec)
+        with inst.lock:
+            a = inst.agent
+            if inst.gone.is_set() or a is None:
+                return 409, {"error": f"{inst.id} has no agent to kill (phase {inst.phase})"}
+            if not a.alive():
+                return 409, {"error": f"{inst.id}'s agent is not running"}
+            if sig == signal.SIGKILL:
+                a.kill(signal.SIGKILL)
+            else:
+                a.stop(timeout=10)
+            inst.agent_exit = a.p.returncode
+            restart = after is not None and float(after) >= 0
+            inst.agent_restart_at = time.monotonic() + float(after) if restart else None
+        self.event("agent-killed", inst, f"pid {a.pid} {sig.name}, exit {a.p.returncode}"
+                   + (f"; restarted in {float(after):g}s" if restart else "; not restarted"))
+        return 200, inst.public()
+
+    def restart_agent(self, inst):
+        with inst.lock:
+            inst.agent_restart_at = None
+            if inst.gone.is_set() or inst.agent_argv is None or (inst.agent and inst.agent.alive()):
+                return 409, {"error": f"{inst.id}: no agent to start (phase {inst.phase})"}
+            inst.agent = Proc("agent", inst.agent_argv, inst.dir)
+            inst.agent_exit = None
+            inst.agent_restarts += 1
+        self.event("agent-restarted", inst, f"pid {inst.agent.pid} (start {inst.agent_restarts + 1})")
+        return 200, inst.public()
 
     def find(self, ref):
         with self.lock:
@@ -1070,6 +1114,7 @@ class Handler(BaseHTTPRequestHandler):
                     "/_emu/state", "/_emu/events?since=SEQ", "/_emu/instances/REF",
                     "/_emu/instances/REF/spot", "/_emu/instances/REF/rebalance",
                     "/_emu/instances/REF/maintenance", "/_emu/instances/REF/terminate",
+                    "/_emu/instances/REF/agent/kill", "/_emu/instances/REF/agent/start",
                     "/_emu/instances/REF/imds/PATH"]})
             if p == ["state"] and m == "GET":
                 return self.send_json(200, emu.state())
@@ -1110,6 +1155,10 @@ class Handler(BaseHTTPRequestHandler):
                     emu.ec2.terminate(inst.id)
                     emu.event("terminate-requested", inst, "TerminateInstances")
                     return self.send_json(200, inst.public())
+                if rest == ["agent", "kill"] and m == "POST":
+                    return self.send_json(*emu.kill_agent(inst, body))
+                if rest == ["agent", "start"] and m == "POST":
+                    return self.send_json(*emu.restart_agent(inst))
                 if rest[:1] == ["imds"] and len(rest) >= 2:
                     return self.send_json(*emu.imds_control(inst, m, "/".join(rest[1:]),
                                                             body if raw.strip() else None))
@@ -1146,6 +1195,9 @@ def main(argv=None):
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--agent-arg", action="append", default=[],
                     help="extra nodesmith-agent argument (repeatable; use --agent-arg=--x)")
+    ap.add_argument("--agent-restart-sec", type=float, default=-1.0,
+                    help="an agent that exits while its instance runs is started again after this "
+                         "many seconds, as the unit's Restart=always/RestartSec do (< 0: never) [-1]")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
     args.build = os.path.abspath(args.build)

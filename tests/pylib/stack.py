@@ -74,9 +74,22 @@ class ServiceProxy:
         self.port = self.sock.getsockname()[1]
         self.backends = []          # (agent port, http url)
         self.stopping = False
+        self.cut = False            # the link is down: connections refused and reset
         self.conns = set()
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def set_cut(self, cut):
+        """Cut (True) or restore (False) the agents' link: when cut, every open connection is
+        reset and new ones are closed at once, as a network partition seen by the agents."""
+        with self.lock:
+            self.cut = cut
+            conns = list(self.conns) if cut else []
+        for x in conns:
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def add(self, port, http):
         with self.lock:
@@ -103,8 +116,8 @@ class ServiceProxy:
             threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c):
-        port = self._ready()
-        if port is None:
+        port = None if self.cut else self._ready()
+        if port is None or self.cut:
             c.close()
             return
         try:
@@ -114,6 +127,10 @@ class ServiceProxy:
             return
         b.settimeout(None)
         with self.lock:
+            if self.cut:
+                c.close()
+                b.close()
+                return
             self.conns.update((c, b))
 
         def pump(src, dst):
@@ -416,11 +433,13 @@ class LocalStack:
         """The EC2 proxy's control endpoint: proxy("POST", "rules", {...}), proxy("GET", "log")."""
         return _json(method, f"{self.ec2_endpoint}/_fake/{path}", body)
 
-    def start_coordinator(self, *extra, interval=None, log_level="debug", wire=True, name="coordinator"):
+    def start_coordinator(self, *extra, interval=None, log_level="debug", wire=True, name="coordinator",
+                          ports=None):
         """nodesmith-coordinator with this stack's PKI (TLS unless insecure). With wire=True the
-        options in COORDINATOR_WIRING its --help lists are filled in from the stack."""
+        options in COORDINATOR_WIRING its --help lists are filled in from the stack. ports:
+        (agent port, http port) to reuse, e.g. to start a replica again where it was."""
         coord = self.binary("nodesmith-coordinator")
-        self.coordinator_port, self.coordinator_http_port = free_port(), free_port()
+        self.coordinator_port, self.coordinator_http_port = ports or (free_port(), free_port())
         argv = [coord, "--listen", self.coordinator_url, "--http-listen", self.coordinator_http,
                 "--report-interval", interval or self.report_interval,
                 "--token-file", self.pki["token_file"], "--log-level", log_level]
@@ -463,7 +482,8 @@ class LocalStack:
         wait_for("coordinator /healthz", healthy, 15)
         if self.service is None:
             self.service = ServiceProxy()
-        self.service.add(self.coordinator_port, self.coordinator_http)
+        if (self.coordinator_port, self.coordinator_http) not in self.service.backends:
+            self.service.add(self.coordinator_port, self.coordinator_http)
         return p
 
     def _wiring_value(self, attr):

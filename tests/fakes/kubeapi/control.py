@@ -1,16 +1,20 @@
 """The /_fake/ control endpoints (never authenticated, never subject to faults) and the
 failure injection they configure."""
 
+import itertools
 import json
 import re
+import socket
 import threading
+import time
 
 from .util import ApiError
 
 class Faults:
     """Rules: the next `count` requests whose method and request target match answer with an
     error status (optionally with Retry-After), a delay, a dropped connection, or (for watches)
-    a stream cut after `dropWatchAfter` events."""
+    a stream cut after `dropWatchAfter` events. `count` null: every match; `seconds`: the rule
+    lapses that long after it was added (an API server overloaded for a while)."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -32,7 +36,12 @@ class Faults:
             raise ApiError(400, "BadRequest", "status must be an HTTP error code")
         rule = dict(spec)
         rule["method"] = (spec.get("method") or "*").upper()
-        rule["count"] = int(spec.get("count", 1))
+        try:
+            rule["count"] = None if spec.get("count", 1) is None else int(spec.get("count", 1))
+            seconds = spec.get("seconds")
+            rule["_until"] = None if seconds is None else time.monotonic() + float(seconds)
+        except (TypeError, ValueError):
+            raise ApiError(400, "BadRequest", "count must be an integer or null, seconds a number")
         rule["matched"] = 0
         with self.lock:
             rule["id"] = self.next_id
@@ -42,13 +51,18 @@ class Faults:
         return self._public(rule)
 
     @staticmethod
+    def _live(r, now):
+        return (r["count"] is None or r["count"] > 0) and (r["_until"] is None or now < r["_until"])
+
+    @staticmethod
     def _public(r):
         return {k: v for k, v in r.items() if not k.startswith("_")}
 
     def match(self, method, target):
+        now = time.monotonic()
         with self.lock:
             for r in self.rules:
-                if r["count"] <= 0:
+                if not self._live(r, now):
                     continue
                 if r["method"] not in ("*", method):
                     continue
@@ -56,18 +70,69 @@ class Faults:
                     continue
                 if r.get("dropWatchAfter") is not None and "watch" not in target:
                     continue
-                r["count"] -= 1
+                if r["count"] is not None:
+                    r["count"] -= 1
                 r["matched"] += 1
                 return dict(r)
         return None
 
     def list(self):
+        now = time.monotonic()
         with self.lock:
-            return [self._public(r) for r in self.rules]
+            return [dict(self._public(r), active=self._live(r, now)) for r in self.rules]
+
+    def remove(self, rid):
+        with self.lock:
+            n = len(self.rules)
+            self.rules = [r for r in self.rules if str(r["id"]) != rid]
+            return len(self.rules) < n
 
     def clear(self):
         with self.lock:
             self.rules = []
+
+
+class OpenWatches:
+    """The watch streams being served, so that they can be cut at once (as an API server
+    restart or a load balancer reset does): the client sees its connection end without the
+    stream's last chunk and must watch again."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.streams = {}   # id -> {"target", "since", "cut": Event, "conn"}
+        self.ids = itertools.count(1)
+        self.dropped = 0
+
+    def register(self, target, conn):
+        w = {"target": target, "since": time.time(), "cut": threading.Event(), "conn": conn}
+        with self.lock:
+            wid = next(self.ids)
+            self.streams[wid] = w
+        return wid, w["cut"]
+
+    def unregister(self, wid):
+        with self.lock:
+            self.streams.pop(wid, None)
+
+    def list(self):
+        with self.lock:
+            return [{"id": i, "target": w["target"], "since": w["since"]}
+                    for i, w in sorted(self.streams.items())]
+
+    def drop(self, pattern):
+        cut = []
+        with self.lock:
+            for i, w in self.streams.items():
+                if pattern.search(w["target"]) and not w["cut"].is_set():
+                    w["cut"].set()
+                    cut.append((i, w))
+            self.dropped += len(cut)
+        for _, w in cut:
+            try:
+                w["conn"].shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return [{"id": i, "target": w["target"]} for i, w in cut]
 
 
 class Control:
@@ -76,6 +141,7 @@ class Control:
         self.controllers = controllers
         self.opts = opts
         self.faults = Faults()
+        self.watches = OpenWatches()
         self.bootstrap = bootstrap
 
     def handle(self, method, path, q, body):
@@ -126,9 +192,22 @@ class Control:
                 return 201, self.faults.add(data)
             if method == "GET":
                 return 200, {"faults": self.faults.list()}
+            if method == "DELETE" and len(parts) == 2:
+                if not self.faults.remove(parts[1]):
+                    raise ApiError(404, "NotFound", f"no fault {parts[1]}")
+                return 200, {"faults": self.faults.list()}
             if method == "DELETE":
                 self.faults.clear()
                 return 200, {"faults": []}
+        elif head == "watches":
+            if len(parts) == 1 and method == "GET":
+                return 200, {"watches": self.watches.list(), "dropped": self.watches.dropped}
+            if len(parts) == 2 and parts[1] == "drop" and method == "POST":
+                try:
+                    pat = re.compile(data.get("path", ".*") if isinstance(data, dict) else ".*")
+                except re.error as e:
+                    raise ApiError(400, "BadRequest", f"bad path regexp: {e}")
+                return 200, {"dropped": self.watches.drop(pat)}
         elif head == "compact" and method == "POST":
             api.store.compact()
             return 200, {"compactedResourceVersion": str(api.store.compacted)}
@@ -145,6 +224,7 @@ class Control:
         elif head == "reset" and method == "POST":
             with api.store.lock:
                 api.store.reset()
+                api.event_index.clear()
                 api.audit.clear()
                 api.violations.clear()
                 api.deletions = 0
@@ -152,6 +232,7 @@ class Control:
                 ctl.paused.clear()
                 ctl.managed_nodes.clear()
                 ctl.stopped_kubelets.clear()
+                ctl.bound.clear()
                 ctl.crd_registered.clear()
                 for key in list(api.registry.types):
                     rt = api.registry.types[key]
@@ -164,7 +245,7 @@ class Control:
         elif head == "" and method == "GET":
             return 200, {"endpoints": ["/_fake/nodes", "/_fake/nodes/NAME/ready",
                                        "/_fake/evictions", "/_fake/faults", "/_fake/compact",
-                                       "/_fake/controllers", "/_fake/reset", "/_fake/state"]}
+                                       "/_fake/watches", "/_fake/controllers", "/_fake/reset", "/_fake/state"]}
         raise ApiError(404, "NotFound", f"no control endpoint {method} /_fake/{'/'.join(parts)}")
 
     def audit(self):

@@ -621,12 +621,15 @@ class Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         interval = srv.opts.bookmark_interval
         last_bm = time.monotonic()
+        wid, cut = srv.control.watches.register(self.path, self.connection)
         try:
             for typ, obj in w.start():
                 emit(typ, obj)
                 if typ == "ERROR":
                     raise _Done()
             while not srv.stopping:
+                if cut.is_set():
+                    raise _Dropped()
                 now = time.monotonic()
                 if now >= deadline:
                     break
@@ -653,6 +656,8 @@ class Handler(BaseHTTPRequestHandler):
                 pass
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
+        finally:
+            srv.control.watches.unregister(wid)
 
 
 def _varint(n):
