@@ -41,7 +41,6 @@ typedef struct ProxyDrain {
         DrainRequest req;
         int64_t grace_deadline_ms;  /* decision + grace, fixed when the drain began */
         bool wanted;                /* in the current pass */
-        bool started;               /* drain_start() called (once the informers listed) */
         bool withdrawing;           /* drain_stop() called: freed once the untaint is done */
         bool drained;               /* reached DRAINED at least once */
         int32_t evicted_counted;
@@ -167,10 +166,10 @@ static void on_drain(Drain *drain, DrainEvent ev, void *userdata) {
 }
 
 static void start_when_listed(ProxyDrain *d) {
-        if (d->withdrawing || !kube_node_synced(d->kn))
-                return;
-        if (drain_start(d->drain, &d->req) > 0)
-                d->started = true;
+        /* like the agent, the drain starts once both informers listed: a taint found then means
+         * a drain (the agent's or ours) to resume */
+        if (!d->withdrawing && kube_node_synced(d->kn))
+                (void) drain_start(d->drain, &d->req);
 }
 
 static void on_kube_node(KubeNode *k, KubeNodeEvent ev, void *userdata) {
