@@ -157,6 +157,7 @@ class Run:
         self.decoys = {}
         self.noticed = set()
         self.down_coordinators = set()
+        self.launches_checked = 0
 
     # ---- bookkeeping ---------------------------------------------------------------------
     def note(self, kind, target, detail=""):
@@ -467,86 +468,20 @@ class Run:
 
     def history_violations(self):
         """Invariants over the whole run, from the fakes' records: [(invariant, unix, text)]."""
-        out = []
         s = self.s
-        # no PDB ever violated: the API server's own accounting at every pod deletion
-        audit = get_json(s.kube_server + "/_fake/evictions")
-        for v in audit.get("violations") or []:
-            out.append(("no PDB ever violated", iso_to_unix(v.get("time")) or time.time(),
-                        f"deleting pod {v.get('namespace')}/{v.get('pod')} on {v.get('node') or '-'} left "
-                        f"{v.get('healthyAfter')} healthy of PDB {v.get('pdb')} (needs {v.get('desiredHealthy')}), "
-                        f"done by {v.get('via')}"))
+        out = pdb_violations(get_json(s.kube_server + "/_fake/evictions"))
         calls = s.proxy("GET", "log")["calls"]
-        # no instance launched twice: unique instance IDs, one launch per ClientToken
-        seen, tokens = {}, {}
-        for c in calls:
-            if c.get("action") not in ("CreateFleet", "RunInstances") or c.get("replayed"):
-                continue
-            for iid in c.get("instance_ids") or []:
-                if iid in seen:
-                    out.append(("no instance launched twice", c.get("unix") or time.time(),
-                                f"{iid} returned by launches #{seen[iid]} and #{c['seq']}"))
-                seen[iid] = c["seq"]
-            if c.get("instance_ids") and c.get("client_token"):
-                if c["client_token"] in tokens:
-                    out.append(("no instance launched twice", c.get("unix") or time.time(),
-                                f"ClientToken {c['client_token']} launched twice (#{tokens[c['client_token']]}"
-                                f" and #{c['seq']})"))
-                tokens[c["client_token"]] = c["seq"]
-        out += self.double_launches(calls)
-        # no instance terminated that lacks the cluster tag
-        insts = s.instances()
-        for c in calls:
-            if c.get("action") != "TerminateInstances" or c.get("status") != 200:
-                continue
-            for iid in c.get("instance_ids") or []:
-                tags = {t["Key"]: t["Value"] for t in (insts.get(iid) or {}).get("Tags") or []}
-                if tags.get(CLUSTER_TAG) != self.cluster:
-                    out.append(("no instance terminated that lacks the cluster tag", c.get("unix") or time.time(),
-                                f"{iid} terminated (tags {tags})"))
-        for iid, why in self.decoys.items():
-            state = ((insts.get(iid) or {}).get("State") or {}).get("Name")
-            if state != "running":
-                out.append(("no instance terminated that lacks the cluster tag", time.time(),
-                            f"decoy {iid} ({why}) is {state}"))
-        return out
-
-    def double_launches(self, calls):
-        """A fleet launched only for pods that all had an instance on the way already (launched,
-        neither registered as a Node nor gone): the Nominated Events the coordinator posts on
-        each pod name the instance it launched for it."""
-        launched_at = {}
-        for c in calls:
-            if c.get("action") == "CreateFleet" and not c.get("replayed"):
-                for iid in c.get("instance_ids") or []:
-                    launched_at[iid] = c.get("unix") or iso_to_unix(c.get("time"))
-        settled_at = {}   # instance -> when it registered or started going away
-        for e in self.s.emu_events():
-            if e["event"] in ("registered", "shutting-down", "terminated", "boot-failed", "stopping"):
-                settled_at.setdefault(e["instance"], e["unix"])
-        items = get_json(f"{self.s.kube_server}/api/v1/namespaces/{NS}/events")["items"]
-        pods_of = {}
-        for ev in items:
-            if ev.get("reason") != "Nominated":
-                continue
+        nominated = {}
+        for ev in get_json(f"{s.kube_server}/api/v1/namespaces/{NS}/events")["items"]:
             m = re.search(r"instance (i-[0-9a-f]+)", ev.get("message") or "")
             uid = (ev.get("involvedObject") or {}).get("uid")
-            if m and uid:
-                pods_of.setdefault(m.group(1), set()).add(uid)
-        out = []
-        order = sorted((t, i) for i, t in launched_at.items() if i in pods_of and t)
-        for k, (tb, b) in enumerate(order):
-            inflight = {}
-            for ta, a in order[:k]:
-                if ta < tb and settled_at.get(a, float("inf")) > tb + 0.5:
-                    for uid in pods_of[a]:
-                        inflight.setdefault(uid, a)
-            if pods_of[b] and all(u in inflight for u in pods_of[b]):
-                others = sorted({inflight[u] for u in pods_of[b]})
-                out.append(("no instance launched twice for the same pods", tb,
-                            f"{b} launched for {len(pods_of[b])} pod(s) that {', '.join(others)} "
-                            "(launched, not yet registered) was already launched for"))
-        return out
+            if ev.get("reason") == "Nominated" and m and uid:
+                nominated.setdefault(m.group(1), set()).add(uid)
+        found, self.launches_checked = launch_violations(calls, s.emu_events(), nominated)
+        out += found
+        insts = {iid: ({t["Key"]: t["Value"] for t in i.get("Tags") or []}, (i.get("State") or {}).get("Name"))
+                 for iid, i in s.instances().items()}
+        return out + termination_violations(calls, insts, self.cluster, self.decoys)
 
     # ---- the whole run -------------------------------------------------------------------
     def run(self):
@@ -581,6 +516,7 @@ class Run:
             for inv, unix, text in self.history_violations():
                 res["violations"].append({"invariant": inv, "unix": unix, "t": round(unix - self.t0, 2),
                                           "text": text, "around": self.around(unix)})
+            res["launchesChecked"] = self.launches_checked
             res["instancesLaunched"] = len({i for c in self.s.proxy("GET", "log?action=CreateFleet")["calls"]
                                             if not c.get("replayed") for i in c.get("instance_ids") or []})
             audit = get_json(self.s.kube_server + "/_fake/evictions")
@@ -593,6 +529,78 @@ class Run:
             res["seconds"] = round(time.time() - self.t0, 1)
         res["ok"] = not res["violations"] and "setupError" not in res
         return res
+
+
+# ---- the invariants over the records (pure: the data in, [(invariant, unix, text)] out) ------
+
+def pdb_violations(audit):
+    """The API server's own accounting at every pod deletion (/_fake/evictions)."""
+    return [("no PDB ever violated", iso_to_unix(v.get("time")) or time.time(),
+             f"deleting pod {v.get('namespace')}/{v.get('pod')} on {v.get('node') or '-'} left "
+             f"{v.get('healthyAfter')} healthy of PDB {v.get('pdb')} (needs {v.get('desiredHealthy')}), "
+             f"done by {v.get('via')}") for v in audit.get("violations") or []]
+
+
+def launch_violations(calls, emu_events, nominated):
+    """No instance launched twice, from the EC2 proxy's call log: an instance ID returned by two
+    launches, a ClientToken that launched twice, or a fleet launched only for pods that all had
+    an instance on the way already (launched, neither registered as a Node nor gone), by the
+    Nominated Events the coordinator posts on each pod ({instance: {pod uid}}). Returns
+    (violations, launches whose pods were known)."""
+    out, seen, tokens, launched_at = [], {}, {}, {}
+    for c in calls:
+        if c.get("action") not in ("CreateFleet", "RunInstances") or c.get("replayed"):
+            continue
+        t = c.get("unix") or iso_to_unix(c.get("time")) or time.time()
+        for iid in c.get("instance_ids") or []:
+            if iid in seen:
+                out.append(("no instance launched twice", t, f"{iid} returned by launches #{seen[iid]} and #{c['seq']}"))
+            seen[iid] = c["seq"]
+            if c["action"] == "CreateFleet":
+                launched_at.setdefault(iid, t)
+        if c.get("instance_ids") and c.get("client_token"):
+            if c["client_token"] in tokens:
+                out.append(("no instance launched twice", t, f"ClientToken {c['client_token']} launched "
+                                                             f"twice (#{tokens[c['client_token']]} and #{c['seq']})"))
+            tokens[c["client_token"]] = c["seq"]
+    settled_at = {}   # instance -> when it registered or started going away
+    for e in emu_events:
+        if e["event"] in ("registered", "shutting-down", "terminated", "stopping", "boot-failed"):
+            settled_at.setdefault(e["instance"], e["unix"])
+    order = sorted((t, i) for i, t in launched_at.items() if nominated.get(i))
+    for k, (tb, b) in enumerate(order):
+        inflight = {}
+        for ta, a in order[:k]:
+            if ta < tb and settled_at.get(a, float("inf")) > tb + 0.5:
+                for uid in nominated[a]:
+                    inflight.setdefault(uid, a)
+        if all(u in inflight for u in nominated[b]):
+            others = sorted({inflight[u] for u in nominated[b]})
+            out.append(("no instance launched twice for the same pods", tb,
+                        f"{b} launched for {len(nominated[b])} pod(s) that {', '.join(others)} "
+                        "(launched, not yet registered) was already launched for"))
+    return out, len(order)
+
+
+def termination_violations(calls, instances, cluster, decoys):
+    """No instance terminated that lacks the cluster tag: every TerminateInstances in the call
+    log, and the decoys ({id: why}) still running. instances: {id: (tags, state)}."""
+    out = []
+    for c in calls:
+        if c.get("action") != "TerminateInstances" or c.get("status") != 200:
+            continue
+        for iid in c.get("instance_ids") or []:
+            tags = (instances.get(iid) or ({}, None))[0]
+            if tags.get(CLUSTER_TAG) != cluster:
+                out.append(("no instance terminated that lacks the cluster tag",
+                            c.get("unix") or iso_to_unix(c.get("time")) or time.time(),
+                            f"{iid} terminated (tags {tags})"))
+    for iid, why in sorted(decoys.items()):
+        state = (instances.get(iid) or ({}, None))[1]
+        if state != "running":
+            out.append(("no instance terminated that lacks the cluster tag", time.time(),
+                        f"decoy {iid} ({why}) is {state}"))
+    return out
 
 
 def format_violation(seed, v):

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The chaos runner's checks over the fakes' records (tests/chaos/chaoslib.py), on records made
+up for each invariant: each check reports the bad history and passes the good one.
+
+- no PDB ever violated: every entry of the API server's audit is reported, with the pod, the
+  PDB and who deleted it;
+- no instance launched twice: an instance ID in two launches, a ClientToken launching twice, a
+  fleet launched only for pods whose instance is still on the way; a second launch for the same
+  pods after the first instance registered, or went away, is fine, and so is a replayed answer;
+- no instance terminated that lacks the cluster tag: a TerminateInstances of an untagged or
+  other cluster's instance, a decoy no longer running.
+
+Run: python3 tests/integration/test_chaos_invariants.py   (< 1 s)"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "chaos"))
+import chaoslib  # noqa: E402
+
+
+def fleet(seq, t, ids, token):
+    return {"action": "CreateFleet", "seq": seq, "unix": t, "status": 200, "instance_ids": ids,
+            "client_token": token}
+
+
+def names(found):
+    return [v[0] for v in found]
+
+
+def main():
+    audit = {"violations": [{"time": "2026-11-21T14:00:00.000000Z", "namespace": "default", "pod": "web-1",
+                             "node": "n1", "pdb": "web", "healthyAfter": 4, "desiredHealthy": 5, "via": "client"}]}
+    v = chaoslib.pdb_violations(audit)
+    assert names(v) == ["no PDB ever violated"] and "web-1" in v[0][2] and "by client" in v[0][2], v
+    assert chaoslib.pdb_violations({"violations": []}) == []
+
+    pods = {"i-a": {"p1", "p2"}, "i-b": {"p1", "p2"}, "i-c": {"p1", "p3"}}
+    # i-b launched for the pods of i-a while i-a was still booting: reported
+    calls = [fleet(1, 100.0, ["i-a"], "t1"), fleet(2, 103.0, ["i-b"], "t2")]
+    ev = [{"event": "registered", "instance": "i-a", "unix": 108.0}]
+    v, n = chaoslib.launch_violations(calls, ev, pods)
+    assert names(v) == ["no instance launched twice for the same pods"] and "i-b" in v[0][2] and n == 2, v
+    # the same after i-a registered, or once it was going away: fine
+    ok = [{"event": "registered", "instance": "i-a", "unix": 102.0}]
+    assert chaoslib.launch_violations(calls, ok, pods)[0] == []
+    gone = [{"event": "shutting-down", "instance": "i-a", "unix": 101.0}]
+    assert chaoslib.launch_violations(calls, gone, pods)[0] == []
+    # a fleet with one pod nobody launched for yet: fine
+    assert chaoslib.launch_violations([calls[0], fleet(3, 103.0, ["i-c"], "t3")], ev, pods)[0] == []
+    # one instance ID from two launches; one ClientToken launching twice; a replay is not a launch
+    v, _ = chaoslib.launch_violations([fleet(1, 1.0, ["i-x"], "t1"), fleet(2, 2.0, ["i-x"], "t2")], [], {})
+    assert names(v) == ["no instance launched twice"] and "i-x" in v[0][2], v
+    v, _ = chaoslib.launch_violations([fleet(1, 1.0, ["i-x"], "t1"), fleet(2, 2.0, ["i-y"], "t1")], [], {})
+    assert names(v) == ["no instance launched twice"] and "ClientToken t1" in v[0][2], v
+    replay = {"action": "CreateFleet", "seq": 2, "unix": 2.0, "status": 200, "client_token": "t1", "replayed": True}
+    assert chaoslib.launch_violations([fleet(1, 1.0, ["i-x"], "t1"), replay], [], {})[0] == []
+
+    insts = {"i-ok": ({chaoslib.CLUSTER_TAG: "chaos"}, "terminated"), "i-bare": ({}, "terminated"),
+             "i-other": ({chaoslib.CLUSTER_TAG: "another"}, "terminated"), "i-decoy": ({}, "running")}
+    term = [{"action": "TerminateInstances", "seq": 5, "unix": 9.0, "status": 200, "instance_ids": ["i-ok"]}]
+    assert chaoslib.termination_violations(term, insts, "chaos", {"i-decoy": "no tags"}) == []
+    bad = [dict(term[0], instance_ids=["i-ok", "i-bare", "i-other"]),
+           {"action": "TerminateInstances", "seq": 6, "status": 503, "instance_ids": ["i-decoy"]}]
+    v = chaoslib.termination_violations(bad, insts, "chaos", {})
+    assert names(v) == ["no instance terminated that lacks the cluster tag"] * 2, v
+    assert "i-bare" in v[0][2] and "i-other" in v[1][2], v
+    insts["i-decoy"] = ({}, "shutting-down")
+    v = chaoslib.termination_violations([], insts, "chaos", {"i-decoy": "no tags"})
+    assert len(v) == 1 and "decoy i-decoy (no tags) is shutting-down" in v[0][2], v
+    print("test_chaos_invariants: OK")
+
+
+if __name__ == "__main__":
+    main()
