@@ -26,61 +26,34 @@ import os
 import signal
 import sys
 import time
-import urllib.request
-import uuid
-from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import TestDir, http_get, metric, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
+from workload import (Queue, apply_objs as apply, coordinator_metric as m, deployment, evictions,  # noqa: E402
+                      instance, instance_state, node_class_yaml, on_node, pdb, running_of, violations,
+                      wait_registered)
+from workload import fake_api as fake  # noqa: E402
 
 CLUSTER = "deadagent-test"
-NODEPOOLS = f"""
-apiVersion: nodesmith.io/v1
-kind: EC2NodeClass
-metadata: {{name: default}}
-spec:
-  amiFamily: AL2023
-  amiSelectorTerms: [{{alias: al2023@latest}}]
-  role: nodesmith-node
-  subnetSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
----
+NODEPOOLS = node_class_yaml(CLUSTER) + """---
 apiVersion: nodesmith.io/v1
 kind: NodePool
-metadata: {{name: general}}
+metadata: {name: general}
 spec:
   template:
     spec:
-      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: default}}
+      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: default}
       terminationGracePeriod: 3m
       requirements:
-        - {{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}}
-        - {{key: nodesmith.io/instance-category, operator: In, values: [c, m, r]}}
-        - {{key: nodesmith.io/instance-generation, operator: Gt, values: ["5"]}}
-        - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
-        - {{key: nodesmith.io/instance-size, operator: NotIn, values: [metal, medium]}}
+        - {key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}
+        - {key: nodesmith.io/instance-category, operator: In, values: [c, m, r]}
+        - {key: nodesmith.io/instance-generation, operator: Gt, values: ["5"]}
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+        - {key: nodesmith.io/instance-size, operator: NotIn, values: [metal, medium]}
 """
 TGP_SECONDS = 180
 DEFAULT_GRACE = "10m"
-
-
-def deployment(name, replicas, cpu, annotations=None):
-    spec = {"terminationGracePeriodSeconds": 30,
-            "containers": [{"name": name, "image": "registry.example/app",
-                            "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]}
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}, "annotations": annotations or {}},
-                                  "spec": spec}}}
-
-
-def pdb(name, **spec):
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": dict(spec, selector={"matchLabels": {"app": name}})}
-
 
 DAEMONSET = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "logs", "namespace": "default"},
              "spec": {"selector": {"matchLabels": {"ds": "logs"}},
@@ -90,39 +63,8 @@ DAEMONSET = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": 
                                                             "resources": {"requests": {"cpu": "10m"}}}]}}}}
 
 
-def apply(s, *objs):
-    s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
-
-
-def fake(s, method, path, body=None):
-    req = urllib.request.Request(f"{s.kube_server}/_fake/{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        raw = r.read()
-        return json.loads(raw) if raw else None
-
-
-def pods_of(s, app):
-    return [p for p in s.pods("default") if p["metadata"].get("labels", {}).get("app") == app]
-
-
-def running_of(s, app):
-    return [p for p in pods_of(s, app) if p["status"].get("phase") == "Running"
-            and not p["metadata"].get("deletionTimestamp")]
-
-
 def ready(p):
     return any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-
-
-def evictions(s, node, decision=None):
-    return [e for e in fake(s, "GET", "audit")["evictions"] if e.get("node") == node
-            and (decision is None or e.get("decision") == decision)]
-
-
-def violations(s):
-    return fake(s, "GET", "audit")["violationCount"]
 
 
 def node_events(s, node):
@@ -140,33 +82,12 @@ def metrics(s):
     return http_get(s.coordinator_http + "/metrics")[1]
 
 
-def m(s, name, labels=None):
-    return metric(metrics(s), name, labels) or 0
-
-
-def instance(s, ref):
-    return s.emu("GET", f"instances/{ref}")
-
-
 def node_gone(s, node):
     return node not in s.nodes()
 
 
-def instance_state(s, iid):
-    return s.instances()[iid]["State"]["Name"]
-
-
 def terminate_calls(s, iid):
     return [c for c in s.proxy("GET", "log?action=TerminateInstances")["calls"] if iid in json.dumps(c)]
-
-
-def wait_registered(s, iids, timeout=60):
-    def ok():
-        st = {i["instanceId"]: i for i in s.emu_state()["instances"]}
-        nodes = s.coordinator_nodes()
-        return all(st.get(i, {}).get("agentAlive") and i in nodes for i in iids)
-    wait_for(f"agents of {iids} reporting", ok, timeout, 0.3)
-    return {i: instance(s, i)["node"] for i in iids}
 
 
 def slow_evicted(s, node):
@@ -324,29 +245,6 @@ def scenario_handover(s, others):
 
 
 # ---- 4. a dead agent and the SQS interruption queue ------------------------------------------------
-
-class Queue:
-    """An SQS queue in moto (the EC2 proxy forwards SQS untouched)."""
-
-    def __init__(self, s):
-        self.sqs = s.client("sqs")
-        self.url = self.sqs.create_queue(QueueName="nodesmith-interruptions",
-                                         Attributes={"VisibilityTimeout": "5"})["QueueUrl"]
-
-    def send_spot_warning(self, iid, zone):
-        """An EventBridge EC2 Spot Instance Interruption Warning as it reaches the queue."""
-        event = {"version": "0", "id": str(uuid.uuid4()), "detail-type": "EC2 Spot Instance Interruption Warning",
-                 "source": "aws.ec2", "account": "123456789012",
-                 "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-east-1",
-                 "resources": [f"arn:aws:ec2:{zone}:instance/{iid}"],
-                 "detail": {"instance-id": iid, "instance-action": "terminate"}}
-        self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps(event))
-
-    def depth(self):
-        a = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=[
-            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        return int(a["ApproximateNumberOfMessages"]) + int(a["ApproximateNumberOfMessagesNotVisible"])
-
 
 def scenario_queue(s, q):
     iid = s.run_instance("m6i.large", zone="us-east-1b", spot=True, nodepool="general")
