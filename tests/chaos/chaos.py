@@ -72,7 +72,7 @@ def main():
         for v in res["violations"]:
             print(chaoslib.format_violation(seed, v), flush=True)
         if res.get("setupError"):
-            print(f"RUN NOT JUDGED seed {seed}: {res['setupError']}", flush=True)
+            print(f"RUN NOT JUDGED seed {seed}: {res['setupError']}\n{res.get('traceback', '')}", flush=True)
         verdict = "ok" if res["ok"] else ("VIOLATIONS" if res["violations"] else "NOT JUDGED")
         print(f"== seed {seed}: {verdict} in {res['seconds']:.0f}s ({len(res['actions'])} actions, "
               f"{res.get('instancesLaunched', '?')} instances launched ({res.get('launchesChecked', '?')} with their pods "

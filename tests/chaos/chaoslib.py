@@ -14,6 +14,7 @@ import os
 import random
 import re
 import time
+import traceback
 import urllib.error
 import urllib.request
 
@@ -399,7 +400,10 @@ class Run:
         self.s.service.set_cut(False)
         for i in self.emu_instances():
             if i.get("imdsPort") and i.get("imdsAlive"):
-                _req("POST", f"http://127.0.0.1:{i['imdsPort']}/_fake/up", {})
+                try:
+                    _req("POST", f"http://127.0.0.1:{i['imdsPort']}/_fake/up", {})
+                except OSError:
+                    pass  # its instance is going away at this very moment
         for ident in sorted(self.coord.procs):
             if not self.coord.alive(ident):
                 self.coord.start(ident)
@@ -407,47 +411,9 @@ class Run:
 
     # ---- settling and the invariants -----------------------------------------------------
     def end_state(self):
-        """What must hold once the system has settled: {name: [problems]}."""
-        problems = {}
+        """What must hold once the system has settled: {invariant: [problems]}."""
         desired, running, pending, per = workload_state(self.s, NS)
-        lost = {k: v for k, v in per.items() if v[1] < v[0]}
-        if lost or pending:
-            problems["no pod lost"] = [f"deployment/{k}: {r} of {d} replicas Running and Ready"
-                                       for k, (d, r) in sorted(lost.items())] + \
-                                      ([f"{pending} pod(s) Pending"] if pending else [])
-        nodes = self.nodes()
-        cnodes = self.coord.nodes()
-        directed = {n.get("name") for n in (cnodes or []) if n.get("action") == "drain"}
-        insts = self.emu_instances()
-        going = {i["node"] for i in insts if i.get("ec2State") not in ("pending", "running")}
-        # quiet: no reclaim to come, no instance booting or going, no drain directed
-        busy = [f"{i['instanceId']}: {why}" for i, why in (
-            (i, "spot reclaim pending" if i.get("interruption") and i.get("ec2State") in ("pending", "running")
-             else f"phase {i.get('phase')}" if i.get("phase") in ("launched", "booting", "going")
-             else "agent restart pending" if i.get("agentRestartPending") else None) for i in insts) if why]
-        busy += [f"Node {n}: drain directed" for n in sorted(directed)]
-        if busy:
-            problems["the system settles"] = busy
-        cordoned, stuck = [], []
-        for name, n in sorted(nodes.items()):
-            md, spec = n["metadata"], n.get("spec") or {}
-            tainted = any(t.get("key") == DRAIN_TAINT for t in spec.get("taints") or [])
-            if md.get("deletionTimestamp"):
-                stuck.append(f"Node {name}: deleting since {md['deletionTimestamp']}, finalizers "
-                             f"{md.get('finalizers')}")
-                continue
-            if (spec.get("unschedulable") or tainted) and name not in directed and name not in going:
-                cordoned.append(f"Node {name}: {'cordoned' if spec.get('unschedulable') else ''}"
-                                f"{' and ' if spec.get('unschedulable') and tainted else ''}"
-                                f"{'tainted ' + DRAIN_TAINT if tainted else ''}, no drain directed, "
-                                "instance running")
-        if cnodes is None:
-            problems["settled"] = ["no coordinator leads"]
-        if cordoned:
-            problems["no node left cordoned without a reason"] = cordoned
-        if stuck:
-            problems["every finalizer eventually removed"] = stuck
-        return problems
+        return end_state_problems(per, pending, self.nodes(), self.coord.nodes(), self.emu_instances())
 
     def settle(self):
         deadline = time.time() + self.settle_seconds
@@ -456,7 +422,7 @@ class Run:
             try:
                 last = self.end_state()
             except (OSError, ValueError, KeyError) as e:
-                last = {"settled": [f"{type(e).__name__}: {e}"]}
+                last = {"the system settles": [f"{type(e).__name__}: {e}"]}
             good = good + 1 if not last else 0
             if good >= 3:
                 return {}
@@ -524,6 +490,7 @@ class Run:
             res["evictionsRefused"] = sum(1 for e in audit["evictions"] if e.get("decision") != "evicted")
         except Exception as e:
             res["setupError"] = f"{type(e).__name__}: {e}"
+            res["traceback"] = traceback.format_exc(limit=6)
         finally:
             res["leftovers"] = [str(x) for x in self.stop()]
             res["seconds"] = round(time.time() - self.t0, 1)
@@ -532,6 +499,47 @@ class Run:
 
 
 # ---- the invariants over the records (pure: the data in, [(invariant, unix, text)] out) ------
+
+def end_state_problems(per, pending, nodes, cnodes, insts):
+    """The end-state invariants, and whether the system is quiet: per = {deployment: (desired,
+    Running and Ready)}, pending = Pending pods, nodes = {name: Node}, cnodes = the leader's
+    /api/v1/nodes items (None: no leader), insts = the emulator's instances. {invariant: [problems]}."""
+    problems = {}
+    lost = {k: v for k, v in per.items() if v[1] < v[0]}
+    if lost or pending:
+        problems["no pod lost"] = [f"deployment/{k}: {r} of {d} replicas Running and Ready"
+                                   for k, (d, r) in sorted(lost.items())] + \
+                                  ([f"{pending} pod(s) Pending"] if pending else [])
+    directed = {n.get("name") for n in (cnodes or []) if n.get("action") == "drain"}
+    going = {i["node"] for i in insts if i.get("ec2State") not in ("pending", "running")}
+    # quiet: no reclaim to come, no instance booting or going, no drain directed, a leader
+    busy = [f"{i['instanceId']}: {why}" for i, why in (
+        (i, "spot reclaim pending" if i.get("interruption") and i.get("ec2State") in ("pending", "running")
+         else f"phase {i.get('phase')}" if i.get("phase") in ("launched", "booting", "going")
+         else "agent restart pending" if i.get("agentRestartPending") else None) for i in insts) if why]
+    busy += [f"Node {n}: drain directed" for n in sorted(directed)]
+    if cnodes is None:
+        busy.append("no coordinator leads")
+    if busy:
+        problems["the system settles"] = busy
+    cordoned, stuck = [], []
+    for name, n in sorted(nodes.items()):
+        md, spec = n["metadata"], n.get("spec") or {}
+        tainted = any(t.get("key") == DRAIN_TAINT for t in spec.get("taints") or [])
+        if md.get("deletionTimestamp"):
+            stuck.append(f"Node {name}: deleting since {md['deletionTimestamp']}, finalizers "
+                         f"{md.get('finalizers')}")
+            continue
+        if (spec.get("unschedulable") or tainted) and name not in directed and name not in going:
+            what = " and ".join(x for x in ("cordoned" if spec.get("unschedulable") else "",
+                                            f"tainted {DRAIN_TAINT}" if tainted else "") if x)
+            cordoned.append(f"Node {name}: {what}, no drain directed, instance running")
+    if cordoned:
+        problems["no node left cordoned without a reason"] = cordoned
+    if stuck:
+        problems["every finalizer eventually removed"] = stuck
+    return problems
+
 
 def pdb_violations(audit):
     """The API server's own accounting at every pod deletion (/_fake/evictions)."""

@@ -8,7 +8,10 @@ up for each invariant: each check reports the bad history and passes the good on
   fleet launched only for pods whose instance is still on the way; a second launch for the same
   pods after the first instance registered, or went away, is fine, and so is a replayed answer;
 - no instance terminated that lacks the cluster tag: a TerminateInstances of an untagged or
-  other cluster's instance, a decoy no longer running.
+  other cluster's instance, a decoy no longer running;
+- at the end: a Deployment short of Running pods, Pending pods, a Node cordoned or tainted
+  without a drain directed while its instance runs, a Node held by its finalizer, and a system
+  that is not quiet (reclaim to come, instance booting, drain directed, no leader).
 
 Run: python3 tests/integration/test_chaos_invariants.py   (< 1 s)"""
 import os
@@ -67,6 +70,33 @@ def main():
     insts["i-decoy"] = ({}, "shutting-down")
     v = chaoslib.termination_violations([], insts, "chaos", {"i-decoy": "no tags"})
     assert len(v) == 1 and "decoy i-decoy (no tags) is shutting-down" in v[0][2], v
+    # the end state
+    def node(name, unschedulable=False, taint=False, deleting=False):
+        md = {"name": name}
+        if deleting:
+            md.update(deletionTimestamp="2026-11-21T14:00:00Z", finalizers=["nodesmith.io/termination"])
+        spec = {"unschedulable": True} if unschedulable else {}
+        if taint:
+            spec["taints"] = [{"key": chaoslib.DRAIN_TAINT, "effect": "NoSchedule"}]
+        return {"metadata": md, "spec": spec}
+    running = {"instanceId": "i-1", "node": "n1", "ec2State": "running", "phase": "ready"}
+    assert chaoslib.end_state_problems({"web": (6, 6)}, 0, {"n1": node("n1")}, [], [running]) == {}
+    p = chaoslib.end_state_problems({"web": (6, 5)}, 2, {"n1": node("n1")}, [], [running])
+    assert p == {"no pod lost": ["deployment/web: 5 of 6 replicas Running and Ready", "2 pod(s) Pending"]}, p
+    p = chaoslib.end_state_problems({}, 0, {"n1": node("n1", unschedulable=True, taint=True)}, [], [running])
+    assert list(p) == ["no node left cordoned without a reason"] and "cordoned and tainted" in p[
+        "no node left cordoned without a reason"][0], p
+    # with a drain directed the cordon has its reason, but the system is not quiet yet
+    p = chaoslib.end_state_problems({}, 0, {"n1": node("n1", taint=True)}, [{"name": "n1", "action": "drain"}],
+                                    [running])
+    assert p == {"the system settles": ["Node n1: drain directed"]}, p
+    gone = dict(running, ec2State="terminated", phase="gone")
+    p = chaoslib.end_state_problems({}, 0, {"n1": node("n1", deleting=True)}, [], [gone])
+    assert list(p) == ["every finalizer eventually removed"], p
+    p = chaoslib.end_state_problems({}, 0, {}, None, [dict(running, interruption={"kind": "spot"}),
+                                                      dict(running, instanceId="i-2", phase="booting")])
+    assert p == {"the system settles": ["i-1: spot reclaim pending", "i-2: phase booting",
+                                        "no coordinator leads"]}, p
     print("test_chaos_invariants: OK")
 
 
