@@ -168,6 +168,15 @@ static cJSON *resources_json(const Nodesmith__V1__Resources *r) {
         return o;
 }
 
+/* "sources": ["agent"], ["queue"] or both: who told of a notice. */
+static void add_sources(cJSON *j, unsigned sources) {
+        cJSON *a = cJSON_AddArrayToObject(j, "sources");
+        if (a && (sources & NOTICE_FROM_AGENT))
+                cJSON_AddItemToArray(a, cJSON_CreateString("agent"));
+        if (a && (sources & NOTICE_FROM_QUEUE))
+                cJSON_AddItemToArray(a, cJSON_CreateString("queue"));
+}
+
 int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
         cJSON *root = cJSON_CreateObject(), *items;
         NodeEntry *e;
@@ -205,8 +214,26 @@ int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
                         if (pb_to_json(&r->notices[i]->base, false, &j) < 0)
                                 continue;
                         const NoticeRecord *rec = registry_find_notice(e, strempty(r->notices[i]->event_id));
-                        if (rec)
+                        if (rec) {
                                 cJSON_AddNumberToObject(j, "recordedUnixMs", (double) rec->recorded_unix_ms);
+                                add_sources(j, rec->sources);
+                        }
+                        cJSON_AddItemToArray(notices, j);
+                }
+                /* what only the interruption queue told of */
+                for (size_t i = 0; notices && i < e->n_notices; i++) {
+                        const NoticeRecord *rec = &e->notices[i];
+                        const ProtobufCEnumValue *k =
+                                protobuf_c_enum_descriptor_get_value(&nodesmith__v1__notice__kind__descriptor, rec->kind);
+                        cJSON *j = rec->sources == NOTICE_FROM_QUEUE ? cJSON_CreateObject() : NULL;
+                        if (!j)
+                                continue;
+                        cJSON_AddStringToObject(j, "kind", k ? k->name : "KIND_UNSPECIFIED");
+                        cJSON_AddStringToObject(j, "eventId", rec->event_id);
+                        if (rec->deadline_unix_ms)
+                                cJSON_AddNumberToObject(j, "deadlineUnixMs", (double) rec->deadline_unix_ms);
+                        cJSON_AddNumberToObject(j, "recordedUnixMs", (double) rec->recorded_unix_ms);
+                        add_sources(j, rec->sources);
                         cJSON_AddItemToArray(notices, j);
                 }
                 if (r->drain) {

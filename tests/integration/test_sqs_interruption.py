@@ -101,6 +101,7 @@ def scenario_queue_spot(s, q):
     directed = time.time() - t0
     v = s.coordinator_nodes()[iid]
     assert v.get("drainReason") == "spot-interruption", v
+    assert [(n["kind"], n["sources"]) for n in v["notices"]] == [("KIND_SPOT_INTERRUPTION", ["queue"])], v
     assert not instance(s, iid).get("interruption"), "the IMDS was told too"
     wait_for("the node gone", lambda: node not in s.nodes(), 120, 0.5)
     gone = time.time() - t0
@@ -153,7 +154,8 @@ def scenario_both_sources(s, q):
     assert m(s, "nodesmith_interruption_duplicates_total") == dups + 2
     assert m(s, "nodesmith_notices_total", {"kind": "spot_interruption"}) == notices + 1
     v = s.coordinator_nodes()[iid]
-    assert len([n for n in v.get("notices", []) if n.get("kind") == "KIND_SPOT_INTERRUPTION"]) == 1, v
+    spot = [n for n in v.get("notices", []) if n.get("kind") == "KIND_SPOT_INTERRUPTION"]
+    assert len(spot) == 1 and spot[0]["sources"] == ["agent", "queue"], v
     logged = re.findall(rf"Node {iid}: spot_interruption notice \S+, deadline in", coordinator_log(s))
     assert len(logged) == 1, logged
     assert node in s.nodes()
