@@ -28,8 +28,8 @@ from nsharness import BUILD  # noqa: E402
 import chaoslib  # noqa: E402
 
 
-class Stop(Exception):
-    pass
+class Stop(BaseException):
+    """Ctrl-C or SIGTERM: not an error of the run, so no handler of Exception takes it."""
 
 
 def _on_signal(signum, frame):
