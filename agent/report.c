@@ -49,10 +49,14 @@ typedef struct ReportParts {
         Nodesmith__V1__Pod *pods;
         Nodesmith__V1__Pod **pod_ptrs;
         Nodesmith__V1__Resources *pod_requests;
+        char **pod_scheduling;           /* owned: JSON per pod, NULL when nothing to respect */
         DrainStatusInfo drain_info;
 } ReportParts;
 
 static void parts_done(ReportParts *p) {
+        for (size_t i = 0; p->pod_scheduling && i < p->n_infos; i++)
+                free(p->pod_scheduling[i]);
+        free(p->pod_scheduling);
         free(p->infos);
         free(p->pods);
         free(p->pod_ptrs);
@@ -122,6 +126,37 @@ static void notices_to_pb(Manager *m, ReportParts *p) {
         p->report.shutting_down = m->shutting_down;
 }
 
+/* The pod's scheduling constraints and labels, as JSON, for the coordinator (see proto/). */
+static char *pod_scheduling(const cJSON *pod) {
+        static const struct {
+                const char *obj, *key, *as;
+        } fields[] = {
+                { "metadata", "labels", "labels" },
+                { "spec", "nodeSelector", "nodeSelector" },
+                { "spec", "affinity", "affinity" },
+                { "spec", "tolerations", "tolerations" },
+                { "spec", "topologySpreadConstraints", "topologySpreadConstraints" },
+        };
+        cJSON *out = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, fields[i].obj),
+                                                                  fields[i].key);
+                if (!v || cJSON_IsNull(v) || ((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child))
+                        continue;
+                if (!out && !(out = cJSON_CreateObject()))
+                        return NULL;
+                cJSON *c = cJSON_Duplicate(v, true);
+                if (!c || !cJSON_AddItemToObject(out, fields[i].as, c)) {
+                        cJSON_Delete(c);
+                        cJSON_Delete(out);
+                        return NULL;
+                }
+        }
+        char *s = out ? cJSON_PrintUnformatted(out) : NULL;
+        cJSON_Delete(out);
+        return s;
+}
+
 static void pods_to_pb(Manager *m, ReportParts *p) {
         NodeResources requested = {};
 
@@ -133,7 +168,8 @@ static void pods_to_pb(Manager *m, ReportParts *p) {
         p->pods = calloc(n, sizeof *p->pods);
         p->pod_ptrs = calloc(n, sizeof *p->pod_ptrs);
         p->pod_requests = calloc(n, sizeof *p->pod_requests);
-        if (!p->pods || !p->pod_ptrs || !p->pod_requests) {
+        p->pod_scheduling = calloc(n, sizeof *p->pod_scheduling);
+        if (!p->pods || !p->pod_ptrs || !p->pod_requests || !p->pod_scheduling) {
                 log_oom();
                 resources_to_pb(&requested, &p->requested);
                 return;
@@ -158,6 +194,9 @@ static void pods_to_pb(Manager *m, ReportParts *p) {
                 pb->terminating = in->terminating;
                 pb->critical = in->critical;
                 pb->deletion_cost = in->deletion_cost;
+                p->pod_scheduling[i] = pod_scheduling(kube_node_pod(m->kube_node, in->namespace, in->name));
+                if (p->pod_scheduling[i])
+                        pb->scheduling = p->pod_scheduling[i];
                 p->pod_ptrs[i] = pb;
         }
         p->report.n_pods = n;
@@ -193,6 +232,7 @@ static void report_build(Manager *m, ReportParts *p) {
         p->pods = NULL;
         p->pod_ptrs = NULL;
         p->pod_requests = NULL;
+        p->pod_scheduling = NULL;
         p->n_infos = 0;
 
         nodesmith__v1__node_state__init(&p->report);

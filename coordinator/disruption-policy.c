@@ -226,6 +226,41 @@ size_t disruption_budget(const cJSON *budgets, DisruptionReason r, size_t pool_n
         return best;
 }
 
+/* ---- label selectors ------------------------------------------------------------------------ */
+
+static const char *label_value(const SolverLabel *labels, size_t n, const char *key) {
+        for (size_t i = 0; key && i < n; i++)
+                if (streq(labels[i].key, key))
+                        return labels[i].value;
+        return NULL;
+}
+
+bool disruption_selector_matches(const cJSON *sel, const SolverLabel *labels, size_t n) {
+        if (!cJSON_IsObject(sel))
+                return false;
+        const cJSON *ml = cJSON_GetObjectItemCaseSensitive(sel, "matchLabels"), *c;
+        cJSON_ArrayForEach(c, ml)
+                if (!cJSON_IsString(c) || !streq_ptr(label_value(labels, n, c->string), c->valuestring))
+                        return false;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(sel, "matchExpressions")) {
+                const cJSON *k = cJSON_GetObjectItemCaseSensitive(c, "key");
+                const cJSON *op = cJSON_GetObjectItemCaseSensitive(c, "operator");
+                if (!cJSON_IsString(k) || !cJSON_IsString(op))
+                        return false;
+                const char *have = label_value(labels, n, k->valuestring);
+                bool in = false;
+                const cJSON *v;
+                cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(c, "values"))
+                        in |= cJSON_IsString(v) && streq_ptr(have, v->valuestring);
+                if (streq(op->valuestring, "In") ? !in :
+                    streq(op->valuestring, "NotIn") ? in :
+                    streq(op->valuestring, "Exists") ? !have :
+                    streq(op->valuestring, "DoesNotExist") ? have != NULL : true)
+                        return false;
+        }
+        return true;
+}
+
 /* ---- hashes ---------------------------------------------------------------------------------- */
 
 static int key_cmp(const void *a, const void *b) {

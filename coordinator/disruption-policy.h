@@ -35,6 +35,12 @@ bool disruption_cron_active(const char *spec, int64_t duration_s, time_t now);
  * limit from them (SIZE_MAX). */
 size_t disruption_budget(const cJSON *budgets, DisruptionReason r, size_t pool_nodes, time_t now);
 
+/* A Kubernetes label selector (matchLabels, matchExpressions In / NotIn / Exists /
+ * DoesNotExist) against a pod's labels: an empty selector matches every pod, a missing one none
+ * (policy/v1 PodDisruptionBudget semantics). */
+typedef struct SolverLabel SolverLabel;
+bool disruption_selector_matches(const cJSON *selector, const SolverLabel *labels, size_t n);
+
 /* A short, stable hash (16 hex digits) of obj with the members named in skip (NULL-terminated,
  * top level only) left out: object members in sorted order, so the same content always gives
  * the same hash however it was written. */

@@ -164,6 +164,32 @@ static void node_event(Provisioner *p, const char *node, const char *reason, con
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
 }
 
+typedef struct PdbQuery {
+        const SolverPod *pod;
+        const char *blocking;
+} PdbQuery;
+
+static int pdb_check(const cJSON *pdb, void *userdata) {
+        PdbQuery *q = userdata;
+        const cJSON *md = jget(pdb, "metadata");
+        const cJSON *allowed = jget(jget(pdb, "status"), "disruptionsAllowed");
+        if (!streq_ptr(jstr(md, "namespace"), q->pod->namespace_) || !cJSON_IsNumber(allowed) ||
+            allowed->valuedouble > 0)
+                return 0;
+        if (!disruption_selector_matches(jget(jget(pdb, "spec"), "selector"), q->pod->labels, q->pod->n_labels))
+                return 0;
+        q->blocking = jstr(md, "name");
+        return -EEXIST; /* found: stop */
+}
+
+/* The PodDisruptionBudget that forbids evicting the pod now, if one does. */
+static const char *pdb_blocking(Provisioner *p, const SolverPod *pod) {
+        PdbQuery q = { .pod = pod };
+        if (p->pdbs && pod->namespace_)
+                (void) kube_watch_foreach(p->pdbs, pdb_check, &q);
+        return q.blocking;
+}
+
 /* Drain now: the node's pods are planned elsewhere at once. */
 static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *why) {
         if (!e || free_and_strdup(&e->reason, reason) < 0)
@@ -181,9 +207,10 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
 
 /* Replace: its pods are planned elsewhere (a new node is launched for them); it drains once
  * the replacement is up. */
-static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char *why) {
+static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char *why, bool on_demand) {
         if (!e)
                 return;
+        e->replace_on_demand = on_demand;
         e->replace_started_usec = provisioner_now(p);
         e->replace_round = p->rounds;
         snprintf(e->replace_reason, sizeof e->replace_reason, "%s", reason);
@@ -347,12 +374,12 @@ static void record(Provisioner *p, Method m, SolverConsolidationKind kind, char 
 
 /* Act on a consolidation: delete drains at once, replace launches first. */
 static void act(Provisioner *p, Method m, SolverConsolidationKind kind, char *const *nodes, size_t n,
-                double old_price, double new_price, const char *message) {
+                double old_price, double new_price, bool on_demand, const char *message) {
         const char *reason = m == METHOD_EMPTINESS ? "empty" : "underutilized";
         for (size_t i = 0; i < n; i++) {
                 NodeEntry *e = entry_for_node(p, nodes[i]);
                 if (kind == SOLVER_CONSOLIDATE_REPLACE)
-                        replace(p, e, reason, message);
+                        replace(p, e, reason, message, on_demand);
                 else
                         drain(p, e, reason, message);
         }
@@ -433,8 +460,11 @@ static int candidates(Pass *s) {
                         verdict(j, false, "NodePool %s: consolidateAfter Never", n->nodepool);
                         continue;
                 }
+                /* at least two report intervals after its pods changed: what the agents say has
+                 * caught up with what the scheduler did */
                 uint64_t settled = s->now - e->pods_changed_usec;
-                if (settled < (uint64_t) x->consolidate_after_s * USEC_PER_SEC || settled < 10 * USEC_PER_SEC) {
+                uint64_t floor = 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
+                if (settled < (uint64_t) x->consolidate_after_s * USEC_PER_SEC || settled < floor) {
                         verdict(j, false, "pods changed %.0fs ago (consolidateAfter %llds)",
                                 (double) settled / USEC_PER_SEC, (long long) x->consolidate_after_s);
                         continue;
@@ -449,6 +479,15 @@ static int candidates(Pass *s) {
                                 blocker = sn->pods[q].name;
                 if (blocker) {
                         verdict(j, false, "pod %s is annotated do-not-disrupt", blocker);
+                        continue;
+                }
+                const char *pdb = NULL;
+                for (size_t q = 0; q < sn->n_pods && !pdb; q++)
+                        if (!sn->pods[q].daemonset && streq_ptr(sn->pods[q].node_name, n->name) &&
+                            (pdb = pdb_blocking(p, &sn->pods[q])))
+                                blocker = sn->pods[q].name;
+                if (pdb) {
+                        verdict(j, false, "pod %s: PodDisruptionBudget %s allows no disruption now", blocker, pdb);
                         continue;
                 }
                 if (s->podcount[i] > 0 && streq_ptr(x->consolidation_policy, "WhenEmpty")) {
@@ -643,7 +682,7 @@ void disruption_pass(Provisioner *p) {
                         continue;
                 if (node_do_not_disrupt(p, n->name) || allowance(&s, k, DISRUPTION_DRIFTED) == 0)
                         continue;
-                replace(p, e, "drifted", why);
+                replace(p, e, "drifted", why, false);
                 s.pool_disrupting[k]++;
                 record(p, METHOD_DRIFT, SOLVER_CONSOLIDATE_REPLACE, names, 1, n->price, 0, why);
                 acted++;
@@ -688,8 +727,9 @@ void disruption_pass(Provisioner *p) {
                 }
                 if (ok) {
                         d->validated++;
-                        act(p, pd->method, pd->kind, pd->nodes, pd->n_nodes, pd->old_price,
-                            c ? c->new_price : 0, c ? c->message : pd->message);
+                        act(p, pd->method, pd->kind, pd->nodes, pd->n_nodes, pd->old_price, c ? c->new_price : 0,
+                            c && c->replacement && c->replacement->capacity_type == SOLVER_CAPACITY_ON_DEMAND,
+                            c ? c->message : pd->message);
                         snprintf(msg, sizeof msg, "%s", pd->message);
                         pending_clear(pd);
                         explain_set(p, &s, "acted", msg);
@@ -709,6 +749,7 @@ void disruption_pass(Provisioner *p) {
         SolverConsolidationKind kind = SOLVER_CONSOLIDATE_DELETE;
         size_t *set = solver_arena_alloc(a, (s.nc + 1) * sizeof(size_t)), ns = 0;
         double old_price = 0, new_price = 0;
+        bool on_demand = false;
         if (!set)
                 goto done;
         for (size_t c = 0; c < s.nc; c++) {
@@ -755,6 +796,7 @@ void disruption_pass(Provisioner *p) {
                         set[ns++] = c->nodes[i];
                 old_price = c->old_price;
                 new_price = c->new_price;
+                on_demand = c->replacement && c->replacement->capacity_type == SOLVER_CAPACITY_ON_DEMAND;
                 snprintf(msg, sizeof msg, "%s", c->message);
                 solver_consolidation_free(c);
         }
@@ -781,7 +823,7 @@ void disruption_pass(Provisioner *p) {
                  (unsigned long long) p->c->cfg.consolidation_validation_ms);
         if (p->c->cfg.consolidation_validation_ms == 0) {
                 d->validated++;
-                act(p, pd->method, pd->kind, pd->nodes, pd->n_nodes, old_price, new_price, msg);
+                act(p, pd->method, pd->kind, pd->nodes, pd->n_nodes, old_price, new_price, on_demand, msg);
                 pending_clear(pd);
                 explain_set(p, &s, "acted", msg);
         } else

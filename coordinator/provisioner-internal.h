@@ -96,7 +96,7 @@ typedef struct Round {
 struct Provisioner {
         Coordinator *c;
         KubeClient *kube;
-        KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes;
+        KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes, *pdbs;
         HttpClient *http;
         AwsCredentialProvider *creds;
         Ec2Client *ec2;

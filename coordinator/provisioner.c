@@ -311,6 +311,45 @@ static bool zone_usable(const char *const *zones, size_t n, const char *zone) {
 }
 
 /* Builds round->snap from the watches, the agents' reports and the in-flight instances. */
+/* A pod an agent reports, with the constraints its report carries (proto Pod.scheduling) read as
+ * the Pod they come from would be. Requests and the rest come from the report itself. */
+static int pod_scheduling(SolverArena *a, const Nodesmith__V1__Pod *pp, SolverPod *ret) {
+        if (isempty(pp->scheduling))
+                return -ENOENT;
+        cJSON *sch = cJSON_Parse(pp->scheduling);
+        cJSON *pod = cJSON_CreateObject(), *md = cJSON_CreateObject(), *spec = cJSON_CreateObject();
+        cJSON *containers = cJSON_CreateArray(), *c = cJSON_CreateObject();
+        int r = -ENOMEM;
+        if (!sch || !pod || !md || !spec || !containers || !c) {
+                r = sch ? -ENOMEM : -EBADMSG;
+                goto out;
+        }
+        cJSON_AddStringToObject(md, "name", strempty(pp->name));
+        cJSON_AddStringToObject(md, "namespace", strempty(pp->namespace_));
+        cJSON_AddStringToObject(c, "name", "c");
+        cJSON_AddItemToArray(containers, TAKE_PTR(c));
+        cJSON_AddItemToObject(spec, "containers", TAKE_PTR(containers));
+        for (cJSON *f = sch->child; f; f = f->next)
+                cJSON_AddItemToObject(streq(f->string, "labels") ? md : spec, f->string, cJSON_Duplicate(f, true));
+        cJSON_AddItemToObject(pod, "metadata", TAKE_PTR(md));
+        cJSON_AddItemToObject(pod, "spec", TAKE_PTR(spec));
+        char *err = NULL;
+        r = nodepool_parse_pod(a, pod, ret, &err);
+        if (r < 0)
+                log_debug("Pod %s/%s: its scheduling constraints are not understood: %s", strempty(pp->namespace_),
+                          strempty(pp->name), strempty(err));
+        free(err);
+        ret->requests = (SolverResources) {};
+out:
+        cJSON_Delete(sch);
+        cJSON_Delete(pod);
+        cJSON_Delete(md);
+        cJSON_Delete(spec);
+        cJSON_Delete(containers);
+        cJSON_Delete(c);
+        return r;
+}
+
 int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         NodepoolObjects *o = NULL;
         char *err = NULL;
@@ -348,7 +387,8 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         SolverNode *nodes = solver_arena_alloc(a, (n_nodes + 1) * sizeof *nodes);
         if (!nodes)
                 return -ENOMEM;
-        memcpy(nodes, o->nodes, o->n_nodes * sizeof *nodes);
+        if (o->n_nodes > 0)
+                memcpy(nodes, o->nodes, o->n_nodes * sizeof *nodes);
         size_t k = o->n_nodes;
         size_t nt = 0;
         const SolverInstanceType *types = catalog_types(p->catalog, &nt);
@@ -440,14 +480,16 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                         if (move)
                                 (*ret_pending)++;
                         SolverPod *sp = &pods[np++];
-                        *sp = (SolverPod) {
-                                .name = solver_arena_strdup(a, pp->name),
-                                .namespace_ = solver_arena_strdup(a, pp->namespace_),
-                                .node_name = move ? NULL : solver_arena_strdup(a, node),
-                                .priority = pp->priority,
-                                .daemonset = pp->daemonset,
-                                .do_not_disrupt = pp->do_not_disrupt,
-                        };
+                        /* labels, selectors, affinity, tolerations, spread as the agent saw them */
+                        if (pod_scheduling(a, pp, sp) < 0)
+                                *sp = (SolverPod) {};
+                        sp->name = solver_arena_strdup(a, pp->name);
+                        sp->namespace_ = solver_arena_strdup(a, pp->namespace_);
+                        sp->node_name = move ? NULL : solver_arena_strdup(a, node);
+                        sp->priority = pp->priority;
+                        sp->daemonset = pp->daemonset;
+                        sp->do_not_disrupt = pp->do_not_disrupt;
+                        sp->deletion_cost = pp->deletion_cost;
                         resources_from_pb(pp->requests, &sp->requests);
                         sp->requests.v[SOLVER_RES_PODS] = 1;
                 }
@@ -739,6 +781,82 @@ static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userd
         round_next(p);
 }
 
+static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        const char *arch = rd->arch ? "arm64" : "x86_64";
+        if (err) {
+                ec2_image_list_free(list);
+                return launch_failed(p, "DescribeImages (amiSelectorTerms)", err);
+        }
+        /* newest first: the first available one of the architecture */
+        const Ec2Image *img = NULL;
+        for (size_t i = 0; list && i < list->n && !img; i++)
+                if (streq_ptr(list->items[i].architecture, arch) &&
+                    (!list->items[i].state || streq(list->items[i].state, "available")))
+                        img = &list->items[i];
+        char *id = img ? strdup(img->id) : NULL;
+        ec2_image_list_free(list);
+        if (!id) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND, .error = -ENOENT };
+                snprintf(e.code, sizeof e.code, "NoMatchingImage");
+                snprintf(e.message, sizeof e.message, "no available %s image matches the EC2NodeClass's amiSelectorTerms",
+                         arch);
+                return launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+        on_ami(ec2, NULL, id, p);
+}
+
+/* The image for the launch's architecture from the EC2NodeClass's amiSelectorTerms: an alias
+ * (al2023@latest, al2023@vYYYYMMDD, bottlerocket@latest: the SSM parameters AWS publishes),
+ * else the newest available image of the architecture among the terms' ids, or matching the
+ * first term's name / tags (owner if given). No terms: al2023@latest. */
+static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size) {
+        const cJSON *nc = node_class ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
+        const cJSON *terms = jget(jget(nc, "spec"), "amiSelectorTerms"), *t;
+        const char *arch = rd->arch ? "arm64" : "x86_64", *k8s = p->c->cfg.kubernetes_version;
+        const cJSON *first = cJSON_GetArrayItem(terms, 0);
+        const char *alias = jstr(first, "alias");
+        if (!first || alias) {
+                const char *at = alias ? strchr(alias, '@') : NULL;
+                const char *ver = at ? at + 1 : "latest";
+                if (alias && strncmp(alias, "bottlerocket@", 13) == 0)
+                        snprintf(ssm, size, "/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, ver);
+                else if (streq(ver, "latest"))
+                        snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
+                                 k8s, arch);
+                else
+                        snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/"
+                                            "amazon-eks-node-al2023-%s-standard-%s-%s/image_id", k8s, arch, arch, k8s, ver);
+                return ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
+        }
+        const char *ids[17] = {}, *owners[2] = {}, *archv[1] = { arch };
+        size_t n_ids = 0;
+        cJSON_ArrayForEach(t, terms)
+                if (jstr(t, "id") && n_ids < 16)
+                        ids[n_ids++] = jstr(t, "id");
+        Ec2Filter f[6];
+        char names[5][160];
+        const char *values[5][1];
+        size_t nf = 0;
+        f[nf++] = (Ec2Filter) { .name = "architecture", .values = archv, .n_values = 1 };
+        if (n_ids == 0) {
+                if (jstr(first, "name")) {
+                        values[0][0] = jstr(first, "name");
+                        f[nf++] = (Ec2Filter) { .name = "name", .values = values[0], .n_values = 1 };
+                }
+                cJSON_ArrayForEach(t, jget(first, "tags"))
+                        if (cJSON_IsString(t) && nf < ELEMENTSOF(f)) {
+                                snprintf(names[nf - 1], 160, "tag:%s", t->string);
+                                values[nf - 1][0] = t->valuestring;
+                                f[nf] = (Ec2Filter) { .name = names[nf - 1], .values = values[nf - 1], .n_values = 1 };
+                                nf++;
+                        }
+                owners[0] = jstr(first, "owner");
+        }
+        return ec2_describe_images(p->ec2, n_ids ? ids : NULL, owners[0] ? owners : NULL, f, nf, on_images, p);
+}
+
 static void on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
@@ -1021,9 +1139,7 @@ static void round_next(Provisioner *p) {
                         break;
                 }
                 case STEP_AMI:
-                        snprintf(ssm, sizeof ssm, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
-                                 p->c->cfg.kubernetes_version, rd->arch ? "arm64" : "x86_64");
-                        r = ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
+                        r = ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
                         break;
                 case STEP_TEMPLATE: {
                         Ec2LaunchTemplateSpec spec;
@@ -1146,6 +1262,11 @@ static void round_start(Provisioner *p) {
         r = solver_new(&rd->snap, &rd->solver, &err);
         if (r >= 0) {
                 SolverOptions opts = SOLVER_OPTIONS_DEFAULT;
+                /* a consolidation that found its replacement on-demand (spot is not replaced by
+                 * spot unless allowed) launches it so */
+                NodeEntry *e;
+                REGISTRY_FOREACH(e, &p->c->registry)
+                        opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
         p->last_decision_seconds = (double) (clock_usec() - t0) / 1e6;
@@ -1591,6 +1712,8 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         if (r >= 0)
                 r = watch(p, "/apis/apps/v1/daemonsets", NULL, on_other_event, &p->daemonsets);
         if (r >= 0)
+                r = watch(p, "/apis/policy/v1/poddisruptionbudgets", NULL, on_other_event, &p->pdbs);
+        if (r >= 0)
                 r = watch(p, "/api/v1/nodes", NULL, on_node_event, &p->nodes);
         if (r >= 0)
                 r = proxy_drains_new(c, p->kube, p->nodes, p->nodepools, &c->proxy_drains);
@@ -1626,6 +1749,7 @@ Provisioner *provisioner_free(Provisioner *p) {
         kube_watch_free(p->nodepools);
         kube_watch_free(p->nodeclasses);
         kube_watch_free(p->daemonsets);
+        kube_watch_free(p->pdbs);
         kube_watch_free(p->nodes);
         kube_client_free(p->kube);
         ec2_client_free(p->ec2);

@@ -49,6 +49,7 @@ typedef struct NodeEntry {
         uint64_t replace_started_usec;        /* 0: not being replaced */
         uint64_t replace_round;               /* provisioning rounds when it started */
         char replace_reason[32];
+        bool replace_on_demand;               /* the consolidation found an on-demand replacement */
         /* desired state handed back with every reply */
         Nodesmith__V1__NodeDirective__Action action;
         char *reason;

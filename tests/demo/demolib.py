@@ -828,10 +828,14 @@ def step_wait_consolidation(sc, s, out, obs, step, rec, ctx):
     rec.update(instancesBefore=len(before), costBefore=cost0,
                typesBefore=sorted(f"{i['instanceType']}/{i.get('lifecycle')}" for i in before))
 
+    def cheaper(now, cost):
+        # fewer nodes (a delete), or as many but cheaper (a replace) with the old one gone
+        return len(now) < len(before) or (len(now) <= len(before) and cost < cost0 - 1e-6)
+
     def fn():
         now = obs.running_instances()
         desired, running, pending, per = workload_state(s, sc.namespace)
-        return (len(now) < len(before) and running >= desired and pending == 0), \
+        return (cheaper(now, obs.cost_now()) and running >= desired and pending == 0), \
             f"{len(now)} instance(s) (was {len(before)}), ${obs.cost_now():.4f}/h, {running}/{desired} pods Running"
     ok, took, status = wait(out, "consolidation", fn, timeout)
     if ok:
@@ -845,7 +849,7 @@ def step_wait_consolidation(sc, s, out, obs, step, rec, ctx):
                 stable, last = time.time(), k
     after = obs.running_instances()
     cost1 = obs.cost_now()
-    rec.update(instancesAfter=len(after), costAfter=cost1, consolidated=len(after) < len(before),
+    rec.update(instancesAfter=len(after), costAfter=cost1, consolidated=cheaper(after, cost1),
                typesAfter=sorted(f"{i['instanceType']}/{i.get('lifecycle')}" for i in after),
                consolidationInBuild=ctx.get("consolidationInBuild"))
     if rec["consolidated"]:

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "coordinator/disruption-policy.h"
+#include "coordinator/solver/solver.h"
 
 /* 2026-11-23 was a Monday. */
 static time_t utc(int y, int mo, int d, int h, int mi) {
@@ -121,6 +122,25 @@ static void test_hash(void **state) {
         cJSON_Delete(z);
 }
 
+static void test_selector(void **state) {
+        const SolverLabel l[] = { { "app", "web" }, { "tier", "front" } };
+        cJSON *sel;
+#define M(json, want)                                                                   \
+        sel = cJSON_Parse(json);                                                        \
+        assert_true(disruption_selector_matches(sel, l, 2) == (want));                  \
+        cJSON_Delete(sel)
+        M("{}", true); /* policy/v1: an empty selector selects every pod */
+        M("{\"matchLabels\": {\"app\": \"web\"}}", true);
+        M("{\"matchLabels\": {\"app\": \"api\"}}", false);
+        M("{\"matchExpressions\": [{\"key\": \"tier\", \"operator\": \"In\", \"values\": [\"front\", \"x\"]}]}", true);
+        M("{\"matchExpressions\": [{\"key\": \"tier\", \"operator\": \"NotIn\", \"values\": [\"front\"]}]}", false);
+        M("{\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"DoesNotExist\"}]}", true);
+        M("{\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"Exists\"}]}", false);
+        M("{\"matchLabels\": {\"app\": \"web\"}, \"matchExpressions\": [{\"key\": \"tier\", \"operator\": \"Bogus\"}]}", false);
+#undef M
+        assert_false(disruption_selector_matches(NULL, l, 2));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cron_parse),
@@ -128,6 +148,7 @@ int main(void) {
                 cmocka_unit_test(test_cron_active),
                 cmocka_unit_test(test_budgets),
                 cmocka_unit_test(test_hash),
+                cmocka_unit_test(test_selector),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
