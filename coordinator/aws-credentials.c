@@ -129,8 +129,13 @@ int aws_parse_iso8601(const char *s, int64_t *ret) {
         if (*p == 'Z' || *p == 'z')
                 p++;
         else if (*p == '+' || *p == '-') {
-                int sign = *p == '-' ? -1 : 1, hh, mm;
-                if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2 || hh > 23 || mm > 59)
+                /* exactly ±HH:MM: a shorter offset must not move p past the end */
+                int sign = *p == '-' ? -1 : 1;
+                if (!isdigit((unsigned char) p[1]) || !isdigit((unsigned char) p[2]) || p[3] != ':' ||
+                    !isdigit((unsigned char) p[4]) || !isdigit((unsigned char) p[5]))
+                        return -EINVAL;
+                int hh = (p[1] - '0') * 10 + (p[2] - '0'), mm = (p[4] - '0') * 10 + (p[5] - '0');
+                if (hh > 23 || mm > 59)
                         return -EINVAL;
                 offset = sign * (hh * 3600L + mm * 60L);
                 p += 6;

@@ -434,6 +434,12 @@ static void test_sts_imds_parse(void **state) {
         assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00.123Z", &t), 0);
         assert_int_equal(t, 1735689600);
         assert_int_equal(aws_parse_iso8601("2025-01-01 junk", &t), -EINVAL);
+        /* short or malformed offsets (a short one once read past the end) */
+        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+1:2", &t), -EINVAL);
+        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00-0", &t), -EINVAL);
+        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+02:0", &t), -EINVAL);
+        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+24:00", &t), -EINVAL);
+        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+02:00x", &t), -EINVAL);
 }
 
 static void clear_env(void) {
