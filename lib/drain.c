@@ -53,6 +53,7 @@ struct Drain {
         bool deadline_reported;
         KubeCall *patch_call;
         bool patch_on;           /* the patch in flight taints and cordons (else undoes) */
+        char patched_rv[64];     /* the informer's Node resourceVersion when our last patch ended */
         uint64_t patch_retry_usec;
         bool stopping;           /* untaint/uncordon wanted */
         uint64_t last_blocked_event_usec;
@@ -256,15 +257,29 @@ static void on_patched(KubeResponse *resp, void *userdata) {
                 arm(d, d->patch_retry_usec);
                 return;
         }
+        const char *rv = kube_node_object(d->node) ? kube_object_meta(kube_node_object(d->node), "resourceVersion") : NULL;
+        snprintf(d->patched_rv, sizeof d->patched_rv, "%s", strempty(rv));
         if (d->patch_on && d->active) {
                 d->cordoned = true;
                 log_info("Node %s tainted %s:NoSchedule and cordoned.", kube_node_name(d->node), KUBE_NODE_TAINT);
         } else if (!d->patch_on && !d->active) {
                 d->stopping = false;
                 log_info("Node %s untainted (and uncordoned if the agent had cordoned it).", kube_node_name(d->node));
+        } else if (!d->patch_on && d->active) {
+                /* the undo of a withdrawn drain landed after the drain started again: whatever
+                 * the Node looked like before, it is untainted now; taint and cordon it again */
+                d->cordoned = false;
+                log_info("Node %s untainted by a withdrawn drain's patch; tainting it again.", kube_node_name(d->node));
         }
-        /* otherwise the drain was started or withdrawn meanwhile: the next step fixes it */
+        /* otherwise the drain was withdrawn meanwhile: the next step fixes it */
         drain_kick(d);
+}
+
+/* Whether the informer's Node has changed since our last patch ended: only then does its taint
+ * and cordon say something that patch did not (it may have come before the patch's own event). */
+static bool node_view_fresh(const Drain *d, const cJSON *n) {
+        const char *rv = n ? kube_object_meta(n, "resourceVersion") : NULL;
+        return isempty(d->patched_rv) || isempty(rv) || !streq(rv, d->patched_rv);
 }
 
 static const cJSON *node_annotations(const cJSON *n) {
@@ -611,9 +626,17 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         }
 
+        /* The Node must stay tainted and cordoned while the drain runs: a withdrawn drain's undo
+         * landing late, or someone's uncordon, would let the scheduler bring evicted pods back. */
+        if (d->cordoned && !d->patch_call) {
+                const cJSON *n = kube_node_object(d->node);
+                if (n && node_view_fresh(d, n) && !(node_has_taint(n, KUBE_NODE_TAINT) && kube_node_unschedulable(d->node)))
+                        d->cordoned = false;
+        }
         if (!d->cordoned) {
                 const cJSON *n = kube_node_object(d->node);
-                if (n && node_has_taint(n, KUBE_NODE_TAINT) && kube_node_unschedulable(d->node))
+                if (n && node_has_taint(n, KUBE_NODE_TAINT) && kube_node_unschedulable(d->node) && !d->patch_call &&
+                    node_view_fresh(d, n))
                         d->cordoned = true;
                 else if (n && !d->patch_call && now >= d->patch_retry_usec) {
                         int r = patch_node(d, true);
