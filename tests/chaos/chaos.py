@@ -79,6 +79,11 @@ def main():
               f"known), {res.get('evictions', '?')} evictions, "
               f"{res.get('evictionsRefused', '?')} refused; settled in {res.get('settleSeconds', '?')}s)"
               + (f"; leftovers killed: {res['leftovers']}" if res["leftovers"] else ""), flush=True)
+        if res.get("coordinatorListsGone"):
+            print(f"   note: the leader still lists {len(res['coordinatorListsGone'])} instance(s) that are gone: "
+                  + "; ".join(f"{n['instanceId']} ({n['name']}, action {n['action']}, last report "
+                              f"{n['lastReportAgeSeconds']:.0f}s ago)" for n in res["coordinatorListsGone"]),
+                  flush=True)
         if not res["ok"] or args.keep_logs:
             dst = os.path.join(args.out_dir, f"seed-{seed}")
             shutil.rmtree(dst, ignore_errors=True)

@@ -483,6 +483,10 @@ class Run:
                 res["violations"].append({"invariant": inv, "unix": unix, "t": round(unix - self.t0, 2),
                                           "text": text, "around": self.around(unix)})
             res["launchesChecked"] = self.launches_checked
+            live = {i["instanceId"] for i in self.emu_instances() if i.get("ec2State") in ("pending", "running")}
+            res["coordinatorListsGone"] = [{k: n.get(k) for k in ("instanceId", "name", "action", "drainReason",
+                                                                  "reports", "lastReportAgeSeconds")}
+                                           for n in (self.coord.nodes() or []) if n.get("instanceId") not in live]
             res["instancesLaunched"] = len({i for c in self.s.proxy("GET", "log?action=CreateFleet")["calls"]
                                             if not c.get("replayed") for i in c.get("instance_ids") or []})
             audit = get_json(self.s.kube_server + "/_fake/evictions")
@@ -510,7 +514,10 @@ def end_state_problems(per, pending, nodes, cnodes, insts):
         problems["no pod lost"] = [f"deployment/{k}: {r} of {d} replicas Running and Ready"
                                    for k, (d, r) in sorted(lost.items())] + \
                                   ([f"{pending} pod(s) Pending"] if pending else [])
-    directed = {n.get("name") for n in (cnodes or []) if n.get("action") == "drain"}
+    live = {i["node"] for i in insts if i.get("ec2State") in ("pending", "running")}
+    # a drain directed to a node whose instance is gone is no activity (the coordinator may
+    # list an instance it has not yet seen terminated)
+    directed = {n.get("name") for n in (cnodes or []) if n.get("action") == "drain" and n.get("name") in live}
     going = {i["node"] for i in insts if i.get("ec2State") not in ("pending", "running")}
     # quiet: no reclaim to come, no instance booting or going, no drain directed, a leader
     busy = [f"{i['instanceId']}: {why}" for i, why in (
