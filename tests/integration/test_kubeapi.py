@@ -768,6 +768,91 @@ def test_watch(c):
     c.req("DELETE", "/_fake/faults")
 
 
+def test_pending_burst(c):
+    """A burst of pods no node can hold, as before a launch: each is tried once and waits for a
+    cluster event (kube-scheduler's unschedulable queue), repeated FailedScheduling events
+    aggregate, paged lists with selectors stay consistent, every watch gets every event."""
+    ns, n = "burst", 60
+    c.req("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+    c.req("POST", "/_fake/nodes", {"name": "tainted", "labels": {"pool": "batch"}, "taints": [
+        {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]})
+    rv = c.req("GET", f"/api/v1/namespaces/{ns}/pods")[2]["metadata"]["resourceVersion"]
+    base = f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion={rv}&timeoutSeconds=20"
+    watches = [RawWatch(c.port, base), RawWatch(c.port, base),
+               RawWatch(c.port, base + "&labelSelector=app%3Dodd")]
+    st, _, b = c.req("POST", f"/api/v1/namespaces/{ns}/pods",
+                     pod("tol", ns, cpu="100m", extra={"nodeSelector": {"pool": "batch"}}))
+    check(st == 201, "create a pod for the tainted node", b)
+    for i in range(n):
+        c.req("POST", f"/api/v1/namespaces/{ns}/pods",
+              pod(f"p{i:03d}", ns, labels={"app": "odd" if i % 2 else "even"}, cpu="100"))
+
+    def unschedulable():
+        items = c.req("GET", f"/api/v1/namespaces/{ns}/pods")[2]["items"]
+        return len([p for p in items if cond(p, "PodScheduled").get("reason") ==
+                    "Unschedulable"]) == n + 1
+    check(wait_for(unschedulable, 10), f"{n + 1} pods are Unschedulable")
+    marked = time.monotonic()
+    # every watch sees every event: ADDED then MODIFIED (Unschedulable) for each pod
+    evs = [w.events(2 * (n + 1), 5) for w in watches[:2]]
+    odd = watches[2].events(n, 5)
+    check(len(evs[0]) == 2 * (n + 1) and evs[0] == evs[1],
+          "two watches of the same pods get the same events", (len(evs[0]), len(evs[1])))
+    check(len(odd) == n and all(e["object"]["metadata"]["labels"]["app"] == "odd" for e in odd),
+          "a watch with a label selector gets its pods' events only", len(odd))
+    for w in watches:
+        w.close()
+
+    def failed_scheduling():
+        evs = c.req("GET", f"/api/v1/namespaces/{ns}/events"
+                           "?fieldSelector=reason%3DFailedScheduling")[2]
+        return {e["involvedObject"]["name"]: e.get("count") for e in evs["items"]}
+    # tried once: no retry without a cluster event (a backoff would have retried after 1 s)
+    time.sleep(max(0, 1.2 - (time.monotonic() - marked)))
+    counts = failed_scheduling()
+    check(len(counts) == n + 1 and set(counts.values()) == {1},
+          "an unschedulable pod is tried once, then waits for a cluster event",
+          sorted(set(counts.values())))
+    # pages with a selector: one resourceVersion, no remainingItemCount, a pod deleted between
+    # pages still listed (the list is a snapshot)
+    names, pages, cont, rvs = [], 0, "", set()
+    while pages < 20:
+        st, _, b = c.req("GET", f"/api/v1/namespaces/{ns}/pods?limit=12&labelSelector=app%3Dodd"
+                                f"&fieldSelector=spec.nodeName%3D" +
+                         (f"&continue={urllib.request.quote(cont)}" if cont else ""))
+        names += [p["metadata"]["name"] for p in b["items"]]
+        rvs.add(b["metadata"]["resourceVersion"])
+        check("remainingItemCount" not in b["metadata"], "no remainingItemCount with selectors",
+              b["metadata"])
+        pages += 1
+        if pages == 1:
+            c.req("DELETE", f"/api/v1/namespaces/{ns}/pods/p{n - 1:03d}")
+        cont = b["metadata"].get("continue")
+        if not cont:
+            break
+    want = [f"p{i:03d}" for i in range(1, n, 2)]
+    check(names == want and pages == 3 and len(rvs) == 1,
+          "limit/continue with selectors pages through one snapshot, in order", (pages, names[-3:]))
+    # a cluster event (the pod deleted above) tries them all again: the same FailedScheduling
+    # event aggregates (count 2)
+    counts = wait_for(lambda: (lambda k: k if all(k.get(f"p{i:03d}") == 2 for i in range(n - 1))
+                               else None)(failed_scheduling()), 5)
+    check(bool(counts), "a pod deleted retries the unschedulable pods; FailedScheduling repeats "
+                        "aggregate into count", sorted(set((counts or {}).values())))
+    # the pod itself updated (a toleration added) is tried again at once
+    t0 = time.monotonic()
+    st, _, b = c.req("PATCH", f"/api/v1/namespaces/{ns}/pods/tol", {"spec": {"tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}},
+        "application/strategic-merge-patch+json")
+    bound = wait_for(lambda: c.req("GET", f"/api/v1/namespaces/{ns}/pods/tol")[2]["spec"].get(
+        "nodeName"), 5)
+    check(st == 200 and bound == "tainted" and time.monotonic() - t0 < 3,
+          "an unschedulable pod updated with a toleration is bound at once", b)
+    rc, _, err = c.kubectl("delete", "namespace", ns, "--timeout=15s")
+    check(rc == 0, "delete the burst namespace", err)
+    c.req("DELETE", "/_fake/nodes/tainted")
+
+
 def test_watch_expired(port, tmp, cafile):
     c = Client(port, token="s3cret", tmp=tmp, cafile=cafile)
     st, _, b = c.req("GET", "/api/v1/namespaces", headers={"Authorization": "Bearer wrong"})
@@ -858,7 +943,7 @@ def main():
         c.req("POST", "/api/v1/namespaces", {"metadata": {"name": "sched"}})
         for t in (test_discovery, test_scheduler, test_workloads, test_evictions, test_drain,
                   test_graceful_and_violation, test_finalizers, test_conflicts, test_watch,
-                  test_crd):
+                  test_crd, test_pending_burst):
             if left() <= 0:
                 check(False, f"time budget exhausted before {t.__name__}")
                 break

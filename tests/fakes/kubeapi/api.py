@@ -2,6 +2,7 @@
 deletecollection, watch, and the pods/eviction, pods/binding and */scale subresources."""
 
 import base64
+import bisect
 import json
 import logging
 import threading
@@ -112,7 +113,9 @@ class Api:
         self.violations = []     # pod deletions that left a PDB short of desiredHealthy
         self.deletions = 0       # pods that started deleting while healthy
         self.wake = threading.Event()
+        self.event_index = {}    # (ns, uid, reason, message, type) -> names of Events
         store.before.append(self._before_commit)
+        store.listeners.append(self._index_event)
         store.listeners.append(lambda ev: self.wake.set())
 
     # -- helpers ----------------------------------------------------------------------------
@@ -325,32 +328,31 @@ class Api:
                                   "objects that were created, modified, or deleted between the "
                                   "time the first chunk was returned and now may show up in the "
                                   "list.")
-                state = self.store.snapshot(rt.skey, snap_rv)
             elif rv_param and match == "Exact":
                 snap_rv = self._parse_rv(rv_param)
                 if snap_rv > self.store.rv:
                     self._wait_for_rv(snap_rv)
-                state = self.store.snapshot(rt.skey, snap_rv)
             else:
                 if rv_param and rv_param != "0":
                     want = self._parse_rv(rv_param)
                     if want > self.store.rv:
                         self._wait_for_rv(want)
                 snap_rv = self.store.rv
-                state = dict(self.store.data.get(rt.skey, {}))
-            keyed = sorted(("/".join(k), k) for k in state)
+            names, keys, state = self.store.ordered(rt.skey, snap_rv)
+            # remainingItemCount only without selectors; with them one more match is enough
+            selective = not ls.empty() or not fs.empty()
             items, last, remaining = [], None, 0
-            for sk, k in keyed:
-                if start is not None and sk < start:
-                    continue
-                o = state[k]
+            for i in range(bisect.bisect_left(names, start) if start else 0, len(keys)):
+                o = state[keys[i]]
                 if not self.matches(rt, o, ns, ls, fs):
                     continue
                 if limit and len(items) >= limit:
                     remaining += 1
+                    if selective:
+                        break
                     continue
                 items.append(o)
-                last = sk
+                last = names[i]
             token = ""
             if remaining:
                 token = base64.b64encode(json.dumps(
@@ -1014,6 +1016,19 @@ class Api:
                             "(via %s)", key[0], v["pdb"], key[1], after, desired, self.actor)
 
     # -- events -------------------------------------------------------------------------------
+    def _index_event(self, ev):
+        """Keeps event_index in step with the stored Events (a store listener)."""
+        if ev.skey != ("", "events"):
+            return
+        if ev.prev is not None:
+            names = self.event_index.get(_event_key(ev.prev))
+            if names is not None:
+                names.discard(ev.key[1])
+                if not names:
+                    del self.event_index[_event_key(ev.prev)]
+        if ev.type != "DELETED":
+            self.event_index.setdefault(_event_key(ev.obj), set()).add(ev.key[1])
+
     def record_event(self, involved, typ, reason, message, component, host=None):
         """An event as client-go's recorder writes it (aggregating repeats into count)."""
         rt = self.rt("", "events")
@@ -1029,10 +1044,10 @@ class Api:
         with self.store.lock:
             if self.store.get(("", "namespaces"), ("", ns)) is None:
                 return
-            for e in self.store.items(rt.skey, ns):
-                io = e.get("involvedObject") or {}
-                if io.get("uid") == ref["uid"] and e.get("reason") == reason and \
-                        e.get("message") == message and e.get("type") == typ:
+            names = self.event_index.get((ns, ref["uid"], reason, message, typ))
+            for name in sorted(names or ()):
+                e = self.store.get(rt.skey, (ns, name))
+                if e is not None and _event_key(e) == (ns, ref["uid"], reason, message, typ):
                     new = deep_copy(e)
                     new["count"] = (e.get("count") or 1) + 1
                     new["lastTimestamp"] = now
@@ -1051,6 +1066,12 @@ class Api:
                     self.create(rt, ns, ev)
             except ApiError as e:
                 log.debug("event not recorded: %s", e.message)
+
+
+def _event_key(e):
+    """What client-go's recorder aggregates repeats by (record_event)."""
+    return (_meta(e).get("namespace"), (e.get("involvedObject") or {}).get("uid"),
+            e.get("reason"), e.get("message"), e.get("type"))
 
 
 def _scaled(v, total):

@@ -39,9 +39,28 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
+# kube-scheduler's podMaxInUnschedulablePodsDuration: an unschedulable pod is retried at a
+# cluster event that may make it fit (a node added or changed, a pod deleted or finished, the
+# pod itself updated), else after this long
+UNSCHEDULABLE_MAX_SECONDS = 300.0
+# Controllers that, like kube-controller-manager's informer-driven ones, reconcile when objects
+# of their kinds change (None: any kind but Events), else every resync seconds (time matters to
+# minReadySeconds and rollouts; not to the garbage collector or the Event cap).
+WATCHED_KINDS = {"deployment": ((DEPLOY, RS, PODS), 1.0), "replicaset": ((RS, PODS), 1.0),
+                 "daemonset": ((DS, NODES, PODS), 1.0), "gc": (None, 10.0),
+                 "events": ((EVENTS,), 10.0)}
+
 
 def _md(o):
     return o.get("metadata") or {}
+
+
+def _scheduling_inputs(pod):
+    """What kube-scheduler compares to tell a pod update from a status update: all but the
+    status, resourceVersion, generation and managedFields."""
+    md = {k: v for k, v in _md(pod).items()
+          if k not in ("resourceVersion", "generation", "managedFields")}
+    return md, pod.get("spec")
 
 
 def _owned_by(obj, owner):
@@ -73,7 +92,7 @@ class Controllers:
         self.stop = threading.Event()
         self.thread = None
         self.pod_state = {}       # pod uid -> kubelet bookkeeping
-        self.sched_state = {}     # pod uid -> (epoch, next attempt time, backoff)
+        self.sched_state = {}     # unschedulable pod uid -> (epoch, retry time)
         self.sched_epoch = 0
         self.taint_seen = {}      # (node, key, effect) -> first seen
         self.orphan_seen = {}     # pod uid -> first seen without its node
@@ -83,6 +102,10 @@ class Controllers:
         self.managed_nodes = set()   # nodes registered through the kubelet emulation
         self.stopped_kubelets = set()
         self.last_tick = 0.0
+        self.synced = {}          # controller -> (changes it saw, when) for WATCHED_KINDS
+        self.bound = set()        # keys of the pods bound to a node
+        self.sched_seen = None    # (pod and node changes, epoch) at the last scheduler pass
+        self.sched_next = 0.0     # the earliest retry of an unschedulable pod
         store_listener = self._on_event
         self.store.listeners.append(store_listener)
 
@@ -101,13 +124,34 @@ class Controllers:
             self.last_tick = time.monotonic()
             self.tick()
 
+    def _changes(self, name):
+        kinds = WATCHED_KINDS[name][0]
+        ch = self.store.skey_changes
+        if kinds is None:
+            return self.store.changes - ch[EVENTS]
+        return tuple(ch[k] for k in kinds)
+
+    def _needs_sync(self, name):
+        """For WATCHED_KINDS: whether objects of its kinds changed since its last pass (which
+        its own writes do too), or its resync is due."""
+        if name not in WATCHED_KINDS:
+            return True
+        seen = self._changes(name)
+        last = self.synced.get(name)
+        now = time.monotonic()
+        if last is not None and last[0] == seen and now - last[1] < WATCHED_KINDS[name][1]:
+            return False
+        self.synced[name] = (seen, now)
+        return True
+
     def tick(self):
         for name in CONTROLLER_NAMES:
             if name in self.paused or self.stop.is_set():
                 continue
             try:
                 with self.store.lock:
-                    getattr(self, "c_" + name)()
+                    if self._needs_sync(name):
+                        getattr(self, "c_" + name)()
             except Exception:
                 log.exception("controller %s failed", name)
 
@@ -115,6 +159,14 @@ class Controllers:
         if ev.skey == NODES:
             self.sched_epoch += 1
         elif ev.skey == PODS:
+            if ev.type == "DELETED":
+                self.bound.discard(ev.key)
+            elif (ev.obj.get("spec") or {}).get("nodeName"):
+                self.bound.add(ev.key)
+            if ev.type == "MODIFIED" and ev.prev is not None and \
+                    _md(ev.prev).get("uid") in self.sched_state and \
+                    _scheduling_inputs(ev.prev) != _scheduling_inputs(ev.obj):
+                del self.sched_state[_md(ev.prev)["uid"]]
             if ev.type == "DELETED" or (ev.type == "MODIFIED" and not podutil.is_deleting(ev.prev)
                                         and podutil.is_deleting(ev.obj)) or \
                     (ev.type == "MODIFIED" and podutil.is_terminal(ev.obj)
@@ -180,6 +232,17 @@ class Controllers:
     def pods(self, ns=None):
         return self.store.items(PODS, ns)
 
+    def bound_pods(self):
+        """The pods bound to a node, in list order: what kubelets and node controllers see."""
+        out = []
+        for k in sorted(self.bound, key="/".join):
+            p = self.store.get(PODS, k)
+            if p is None:
+                self.bound.discard(k)
+            else:
+                out.append(p)
+        return out
+
     # -- CRDs ---------------------------------------------------------------------------------
     def c_crd(self):
         present = set()
@@ -213,7 +276,7 @@ class Controllers:
             if name not in present:
                 plural, _, group = name.partition(".")
                 self.api.registry.remove_group_resource(group, plural)
-                self.store.data.pop((group, plural), None)
+                self.store.drop((group, plural))
                 del self.crd_registered[name]
 
     def _crd_conflict(self, c):
@@ -299,7 +362,7 @@ class Controllers:
                         spec.pop("taints", None)
                 self._mutate(NODES, n, fix, actor="node-lifecycle-controller")
             if ready != "True":
-                for p in self.pods():
+                for p in self.bound_pods():
                     if (p.get("spec") or {}).get("nodeName") != _md(n)["name"]:
                         continue
                     if not podutil.is_pod_ready(p) or podutil.is_terminal(p):
@@ -317,7 +380,7 @@ class Controllers:
     def c_taint(self):
         nodes = {_md(n)["name"]: n for n in self.nodes()}
         now = self.now()
-        for p in self.pods():
+        for p in self.bound_pods():
             nn = (p.get("spec") or {}).get("nodeName")
             if not nn or nn not in nodes or podutil.is_deleting(p) or podutil.is_terminal(p):
                 continue
@@ -355,6 +418,11 @@ class Controllers:
 
     # -- scheduler ----------------------------------------------------------------------------
     def c_scheduler(self):
+        seen = (self.store.skey_changes[PODS], self.store.skey_changes[NODES], self.sched_epoch)
+        if seen == self.sched_seen and self.now() < self.sched_next:
+            return
+        self.sched_seen = seen
+        self.sched_next = float("inf")
         pending = []
         for p in self.pods():
             spec = p.get("spec") or {}
@@ -372,6 +440,7 @@ class Controllers:
         for p in pending:
             st = self.sched_state.get(_md(p)["uid"])
             if st is not None and st[0] == self.sched_epoch and now < st[1]:
+                self.sched_next = min(self.sched_next, st[1])
                 continue
             ready.append(p)
         if not ready:
@@ -404,9 +473,8 @@ class Controllers:
                                       f"Successfully assigned {_md(p)['namespace']}/"
                                       f"{_md(p)['name']} to {nn}", "default-scheduler")
             else:
-                prev = self.sched_state.get(uid)
-                backoff = min(10.0, (prev[2] * 2) if prev else 1.0)
-                self.sched_state[uid] = (self.sched_epoch, now + backoff, backoff)
+                self.sched_state[uid] = (self.sched_epoch, now + UNSCHEDULABLE_MAX_SECONDS)
+                self.sched_next = min(self.sched_next, now + UNSCHEDULABLE_MAX_SECONDS)
                 msg = self._fit_error(len(nodes), reasons)
                 self._mark_unschedulable(p, msg)
         live = {_md(p)["uid"] for p in pending}
@@ -416,7 +484,7 @@ class Controllers:
 
     def _node_usage(self, nodes):
         usage = {_md(n)["name"]: {"req": {}, "pods": 0, "ports": set()} for n in nodes}
-        for p in self.pods():
+        for p in self.bound_pods():
             nn = (p.get("spec") or {}).get("nodeName")
             if not nn or nn not in usage or podutil.is_terminal(p):
                 continue
@@ -549,7 +617,7 @@ class Controllers:
         nodes = {_md(n)["name"]: n for n in self.nodes()}
         now = self.now()
         live = set()
-        for p in self.pods():
+        for p in self.bound_pods():
             spec = p.get("spec") or {}
             nn = spec.get("nodeName")
             uid = _md(p)["uid"]
@@ -1317,7 +1385,7 @@ class Controllers:
         now = self.now()
         quarantine = self.api.scale_time(40.0)
         live = set()
-        for p in self.pods():
+        for p in self.bound_pods():
             nn = (p.get("spec") or {}).get("nodeName")
             if not nn or nn in nodes:
                 continue

@@ -349,14 +349,11 @@ _POD_MUTABLE_MSG = ("pod updates may not change fields other than `spec.containe
 
 
 def _pod_spec_comparable(spec):
-    import copy
-    s = copy.deepcopy(spec or {})
+    s = {k: v for k, v in (spec or {}).items()
+         if k not in ("activeDeadlineSeconds", "tolerations", "schedulingGates")}
     for group in ("containers", "initContainers"):
-        for c in s.get(group) or []:
-            c.pop("image", None)
-    s.pop("activeDeadlineSeconds", None)
-    s.pop("tolerations", None)
-    s.pop("schedulingGates", None)
+        if s.get(group):
+            s[group] = [{k: v for k, v in c.items() if k != "image"} for c in s[group]]
     return s
 
 

@@ -1,10 +1,12 @@
 """HTTP/1.1 front end: routing, discovery, content negotiation, tables, watch streaming."""
 
 import base64
+import collections
 import hashlib
 import json
 import logging
 import socket
+import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,10 +56,36 @@ def _first(q):
     return {k: v[0] for k, v in q.items()}
 
 
+class WatchLines:
+    """Encoded watch events shared by every watch: stored objects never change, so an event is
+    encoded once however many watches send it. Keyed by object identity (the entry keeps the
+    object alive, so the identity stays its own), for the most recent `size` events."""
+
+    def __init__(self, size=4096):
+        self.lock = threading.Lock()
+        self.lines = collections.OrderedDict()
+        self.size = size
+
+    def get(self, typ, obj, rt, encode):
+        key = (typ, id(obj), id(rt))
+        with self.lock:
+            hit = self.lines.get(key)
+            if hit is not None and hit[0] is obj and hit[1] is rt:
+                self.lines.move_to_end(key)
+                return hit[2]
+        line = encode()
+        with self.lock:
+            self.lines[key] = (obj, rt, line)
+            self.lines.move_to_end(key)
+            while len(self.lines) > self.size:
+                self.lines.popitem(last=False)
+        return line
+
+
 class KubeServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 128
+    request_queue_size = 1024   # a real apiserver takes thousands of connections at once
 
     def __init__(self, addr, handler, api, controllers, control, opts):
         self.api = api
@@ -65,6 +93,7 @@ class KubeServer(ThreadingHTTPServer):
         self.control = control
         self.opts = opts
         self.stopping = False
+        self.watch_lines = WatchLines()
         super().__init__(addr, handler)
 
 
@@ -612,8 +641,12 @@ class Handler(BaseHTTPRequestHandler):
                 payload = {"kind": "PartialObjectMetadata", "apiVersion": f"meta.k8s.io/{v}",
                            "metadata": obj.get("metadata", {})}
             else:
-                payload = rt.to_external(obj)
-            line = (dumps({"type": typ, "object": payload}) + "\n").encode()
+                payload = None
+            if payload is None:
+                line = srv.watch_lines.get(typ, obj, rt, lambda: (dumps(
+                    {"type": typ, "object": rt.to_external(obj)}) + "\n").encode())
+            else:
+                line = (dumps({"type": typ, "object": payload}) + "\n").encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
             self.wfile.flush()
             sent += 1

@@ -30,20 +30,44 @@ class Store:
         self.listeners = []     # called under the lock with each HistEvent, after the commit
         self.before = []        # called under the lock with (skey, key, old, new) before commit
         self.changes = 0
+        self.skey_changes = collections.Counter()   # skey -> commits
+        self.last_rv = {}       # skey -> revision of its last commit
+        self._sorted = {}       # skey -> (names "ns/name", keys) in list order, until a key
+                                # comes or goes
 
     # -- reads --------------------------------------------------------------------------------
     def get(self, skey, key):
         return self.data.get(skey, {}).get(key)
 
+    def _index(self, skey):
+        """(names, keys) of skey in list order; kept until a key is added or removed."""
+        ix = self._sorted.get(skey)
+        if ix is None:
+            keys = sorted(self.data.get(skey, {}), key="/".join)
+            ix = self._sorted[skey] = (["/".join(k) for k in keys], keys)
+        return ix
+
     def items(self, skey, ns=None):
         d = self.data.get(skey, {})
-        keys = sorted(d, key="/".join)
+        keys = self._index(skey)[1]
         if ns is None:
             return [d[k] for k in keys]
         return [d[k] for k in keys if k[0] == ns]
 
+    def ordered(self, skey, rv):
+        """(names, keys, objects by key) of skey as at revision rv, names and keys in list
+        order ("ns/name"). Raises 410 if rv is compacted."""
+        if self.last_rv.get(skey, 0) > rv:
+            state = self.snapshot(skey, rv)
+            keys = sorted(state, key="/".join)
+            return ["/".join(k) for k in keys], keys, state
+        if rv < self.compacted:
+            raise expired("The resourceVersion for the provided list is too old.")
+        names, keys = self._index(skey)
+        return names, keys, self.data.get(skey, {})
+
     def snapshot(self, skey, rv):
-        """The objects of skey as they were at revision rv, keyed and sorted."""
+        """The objects of skey as they were at revision rv, by key."""
         if rv < self.compacted:
             raise expired("The resourceVersion for the provided list is too old.")
         state = dict(self.data.get(skey, {}))
@@ -66,13 +90,17 @@ class Store:
             cb(skey, key, old, new)
         self.rv += 1
         rv = self.rv
+        self.last_rv[skey] = rv
         if new is not None:
             md = dict(new.get("metadata") or {})
             md["resourceVersion"] = str(rv)
             new["metadata"] = md
+            if old is None:
+                self._sorted.pop(skey, None)
             self.data[skey][key] = new
             evobj = new
         else:
+            self._sorted.pop(skey, None)
             self.data[skey].pop(key, None)
             evobj = dict(old)
             md = dict(old.get("metadata") or {})
@@ -83,10 +111,16 @@ class Store:
         while len(self.history) > self.history_size:
             self.compacted = self.history.popleft().rv
         self.changes += 1
+        self.skey_changes[skey] += 1
         for cb in self.listeners:
             cb(ev)
         self.cond.notify_all()
         return evobj
+
+    def drop(self, skey):
+        """Forgets every object of skey without events (a resource no longer served)."""
+        self.data.pop(skey, None)
+        self._sorted.pop(skey, None)
 
     def compact(self):
         """Forgets the whole history: every older resourceVersion becomes too old."""
@@ -112,6 +146,7 @@ class Store:
     def reset(self):
         with self.lock:
             self.data.clear()
+            self._sorted.clear()
             self.history.clear()
             self.compacted = self.rv
             self.cond.notify_all()
