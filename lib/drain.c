@@ -505,7 +505,8 @@ static void step_evict(Drain *d) {
                 arm(d, next);
                 return;
         }
-        qsort(pods, n, sizeof *pods, info_cmp);
+        if (n > 1)
+                qsort(pods, n, sizeof *pods, info_cmp);
 
         for (size_t i = 0; i < d->n_pods; i++) {
                 d->pods[i]->seen = false;

@@ -358,7 +358,8 @@ int solver_consolidate(Solver *s, const SolverConsolidateOptions *o, SolverConso
                         goto out;
                 }
                 if (!first_why[0])
-                        snprintf(first_why, sizeof first_why, "%s: %s", snap->nodes[cand[i].node].name, c->message);
+                        snprintf(first_why, sizeof first_why, "%.63s: %.250s", snap->nodes[cand[i].node].name,
+                                 c->message);
                 c = solver_consolidation_free(c);
         }
 out:
@@ -367,7 +368,7 @@ out:
                 if (!best)
                         q = -ENOMEM;
                 else
-                        snprintf(best->message, sizeof best->message, "%zu candidate(s), none worth disrupting%s%s",
+                        snprintf(best->message, sizeof best->message, "%zu candidate(s), none worth disrupting%s%.200s",
                                  nc, first_why[0] ? "; first: " : "", first_why);
         }
         solver_consolidation_free(c);
