@@ -76,7 +76,7 @@ def main():
         verdict = "ok" if res["ok"] else ("VIOLATIONS" if res["violations"] else "NOT JUDGED")
         print(f"== seed {seed}: {verdict} in {res['seconds']:.0f}s ({len(res['actions'])} actions, "
               f"{res.get('instancesLaunched', '?')} instances launched ({res.get('launchesChecked', '?')} with their pods "
-              f"known), {res.get('evictions', '?')} evictions, "
+              f"known), {res.get('evictions', '?')} evictions, {res.get('drainingLooks', '?')} looks at draining nodes, "
               f"{res.get('evictionsRefused', '?')} refused; settled in {res.get('settleSeconds', '?')}s)"
               + (f"; leftovers killed: {res['leftovers']}" if res["leftovers"] else ""), flush=True)
         if res.get("coordinatorListsGone"):

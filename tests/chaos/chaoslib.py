@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import threading
 import time
 import traceback
 import urllib.error
@@ -159,6 +160,9 @@ class Run:
         self.noticed = set()
         self.down_coordinators = set()
         self.launches_checked = 0
+        self.cordons = CordonWatch()
+        self._sampling = threading.Event()
+        self._sampler = None
 
     # ---- bookkeeping ---------------------------------------------------------------------
     def note(self, kind, target, detail=""):
@@ -229,6 +233,24 @@ class Run:
     def pods_of(self, app):
         items = get_json(f"{self.s.kube_server}/api/v1/namespaces/{NS}/pods")["items"]
         return [p for p in items if (p["metadata"].get("labels") or {}).get("app") == app and is_ready(p)]
+
+    def _sample(self):
+        while not self._sampling.wait(0.5):
+            try:
+                cnodes = self.coord.nodes()
+                if cnodes is not None:
+                    self.cordons.observe(time.time(), cnodes, self.nodes())
+            except (OSError, ValueError, KeyError):
+                pass  # the API server answering 429/500, a coordinator going away: the next look
+
+    def start_sampling(self):
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def stop_sampling(self):
+        self._sampling.set()
+        if self._sampler is not None:
+            self._sampler.join(timeout=10)
 
     # ---- the faults ----------------------------------------------------------------------
     def act_spot(self, worst=False):
@@ -470,19 +492,22 @@ class Run:
                 time.sleep(0.5)
             res["workloadUpSeconds"] = round(time.time() - self.t0, 1)
             self.note("workload-up", "-", f"{len(self.nodes())} node(s)")
+            self.start_sampling()
             self.chaos()
             self.lift_all()
             t = time.time()
             unsettled = self.settle()
             res["settleSeconds"] = round(time.time() - t, 1)
+            self.stop_sampling()
             for inv, items in unsettled.items():
                 for text in items:
                     res["violations"].append({"invariant": inv, "unix": time.time(), "text": text,
                                               "around": self.actions[-8:]})
-            for inv, unix, text in self.history_violations():
+            for inv, unix, text in self.history_violations() + self.cordons.found:
                 res["violations"].append({"invariant": inv, "unix": unix, "t": round(unix - self.t0, 2),
                                           "text": text, "around": self.around(unix)})
             res["launchesChecked"] = self.launches_checked
+            res["drainingLooks"] = self.cordons.looks
             live = {i["instanceId"] for i in self.emu_instances() if i.get("ec2State") in ("pending", "running")}
             res["coordinatorListsGone"] = [{k: n.get(k) for k in ("instanceId", "name", "action", "drainReason",
                                                                   "reports", "lastReportAgeSeconds")}
@@ -496,6 +521,7 @@ class Run:
             res["setupError"] = f"{type(e).__name__}: {e}"
             res["traceback"] = traceback.format_exc(limit=6)
         finally:
+            self.stop_sampling()
             res["leftovers"] = [str(x) for x in self.stop()]
             res["seconds"] = round(time.time() - self.t0, 1)
         res["ok"] = not res["violations"] and "setupError" not in res
@@ -503,6 +529,47 @@ class Run:
 
 
 # ---- the invariants over the records (pure: the data in, [(invariant, unix, text)] out) ------
+
+class CordonWatch:
+    """A draining node stays cordoned: while the agent reports its drain evicting or waiting for
+    pods to go, the Node must carry the drain taint and be unschedulable, else the scheduler
+    brings evicted pods back. observe() takes one look (the leader's /api/v1/nodes items and the
+    Nodes); a lapse longer than `grace` seconds (reports lag the Node by up to an interval) is
+    a violation, reported once per node."""
+    PHASES = ("PHASE_EVICTING", "PHASE_WAITING")
+
+    def __init__(self, grace=3.0):
+        self.grace = grace
+        self.since = {}        # node -> first look without the cordon
+        self.found = []        # (invariant, unix, text)
+        self.reported = set()
+        self.looks = 0         # looks at a node while its drain was evicting or waiting
+
+    def observe(self, now, cnodes, nodes):
+        draining = {n.get("name") for n in cnodes or [] if (n.get("drain") or {}).get("phase") in self.PHASES
+                    and n.get("action") == "drain"}
+        for name in list(self.since):
+            if name not in draining:
+                del self.since[name]
+        for name in sorted(draining):
+            self.looks += 1
+            node = nodes.get(name)
+            if node is None or node["metadata"].get("deletionTimestamp"):
+                self.since.pop(name, None)
+                continue
+            spec = node.get("spec") or {}
+            held = spec.get("unschedulable") and any(t.get("key") == DRAIN_TAINT for t in spec.get("taints") or [])
+            if held:
+                self.since.pop(name, None)
+                continue
+            t0 = self.since.setdefault(name, now)
+            if now - t0 >= self.grace and name not in self.reported:
+                self.reported.add(name)
+                self.found.append(("a draining node stays cordoned", t0,
+                                   f"Node {name}: the agent's drain is evicting, the Node is "
+                                   f"{'schedulable' if not spec.get('unschedulable') else 'without ' + DRAIN_TAINT} "
+                                   f"for {now - t0:.1f}s"))
+
 
 def end_state_problems(per, pending, nodes, cnodes, insts):
     """The end-state invariants, and whether the system is quiet: per = {deployment: (desired,

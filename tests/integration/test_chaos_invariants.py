@@ -9,6 +9,9 @@ up for each invariant: each check reports the bad history and passes the good on
   pods after the first instance registered, or went away, is fine, and so is a replayed answer;
 - no instance terminated that lacks the cluster tag: a TerminateInstances of an untagged or
   other cluster's instance, a decoy no longer running;
+- a draining node stays cordoned: a Node left schedulable or untainted for longer than the
+  grace while the agent reports its drain evicting is reported once; a short lapse, a drain
+  withdrawn, or a Node being deleted is not;
 - at the end: a Deployment short of Running pods, Pending pods, a Node cordoned or tainted
   without a drain directed while its instance runs, a Node held by its finalizer, and a system
   that is not quiet (reclaim to come, instance booting, drain directed, no leader).
@@ -97,6 +100,26 @@ def main():
                                                       dict(running, instanceId="i-2", phase="booting")])
     assert p == {"the system settles": ["i-1: spot reclaim pending", "i-2: phase booting",
                                         "no coordinator leads"]}, p
+    # a draining node stays cordoned
+    drain = [{"name": "n1", "action": "drain", "drain": {"phase": "PHASE_EVICTING"}}]
+    w = chaoslib.CordonWatch(grace=3.0)
+    w.observe(10.0, drain, {"n1": node("n1", unschedulable=True, taint=True)})
+    w.observe(11.0, drain, {"n1": node("n1")})          # lapse begins
+    w.observe(12.0, drain, {"n1": node("n1")})
+    assert w.found == [], w.found
+    w.observe(14.5, drain, {"n1": node("n1", taint=True)})
+    w.observe(15.0, drain, {"n1": node("n1")})
+    assert len(w.found) == 1 and w.found[0][1] == 11.0 and "n1" in w.found[0][2], w.found
+    w.observe(20.0, drain, {"n1": node("n1")})
+    assert len(w.found) == 1, w.found                    # once per node
+    w = chaoslib.CordonWatch(grace=3.0)
+    w.observe(10.0, drain, {"n1": node("n1")})
+    w.observe(11.0, drain, {"n1": node("n1", unschedulable=True, taint=True)})   # short lapse
+    w.observe(12.0, [dict(drain[0], action="run", drain={"phase": "PHASE_NONE"})], {"n1": node("n1")})
+    w.observe(20.0, [dict(drain[0], action="run", drain={"phase": "PHASE_NONE"})], {"n1": node("n1")})
+    w.observe(21.0, drain, {"n1": node("n1", deleting=True)})
+    w.observe(30.0, drain, {"n1": node("n1", deleting=True)})
+    assert w.found == [], w.found
     print("test_chaos_invariants: OK")
 
 
