@@ -662,12 +662,20 @@ typedef struct Prefetch {
 } Prefetch;
 
 static void prefetch_done(Prefetch *pf, bool ok) {
+        Provisioner *p = pf->p;
         pf->res->prefetching = false;
         if (ok)
-                pf->res->resolved_usec = now_usec(pf->p);
-        provisioner_poke(pf->p);
+                pf->res->resolved_usec = now_usec(p);
         free(pf->node_class);
         free(pf);
+        /* The round that waited for this look-up had closed its batch: solve now, with the
+         * pods that came meanwhile, rather than after another idle window. */
+        if (p->round) {
+                provisioner_poke(p); /* a round under way: after it */
+                return;
+        }
+        batch_close(p);
+        round_start(p);
 }
 
 static void on_prefetch_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
@@ -1242,7 +1250,7 @@ static void round_start(Provisioner *p) {
         if (waiting) {
                 p->round = NULL;
                 provisioner_round_free(rd);
-                return; /* the look-up pokes the batch when done */
+                return; /* the look-up starts the round again when done */
         }
         /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
         rd->pod_uids = solver_arena_alloc(rd->arena, (rd->snap.n_pods + 1) * sizeof(char *));

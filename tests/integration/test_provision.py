@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
-from nsharness import ROOT, Proc, TestDir, binary, http_get, metric, wait_for  # noqa: E402
+from nsharness import ROOT, Proc, TestDir, binary, http_get, log_time, metric, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
 
 CLUSTER = "prov-test"
@@ -155,6 +155,13 @@ def run(s, d):
     nodes = s.nodes()
     assert len(nodes) == len(planned), nodes.keys()
     assert len(s.coordinator_nodes()) == len(planned)
+    # a first round looks the node class's subnets up, then solves at once, not after another
+    # batch window: its CreateFleet follows the closed batch within the idle time
+    lines = coord.output().splitlines()
+    gap = log_time(next(l for l in lines if "CreateFleet for NodePool" in l)) - \
+        log_time(next(l for l in lines if "batch closed" in l))
+    print(f"first batch closed -> CreateFleet sent: {gap:.3f}s")
+    assert gap < 0.7, gap
 
     # ---- 2. insufficient capacity on the cheapest type ------------------------------------------
     job = deployment("job", 3, "1500m", "3Gi", batch=True)

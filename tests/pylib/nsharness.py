@@ -3,6 +3,7 @@ PKI, fake node roots, processes that are always stopped, and bounded waits. Stan
 only; everything listens on 127.0.0.1."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -45,6 +46,20 @@ def wait_for(what, fn, timeout=10.0, interval=0.05):
             last = e
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last})")
+
+
+def log_time(line, near=None):
+    """When a daemon logged a line ("HH:MM:SS.mmm ...", UTC): seconds of the day, or the Unix
+    time when near (a Unix time within hours of it) is given. None for other lines."""
+    m = re.match(r"(\d\d):(\d\d):(\d\d)\.(\d\d\d) ", line)
+    if not m:
+        return None
+    h, mi, s, ms = map(int, m.groups())
+    t = h * 3600 + mi * 60 + s + ms / 1000
+    if near is None:
+        return t
+    day = near - near % 86400
+    return min((day + t + k * 86400 for k in (-1, 0, 1)), key=lambda u: abs(u - near))
 
 
 _listeners = []
