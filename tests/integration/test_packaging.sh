@@ -262,7 +262,9 @@ for g, r, vs in (("", "nodes", "get list watch patch"), ("", "pods", "get list w
 assert not allows(agent, "", "nodes", "delete") and not allows(agent, "", "pods", "delete")
 assert not allows(agent, "", "secrets", "get")
 coord = get("ClusterRole", "nodesmith-coordinator")["rules"]
-assert not allows(coord, "", "pods/eviction", "create") and not allows(coord, "", "secrets", "get")
+# the coordinator evicts only when it drains for a silent agent (docs/drain.md); it never reads secrets
+assert allows(coord, "", "pods/eviction", "create") and not allows(coord, "", "pods", "delete")
+assert not allows(coord, "", "secrets", "get")
 assert allows(get("Role", "nodesmith-coordinator-leader-election")["rules"], "coordination.k8s.io", "leases", "update")
 crb = get("ClusterRoleBinding", "nodesmith-agent")
 assert crb["subjects"][0]["name"] == "nodesmith-agent" and crb["roleRef"]["name"] == "nodesmith-agent"
