@@ -17,7 +17,16 @@ typedef struct Packed {
 } Packed;
 
 /* A node state packed as an agent sends it and unpacked into an arena as the server does. */
-static void mk(Packed *p, const char *id, const char *boot, const char **notice_ids, size_t n) {
+static void pack_unpack(Packed *p, const Nodesmith__V1__NodeState *s) {
+        p->len = nodesmith__v1__node_state__pack(s, p->buf);
+        p->arena = pb_arena_new(1024);
+        assert_non_null(p->arena);
+        p->state = nodesmith__v1__node_state__unpack(pb_arena_allocator(p->arena), p->len, p->buf);
+        assert_non_null(p->state);
+}
+
+static void mk_with(Packed *p, const char *id, const char *boot, const char **notice_ids, size_t n,
+                    Nodesmith__V1__Pod **pods, size_t n_pods) {
         Nodesmith__V1__NodeState s = NODESMITH__V1__NODE_STATE__INIT;
         Nodesmith__V1__Identity ident = NODESMITH__V1__IDENTITY__INIT;
         Nodesmith__V1__Notice no[4], *nv[4];
@@ -33,11 +42,13 @@ static void mk(Packed *p, const char *id, const char *boot, const char **notice_
         }
         s.n_notices = n;
         s.notices = n ? nv : NULL;
-        p->len = nodesmith__v1__node_state__pack(&s, p->buf);
-        p->arena = pb_arena_new(1024);
-        assert_non_null(p->arena);
-        p->state = nodesmith__v1__node_state__unpack(pb_arena_allocator(p->arena), p->len, p->buf);
-        assert_non_null(p->state);
+        s.n_pods = n_pods;
+        s.pods = pods;
+        pack_unpack(p, &s);
+}
+
+static void mk(Packed *p, const char *id, const char *boot, const char **notice_ids, size_t n) {
+        mk_with(p, id, boot, notice_ids, n, NULL, 0);
 }
 
 static int put(Registry *reg, Packed *p, const char *id, uint64_t seq, uint64_t now, NodeEntry **e,
@@ -85,6 +96,47 @@ static void test_duplicates_and_unchanged(void **state) {
         assert_false(is_new);
         assert_string_equal(e->state->identity->boot_id, "boot-b");
         assert_int_equal(e->reports, 3);
+        registry_done(&reg);
+}
+
+/* A state of i-1 with the given pods (uids), the first one's phase as given. */
+static void mk_pods(Packed *p, const char *const *uids, size_t n, const char *phase) {
+        Nodesmith__V1__Pod pod[4], *pv[4];
+        for (size_t i = 0; i < n; i++) {
+                nodesmith__v1__pod__init(&pod[i]);
+                pod[i].uid = (char *) uids[i];
+                pod[i].phase = (char *) (i == 0 ? phase : "Running");
+                pv[i] = &pod[i];
+        }
+        mk_with(p, "i-1", "boot-a", NULL, 0, pv, n);
+}
+
+/* pods_changed_usec moves when the set of pods changes, not when a pod's fields or their order do. */
+static void test_pods_changed(void **state) {
+        Registry reg;
+        Packed p;
+        NodeEntry *e;
+        assert_int_equal(registry_init(&reg, 10), 0);
+
+        mk_pods(&p, (const char *[]) { "u1", "u2", "u3" }, 3, "Running");
+        assert_int_equal(put(&reg, &p, "i-1", 1, 100, &e, NULL), 0);
+        assert_int_equal(e->pods_changed_usec, 100);
+        /* same pods, same order, one phase changed */
+        mk_pods(&p, (const char *[]) { "u1", "u2", "u3" }, 3, "Pending");
+        assert_int_equal(put(&reg, &p, "i-1", 2, 200, &e, NULL), 0);
+        assert_int_equal(e->pods_changed_usec, 100);
+        /* same pods in another order */
+        mk_pods(&p, (const char *[]) { "u1", "u3", "u2" }, 3, "Running");
+        assert_int_equal(put(&reg, &p, "i-1", 3, 300, &e, NULL), 0);
+        assert_int_equal(e->pods_changed_usec, 100);
+        /* one pod replaced by another, after a common prefix */
+        mk_pods(&p, (const char *[]) { "u1", "u3", "u4" }, 3, "Running");
+        assert_int_equal(put(&reg, &p, "i-1", 4, 400, &e, NULL), 0);
+        assert_int_equal(e->pods_changed_usec, 400);
+        /* one pod gone */
+        mk_pods(&p, (const char *[]) { "u1", "u3" }, 2, "Running");
+        assert_int_equal(put(&reg, &p, "i-1", 5, 500, &e, NULL), 0);
+        assert_int_equal(e->pods_changed_usec, 500);
         registry_done(&reg);
 }
 
@@ -163,6 +215,7 @@ static void test_notices(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_duplicates_and_unchanged),
+                cmocka_unit_test(test_pods_changed),
                 cmocka_unit_test(test_limit_and_growth),
                 cmocka_unit_test(test_notices),
         };
