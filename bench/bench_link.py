@@ -3,6 +3,17 @@
 a real nodesmith-agent. Runs each configuration several times and prints medians.
 
   python3 bench/bench_link.py [--runs 5] [--seconds 4] [--agents 200,1000] [--pods 0,20,100]
+      [--server coordinator|nngrep-poll|nngrep-aio] [--no-agent]
+      [--agent-only] [--agent-runs 3] [--agent-bin PATH] [--agent-env K=V,...] [--floor]
+
+The agent footprint: a real nodesmith-agent (--agent-bin: another build of it, e.g. the rpm's
+$BUILD/rpm/nodesmith-agent) reporting every second over TLS, measured after 10 s: VmRSS, and from
+smaps_rollup its Pss (shared pages divided among the processes that map them) and its private
+pages; median of --agent-runs runs. --floor also measures bench/footprint, a program that maps
+the same libraries and does nothing else, layer by layer (see bench/footprint.c).
+
+--server nngrep-*: instead of the coordinator, bench/nngrep, which answers every report with one
+fixed directive without reading it: the ceiling that NNG and the clients leave on this machine.
 """
 import argparse
 import json
@@ -13,10 +24,23 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pylib"))
-from nsharness import GiB, Coordinator, Proc, TestDir, agent_argv, make_pki, make_root, wait_for  # noqa: E402
+from nsharness import GiB, Coordinator, Proc, TestDir, agent_argv, free_port, make_pki, make_root, wait_for  # noqa: E402
 
 
 BENCH_LINK = os.path.join(os.path.abspath(os.environ.get("BUILD", "build")), "benchbin", "link")
+BENCH_FOOTPRINT = os.path.join(os.path.abspath(os.environ.get("BUILD", "build")), "benchbin", "footprint")
+BENCH_NNGREP = os.path.join(os.path.abspath(os.environ.get("BUILD", "build")), "benchbin", "nngrep")
+
+
+class NngRep:
+    """bench/nngrep in place of the coordinator: same listener, one fixed answer."""
+    def __init__(self, d, pki, insecure, mode, name):
+        self.url = f"{'tcp' if insecure else 'tls+tcp'}://127.0.0.1:{free_port()}"
+        argv = [BENCH_NNGREP, self.url, "--mode", mode]
+        if not insecure:
+            argv += ["--cert", pki["cert"], "--key", pki["key"]]
+        self.proc = Proc(name, argv, d)
+        time.sleep(0.3)
 
 
 def cpu_seconds(pid):
@@ -33,6 +57,16 @@ def status_kib(pid, key):
     return None
 
 
+def smaps_rollup_kib(pid):
+    out = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if v.strip().endswith("kB"):
+                out[k] = int(v.split()[0])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -41,6 +75,13 @@ def main():
     ap.add_argument("--pods", default="0,20,100")
     ap.add_argument("--transports", default="tls,tcp")
     ap.add_argument("--change-rates", default="0,1", help="fractions of reports whose state changed")
+    ap.add_argument("--server", default="coordinator", choices=["coordinator", "nngrep-poll", "nngrep-aio"])
+    ap.add_argument("--no-agent", action="store_true", help="skip the agent footprint")
+    ap.add_argument("--agent-only", action="store_true", help="only the agent footprint")
+    ap.add_argument("--agent-runs", type=int, default=3)
+    ap.add_argument("--agent-bin", default=None)
+    ap.add_argument("--agent-env", default="", help="environment for the agent, K=V,K=V")
+    ap.add_argument("--floor", action="store_true", help="also measure bench/footprint's levels")
     args = ap.parse_args()
     results = {"link": [], "agent": {}}
 
@@ -48,13 +89,17 @@ def main():
         pki = make_pki(d)
         print(f"{'transport':<9} {'agents':>6} {'pods':>5} {'changed':>7} {'bytes':>6} {'reports/s (median)':>19} "
               f"{'min':>8} {'max':>8} {'coord CPU/s':>11} {'per coord core':>15}")
-        for transport in args.transports.split(","):
+        for transport in ([] if args.agent_only else args.transports.split(",")):
             for agents in [int(x) for x in args.agents.split(",")]:
                 for pods, rate in [(p, r) for p in [int(x) for x in args.pods.split(",")]
                                    for r in [float(x) for x in args.change_rates.split(",")]]:
-                    coord = Coordinator(d, pki, insecure=(transport == "tcp"), interval="10s",
-                                        extra=["--log-level", "warning", "--max-nodes", "20000"],
-                                        name=f"coord-{transport}-{agents}-{pods}-{rate}").start()
+                    name = f"{args.server}-{transport}-{agents}-{pods}-{rate}"
+                    if args.server == "coordinator":
+                        coord = Coordinator(d, pki, insecure=(transport == "tcp"), interval="10s",
+                                            extra=["--log-level", "warning", "--max-nodes", "20000"],
+                                            name=name).start()
+                    else:
+                        coord = NngRep(d, pki, transport == "tcp", args.server.split("-")[1], name)
                     rates, cpus, nbytes, lost = [], [], 0, 0
                     for _ in range(args.runs):
                         c0 = cpu_seconds(coord.proc.pid)
@@ -75,28 +120,60 @@ def main():
                     per_core = med / cpu if cpu > 0 else 0
                     print(f"{transport:<9} {agents:>6} {pods:>5} {rate:>7.0%} {nbytes:>6} {med:>19.0f} {min(rates):>8.0f} "
                           f"{max(rates):>8.0f} {cpu:>11.2f} {per_core:>15.0f}  lost replies: {lost}", flush=True)
-                    results["link"].append({"transport": transport, "agents": agents, "pods": pods, "change_rate": rate,
+                    results["link"].append({"server": args.server, "transport": transport, "agents": agents, "pods": pods, "change_rate": rate,
                                             "report_bytes": nbytes, "median": med, "runs": rates,
                                             "coordinator_cpu": cpu, "per_coordinator_core": per_core,
                                             "lost_replies": lost})
                     coord.proc.stop()
 
-        # the agent's own footprint: a real agent, reporting every second, for 10 s
-        coord = Coordinator(d, pki, interval="1s", extra=["--log-level", "warning"], name="coord-rss").start()
-        root = make_root(os.path.join(d, "root"), cpus=4, mem_bytes=16 * GiB, eni_max_pods={"m5.xlarge": 58})
-        agent = Proc("agent-rss", agent_argv(coord, root, "i-rss", "m5.xlarge", extra=["--log-level", "info"]), d)
-        wait_for("agent registered", lambda: "i-rss" in coord.nodes(), 10)
-        c0 = cpu_seconds(agent.pid)
-        time.sleep(10)
-        c1 = cpu_seconds(agent.pid)
-        rss, hwm = status_kib(agent.pid, "VmRSS"), status_kib(agent.pid, "VmHWM")
-        results["agent"] = {"rss_kib": rss, "hwm_kib": hwm, "cpu_percent_at_1s_reports": (c1 - c0) / 10 * 100}
-        print(f"\nagent: VmRSS {rss} KiB ({rss / 1024:.2f} MiB), VmHWM {hwm} KiB, "
-              f"CPU {(c1 - c0) / 10 * 100:.2f}% while reporting every 1 s")
-        agent.stop()
-        coord.proc.stop()
+        if not args.no_agent:
+            # the agent's own footprint: a real agent, reporting every second, after 10 s
+            env = dict(kv.split("=", 1) for kv in args.agent_env.split(",") if kv)
+            coord = Coordinator(d, pki, interval="1s", extra=["--log-level", "warning"], name="coord-rss").start()
+            root = make_root(os.path.join(d, "root"), cpus=4, mem_bytes=16 * GiB, eni_max_pods={"m5.xlarge": 58})
+            runs = []
+            for i in range(args.agent_runs):
+                argv = agent_argv(coord, root, "i-rss", "m5.xlarge", extra=["--log-level", "info"])
+                if args.agent_bin:
+                    argv[0] = args.agent_bin
+                agent = Proc(f"agent-rss-{i}", argv, d, env=env)
+                wait_for("agent registered", lambda: "i-rss" in coord.nodes(), 15)
+                c0 = cpu_seconds(agent.pid)
+                time.sleep(10)
+                c1 = cpu_seconds(agent.pid)
+                roll = smaps_rollup_kib(agent.pid)
+                runs.append({"rss_kib": status_kib(agent.pid, "VmRSS"), "hwm_kib": status_kib(agent.pid, "VmHWM"),
+                             "pss_kib": roll["Pss"], "private_kib": roll["Private_Clean"] + roll["Private_Dirty"],
+                             "anon_kib": roll["Anonymous"], "threads": status_kib(agent.pid, "Threads"),
+                             "cpu_percent_at_1s_reports": (c1 - c0) / 10 * 100})
+                agent.stop()
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            results["agent"] = {"binary": argv[0], "env": env, "runs": runs, "median": med}
+            print(f"\nagent {argv[0]} {args.agent_env}: median of {len(runs)}: VmRSS {med['rss_kib'] / 1024:.2f} MiB, "
+                  f"Pss {med['pss_kib'] / 1024:.2f} MiB, private {med['private_kib'] / 1024:.2f} MiB "
+                  f"(anonymous {med['anon_kib'] / 1024:.2f} MiB), {med['threads']:.0f} threads, "
+                  f"CPU {med['cpu_percent_at_1s_reports']:.2f}% while reporting every 1 s")
+            if args.floor:
+                results["floor"] = []
+                names = ["libraries mapped, nothing run", "+ curl_global_init()", "+ sd-event loop",
+                         "+ NNG REQ socket dialling"]
+                for level, what in enumerate(names):
+                    fp = Proc(f"footprint-{level}", [BENCH_FOOTPRINT, str(level), coord.url.replace("tls+", "")], d,
+                              env=env)
+                    time.sleep(1.5)
+                    roll = smaps_rollup_kib(fp.pid)
+                    row = {"level": level, "what": what, "rss_kib": status_kib(fp.pid, "VmRSS"),
+                           "pss_kib": roll["Pss"], "private_kib": roll["Private_Clean"] + roll["Private_Dirty"],
+                           "threads": status_kib(fp.pid, "Threads")}
+                    results["floor"].append(row)
+                    print(f"footprint {level} ({what}): VmRSS {row['rss_kib'] / 1024:.2f} MiB, Pss "
+                          f"{row['pss_kib'] / 1024:.2f} MiB, private {row['private_kib'] / 1024:.2f} MiB, "
+                          f"{row['threads']} threads")
+                    fp.stop()
+            coord.proc.stop()
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
-    with open(os.path.join(os.path.dirname(__file__), "results", "link.json"), "w") as f:
+    name = "link-agent.json" if args.agent_only else "link.json"
+    with open(os.path.join(os.path.dirname(__file__), "results", name), "w") as f:
         json.dump(results, f, indent=1)
 
 
