@@ -255,19 +255,29 @@ typedef struct Collect {
         size_t added;
 } Collect;
 
-/* Objects from a watch carry no kind or apiVersion: add them to a copy, then parse it. One bad
- * object is skipped with a warning; it never stops provisioning for everything else. */
+/* Objects from a watch carry no kind or apiVersion: parse a shallow copy that adds them (its
+ * fields are references to the watch's object, which stays untouched; parsing copies what it
+ * keeps). One bad object is skipped with a warning; it never stops provisioning for everything
+ * else. */
 static int collect_one(const cJSON *obj, void *userdata) {
         Collect *k = userdata;
         if (k->pending_only && !pod_unschedulable(obj))
                 return 0;
-        cJSON *copy = cJSON_Duplicate(obj, true);
+        cJSON *copy = cJSON_CreateObject();
         if (!copy)
                 return -ENOMEM;
-        if (!jget(copy, "kind"))
-                cJSON_AddStringToObject(copy, "kind", k->kind);
-        if (!jget(copy, "apiVersion"))
-                cJSON_AddStringToObject(copy, "apiVersion", k->api_version);
+        bool ok = true;
+        for (const cJSON *f = obj ? obj->child : NULL; f && ok; f = f->next)
+                if (f->string)
+                        ok = cJSON_AddItemReferenceToObject(copy, f->string, (cJSON *) f);
+        if (ok && !jget(copy, "kind"))
+                ok = cJSON_AddStringToObject(copy, "kind", k->kind);
+        if (ok && !jget(copy, "apiVersion"))
+                ok = cJSON_AddStringToObject(copy, "apiVersion", k->api_version);
+        if (!ok) {
+                cJSON_Delete(copy);
+                return -ENOMEM;
+        }
         char *err = NULL;
         int r = nodepool_objects_add(k->o, copy, NULL, &err);
         cJSON_Delete(copy);
