@@ -2297,7 +2297,8 @@ static cJSON *selector_terms(const cJSON *selector, const char *idkey, Notes *no
         cJSON *tags = NULL;
         const cJSON *e;
         cJSON_ArrayForEach(e, selector) {
-                if (!cJSON_IsString(e))
+                /* a map only: the members of an array (or anything else) have no key */
+                if (!cJSON_IsString(e) || !e->string)
                         continue;
                 if (streq(e->string, "aws-ids") || streq(e->string, "aws::ids")) {
                         char *copy = strdup(e->valuestring), *save = NULL;
