@@ -93,6 +93,8 @@ static void batch_close(Provisioner *p) {
 
 static int on_batch_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Provisioner *p = userdata;
+        if (p->round)
+                return 0; /* the batch stays open: the round under way pokes it when it ends */
         batch_close(p);
         round_start(p);
         return 0;

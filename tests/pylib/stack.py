@@ -429,6 +429,10 @@ class LocalStack:
         return json.loads(self.kubectl(*args))["items"]
 
     # ---- the coordinator -----------------------------------------------------------------
+    def kube_fake(self, method, path, body=None):
+        """The fake API server's control endpoint: kube_fake("POST", "controllers", {"pause": [...]})."""
+        return _json(method, f"{self.kube_server}/_fake/{path}", body)
+
     def proxy(self, method, path, body=None):
         """The EC2 proxy's control endpoint: proxy("POST", "rules", {...}), proxy("GET", "log")."""
         return _json(method, f"{self.ec2_endpoint}/_fake/{path}", body)
