@@ -7,6 +7,7 @@
 
 #include "attest.h"
 #include "coordinator.h"
+#include "fastpath.h"
 #include "daemon.h"
 #include "interruption.h"
 #include "leader.h"
@@ -35,6 +36,8 @@ const Option coord_options[] = {
         { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest agent message accepted" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
+        { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
+          "answer unchanged reports in the link's threads, without the event loop (docs/link.md)" },
         { "drain-on", OPTION_STRING, OPT(drain_on), NOTICE_POLICY_DEFAULT,
           "notices that drain a node: spot, rebalance, maintenance (shutdown and node deletion always do)" },
         { "cluster-name", OPTION_STRING, OPT(cluster_name), NULL,
@@ -121,7 +124,9 @@ Coordinator *coordinator_free(Coordinator *c) {
         leader_free(c->leader);
         kube_client_free(c->kube);
         http_server_free(c->http);
-        link_server_free(c->link);
+        link_server_free(c->link); /* first: no fast answer runs after it */
+        sd_event_source_disable_unref(c->fast_timer);
+        fast_path_free(c->fast);
         registry_done(&c->registry);
         pb_arena_free(c->scratch);
         sd_event_unref(c->event);
@@ -311,6 +316,14 @@ static int coordinator_elect(Coordinator *c) {
         return 0;
 }
 
+/* How often what the fast answers saw is taken back, and a changed directive reaches them. */
+#define FAST_SYNC_USEC (50 * USEC_PER_MSEC)
+
+static int on_fast_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        coordinator_fast_sync(userdata);
+        return sd_event_source_set_time(s, usec + FAST_SYNC_USEC);
+}
+
 int coordinator_start(Coordinator *c) {
         int r;
 
@@ -326,6 +339,20 @@ int coordinator_start(Coordinator *c) {
                             coordinator_handle_report, c, &c->link);
         if (r < 0)
                 return log_error_errno(r, "Failed to listen on %s: %m", c->cfg.listen);
+        if (c->cfg.fast_answers) {
+                /* an agent silent long enough to be taken for dead goes through the loop */
+                uint64_t fresh_ms = MIN(c->cfg.stale_after_ms, c->cfg.report_interval_ms * c->cfg.agent_silent_intervals);
+                r = fast_path_new(c->token, (uint32_t) c->cfg.report_interval_ms, fresh_ms * USEC_PER_MSEC,
+                                  &c->fast);
+                if (r < 0)
+                        return log_oom();
+                r = sd_event_add_time_relative(c->event, &c->fast_timer, CLOCK_MONOTONIC, FAST_SYNC_USEC,
+                                               1000, on_fast_timer, c);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to add a timer: %m");
+                (void) sd_event_source_set_enabled(c->fast_timer, SD_EVENT_ON);
+                link_server_set_fast(c->link, coordinator_fast_answer);
+        }
 
         if (!isempty(c->cfg.http_listen)) {
                 r = http_server_new(c, c->cfg.http_listen, &c->http);

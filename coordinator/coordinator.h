@@ -27,6 +27,7 @@ typedef struct CoordConfig {
         uint64_t max_notices_per_node;
         uint64_t max_message;
         uint64_t stale_after_ms;
+        bool fast_answers;
         char *drain_on;
         /* provisioning */
         char *cluster_name;
@@ -100,6 +101,7 @@ typedef struct Provisioner Provisioner;
 typedef struct Leader Leader;
 typedef struct ProxyDrains ProxyDrains;
 typedef struct Interruption Interruption;
+typedef struct FastPath FastPath;
 
 typedef struct Coordinator {
         sd_event *event;
@@ -115,6 +117,8 @@ typedef struct Coordinator {
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
         LinkServer *link;
+        FastPath *fast;                /* unchanged reports answered in NNG's threads; NULL: off */
+        sd_event_source *fast_timer;   /* takes back what they saw */
         HttpServer *http;
         Attestor *attest;              /* NULL when attestation is off */
         Metrics metrics;
@@ -134,6 +138,11 @@ uint64_t coordinator_now(Coordinator *c);
 /* server.c: one agent report in, one directive out. */
 int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
                               size_t *ret_len, void *userdata);
+/* server.c, in NNG's threads: an unchanged report answered at once (a link_fast_t; fastpath.h). */
+int coordinator_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size, size_t *ret_len,
+                            void *userdata);
+/* server.c, on the loop: what the fast answers saw into the registry and the metrics. */
+void coordinator_fast_sync(Coordinator *c);
 const char *report_result_to_string(ReportResult r);
 /* "spot_interruption", "rebalance", ... */
 const char *notice_kind_to_string(int kind);

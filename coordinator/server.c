@@ -5,6 +5,7 @@
 
 #include "attest.h"
 #include "coordinator.h"
+#include "fastpath.h"
 #include "provisioner.h"
 #include "proxydrain.h"
 #include "log.h"
@@ -150,6 +151,9 @@ static AttestVerdict attest_report(Coordinator *c, const Nodesmith__V1__AgentRep
                               *st ? (*st)->identity : NULL, now, ret_reason);
 }
 
+static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, uint64_t sequence, uint64_t seen_usec,
+                      int action, const char *reason, int64_t deadline_unix_ms, bool force, void *userdata);
+
 #define REFUSE(res, code, text)                                                     \
         do {                                                                          \
                 result = (res);                                                       \
@@ -207,6 +211,8 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                 goto reply;
         }
         e = registry_get(&c->registry, env->instance_id);
+        if (c->fast && e) /* first what the fast answers saw of this node */
+                fast_path_sync_one(c->fast, env->instance_id, fast_keep, c);
         if (attestor_mode(c->attest) != ATTEST_OFF) {
                 AttestVerdict v = attest_report(c, env, e, &arena, &st, &attest_why);
                 attested = v == ATTEST_ACCEPT; /* the agent may leave its document out */
@@ -280,6 +286,13 @@ directive:
                 d.deadline_unix_ms = e->deadline_unix_ms;
                 d.force = e->force;
                 d.attested = attested;
+                /* the next unchanged report of this boot is answered in NNG's threads; not while
+                 * the node drains (the coordinator may drain for it when it falls silent, and must
+                 * stop the moment it reports again) */
+                if (c->fast && result == REPORT_OK && e->state && e->state->identity && !e->state->shutting_down &&
+                    e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_RUN &&
+                    (attestor_mode(c->attest) == ATTEST_OFF || attested))
+                        fast_path_remember(c->fast, e, env->boot_id, attested, coordinator_now(c));
         }
 reply:
         c->metrics.reports[result]++;
@@ -289,4 +302,41 @@ reply:
                 return -EMSGSIZE;
         *ret_len = nodesmith__v1__node_directive__pack(&d, reply);
         return 0;
+}
+
+int coordinator_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size, size_t *ret_len,
+                            void *userdata) {
+        Coordinator *c = userdata;
+        return fast_path_answer(c->fast, req, len, reply, reply_size, ret_len);
+}
+
+/* What the fast answers saw goes into the registry and the metrics, as the loop would have
+ * recorded each unchanged report; a node whose reports the loop must see again is dropped. */
+static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, uint64_t sequence, uint64_t seen_usec,
+                      int action, const char *reason, int64_t deadline_unix_ms, bool force, void *userdata) {
+        Coordinator *c = userdata;
+        NodeEntry *e = registry_get(&c->registry, instance_id);
+        bool same_boot = e && e->state && e->state->identity && streq(strempty(e->state->identity->boot_id), boot_id);
+
+        c->metrics.reports[REPORT_OK] += n;
+        c->metrics.reports_unchanged_total += n;
+        if (!same_boot)
+                return false;
+        if (n > 0) {
+                e->sequence = MAX(e->sequence, sequence);
+                e->last_seen_usec = MAX(e->last_seen_usec, seen_usec);
+                e->heard_usec = MAX(e->heard_usec, seen_usec);
+                e->reports += n;
+                proxy_drains_agent_reported(c->proxy_drains, e);
+        }
+        if (e->state->shutting_down || (int) e->action != action || e->force != force ||
+            e->deadline_unix_ms != deadline_unix_ms || !streq_ptr(e->reason, reason))
+                return false;
+        /* as attest_report() accepts a bound boot */
+        return attestor_mode(c->attest) != ATTEST_WARN || attestor_accepted(c->attest, instance_id, boot_id);
+}
+
+void coordinator_fast_sync(Coordinator *c) {
+        if (c->fast)
+                fast_path_sync(c->fast, fast_keep, c);
 }

@@ -3,9 +3,13 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "link.h"
@@ -14,7 +18,6 @@
 
 #define LINK_REPLY_MAX 4096
 #define LINK_PEM_MAX (256 * 1024)
-#define LINK_SEND_WAIT_MS 20
 
 int link_errno(int e) {
         switch (e) {
@@ -176,77 +179,186 @@ static int tls_config_build(const LinkTls *tls, bool server, const char *url, nn
 
 /* ---- server ---------------------------------------------------------------------------- */
 
+/* The REP socket is served through LINK_SERVER_CONTEXTS contexts, each with its own aio. NNG's
+ * threads receive (into a context) and send (from it). A request goes first to the optional fast
+ * handler, in the NNG thread that received it (the coordinator answers unchanged reports there);
+ * otherwise it is queued for the handler on the sd-event loop, which is woken through an eventfd
+ * only when the queue was empty, so one wake-up carries every request that arrived meanwhile.
+ * Unlike a polled NNG_OPT_RECVFD, no aio is allocated per nng_recvmsg()/nng_sendmsg(), and a
+ * context's send waits for the pipe to finish the previous reply instead of being refused. */
+#define LINK_SERVER_CONTEXTS 256
+#define LINK_SERVER_BATCH 256
+#define LINK_SEND_TIMEOUT_MS 5000
+
+typedef struct LinkCtx LinkCtx;
+struct LinkCtx {
+        LinkServer *server;
+        nng_ctx ctx;
+        nng_aio *aio;
+        bool sending;
+        nng_msg *msg; /* a received request, while queued */
+        LinkCtx *next;
+};
+
 struct LinkServer {
         nng_socket sock;
         bool open;
         sd_event_source *io;
+        int wake_fd;
         link_handler_t handler;
+        _Atomic(link_fast_t) fast;
         void *userdata;
         uint64_t handled;
-        uint64_t dropped;
+        _Atomic uint64_t fast_handled;
+        _Atomic uint64_t dropped;
+        pthread_mutex_t lock; /* guards queue and closing */
+        LinkCtx *queue, **queue_tail;
+        bool closing;
+        LinkCtx ctxs[LINK_SERVER_CONTEXTS];
 };
 
 uint64_t link_server_dropped(const LinkServer *s) {
-        return s ? s->dropped : 0;
+        return s ? atomic_load(&((LinkServer *) s)->dropped) : 0;
 }
 
 uint64_t link_server_handled(const LinkServer *s) {
-        return s ? s->handled : 0;
+        return s ? s->handled + atomic_load(&((LinkServer *) s)->fast_handled) : 0;
 }
 
+void link_server_set_fast(LinkServer *s, link_fast_t fast) {
+        atomic_store(&s->fast, fast);
+}
+
+static void ctx_recv(LinkCtx *x) {
+        x->sending = false;
+        nng_aio_set_timeout(x->aio, NNG_DURATION_INFINITE);
+        nng_ctx_recv(x->ctx, x->aio);
+}
+
+/* Send the reply in msg (reusing the request: the context keeps REP's routing back-trace). */
+static void ctx_reply(LinkCtx *x, nng_msg *msg, const uint8_t *reply, size_t len) {
+        nng_msg_clear(msg);
+        int r = nng_msg_append(msg, reply, len);
+        if (r != 0) {
+                nng_msg_free(msg);
+                atomic_fetch_add(&x->server->dropped, 1);
+                log_debug("link: reply dropped: %s", nng_strerror(r));
+                ctx_recv(x);
+                return;
+        }
+        nng_aio_set_msg(x->aio, msg);
+        nng_aio_set_timeout(x->aio, LINK_SEND_TIMEOUT_MS);
+        x->sending = true;
+        nng_ctx_send(x->ctx, x->aio); /* the callback frees it if the send fails */
+}
+
+/* NNG's thread: a request arrived (answered at once by the fast handler, or queued for the
+ * loop) or a reply left (receive again). */
+static void ctx_on_aio(void *userdata) {
+        LinkCtx *x = userdata;
+        LinkServer *s = x->server;
+        int r = nng_aio_result(x->aio);
+
+        if (x->sending) {
+                if (r != 0) {
+                        /* the message is still ours after a failed send */
+                        nng_msg_free(nng_aio_get_msg(x->aio));
+                        atomic_fetch_add(&s->dropped, 1);
+                }
+                if (r == NNG_ECLOSED || r == NNG_ECANCELED)
+                        return;
+                ctx_recv(x);
+                return;
+        }
+        if (r == NNG_ECLOSED || r == NNG_ECANCELED)
+                return;
+        if (r != 0) {
+                ctx_recv(x);
+                return;
+        }
+        x->msg = nng_aio_get_msg(x->aio);
+        link_fast_t fast = atomic_load(&s->fast);
+        if (fast) {
+                uint8_t reply[LINK_REPLY_MAX];
+                size_t len = 0;
+                if (fast(nng_msg_body(x->msg), nng_msg_len(x->msg), reply, sizeof reply, &len,
+                         s->userdata) > 0 && len <= sizeof reply) {
+                        nng_msg *msg = TAKE_PTR(x->msg);
+                        atomic_fetch_add(&s->fast_handled, 1);
+                        ctx_reply(x, msg, reply, len);
+                        return;
+                }
+        }
+        x->next = NULL;
+        pthread_mutex_lock(&s->lock);
+        bool wake = !s->queue && !s->closing;
+        *s->queue_tail = x;
+        s->queue_tail = &x->next;
+        pthread_mutex_unlock(&s->lock);
+        if (wake) {
+                uint64_t one = 1;
+                (void) !write(s->wake_fd, &one, sizeof one);
+        }
+}
+
+/* The loop: answer what is queued, at most LINK_SERVER_BATCH requests before yielding. */
 static int server_on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
         LinkServer *s = userdata;
         uint8_t reply[LINK_REPLY_MAX];
+        uint64_t n;
+        LinkCtx *batch, *rest;
 
-        /* Drain what is there, but yield to the loop now and then. */
-        for (unsigned i = 0; i < 256; i++) {
-                nng_msg *msg = NULL;
-                int r = nng_recvmsg(s->sock, &msg, NNG_FLAG_NONBLOCK);
-                if (r == NNG_EAGAIN)
-                        break;
-                if (r != 0) {
-                        log_debug("link: recv failed: %s", nng_strerror(r));
-                        break;
-                }
+        (void) !read(s->wake_fd, &n, sizeof n);
+        pthread_mutex_lock(&s->lock);
+        batch = s->queue;
+        rest = batch;
+        for (unsigned i = 0; rest && i < LINK_SERVER_BATCH; i++)
+                rest = rest->next;
+        s->queue = rest;
+        if (!rest)
+                s->queue_tail = &s->queue;
+        pthread_mutex_unlock(&s->lock);
+        if (rest) { /* more than one batch: come back after the loop's other sources */
+                uint64_t one = 1;
+                (void) !write(s->wake_fd, &one, sizeof one);
+        }
+
+        while (batch != rest) {
+                LinkCtx *x = batch;
+                nng_msg *msg = x->msg;
+                batch = x->next;
+                x->msg = NULL;
                 s->handled++;
                 size_t len = 0;
-                r = s->handler(nng_msg_body(msg), nng_msg_len(msg), reply, sizeof reply, &len,
-                               s->userdata);
+                int r = s->handler(nng_msg_body(msg), nng_msg_len(msg), reply, sizeof reply, &len,
+                                   s->userdata);
                 if (r < 0 || len > sizeof reply) {
-                        nng_msg_free(msg);
+                        nng_msg_free(msg); /* no reply: the peer's request times out */
+                        ctx_recv(x);
                         continue;
                 }
-                /* Reuse the message: the header carries REP's routing back-trace. */
-                nng_msg_clear(msg);
-                r = nng_msg_append(msg, reply, len);
-                if (r == 0)
-                        r = nng_sendmsg(s->sock, msg, NNG_FLAG_NONBLOCK);
-                /* REP refuses a non-blocking send while the pipe still finishes writing the
-                 * previous reply (a peer that answered at once). Wait for that, briefly: the
-                 * socket's send time-out (LINK_SEND_WAIT_MS) bounds how long the loop waits. */
-                if (r == NNG_EAGAIN)
-                        r = nng_sendmsg(s->sock, msg, 0);
-                if (r != 0) {
-                        /* nng_sendmsg owns the message only on success */
-                        nng_msg_free(msg);
-                        s->dropped++;
-                        log_debug("link: reply dropped: %s", nng_strerror(r));
-                }
+                ctx_reply(x, msg, reply, len);
         }
         return 0;
 }
 
 int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max_msg,
                     link_handler_t handler, void *userdata, LinkServer **ret) {
-        _cleanup_free_ LinkServer *s = NULL;
+        _cleanup_(link_server_freep) LinkServer *s = NULL;
         nng_listener l;
-        int r, fd;
+        int r;
 
         s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
         s->handler = handler;
         s->userdata = userdata;
+        s->wake_fd = -EBADF;
+        s->queue_tail = &s->queue;
+        pthread_mutex_init(&s->lock, NULL);
+        s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (s->wake_fd < 0)
+                return -errno;
 
         r = nng_rep0_open(&s->sock);
         if (r != 0)
@@ -255,34 +367,34 @@ int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max
 
         r = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, max_msg);
         if (r == 0)
-                r = nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, LINK_SEND_WAIT_MS);
-        if (r == 0)
                 r = nng_listener_create(&l, s->sock, url);
         if (r == 0 && url_is_tls(url)) {
                 _cleanup_(tls_config_freep) nng_tls_config *cfg = NULL;
                 int k = tls_config_build(tls, true, url, &cfg);
-                if (k < 0) {
-                        nng_close(s->sock);
+                if (k < 0)
                         return k;
-                }
                 r = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg);
         }
         if (r == 0)
                 r = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, max_msg);
-        if (r == 0)
-                r = nng_listener_start(l, 0);
-        if (r == 0)
-                r = nng_socket_get_int(s->sock, NNG_OPT_RECVFD, &fd);
-        if (r != 0) {
-                nng_close(s->sock);
+        for (size_t i = 0; r == 0 && i < LINK_SERVER_CONTEXTS; i++) {
+                LinkCtx *x = &s->ctxs[i];
+                x->server = s;
+                r = nng_ctx_open(&x->ctx, s->sock);
+                if (r == 0)
+                        r = nng_aio_alloc(&x->aio, ctx_on_aio, x);
+        }
+        if (r != 0)
                 return link_errno(r);
-        }
-        r = sd_event_add_io(e, &s->io, fd, EPOLLIN, server_on_io, s);
-        if (r < 0) {
-                nng_close(s->sock);
+        r = sd_event_add_io(e, &s->io, s->wake_fd, EPOLLIN, server_on_io, s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_description(s->io, "link-server");
+        r = nng_listener_start(l, 0);
+        if (r != 0)
+                return link_errno(r);
+        for (size_t i = 0; i < LINK_SERVER_CONTEXTS; i++)
+                ctx_recv(&s->ctxs[i]);
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -290,9 +402,20 @@ int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max
 LinkServer *link_server_free(LinkServer *s) {
         if (!s)
                 return NULL;
-        sd_event_source_disable_unref(s->io); /* the recv fd is NNG's: never close it */
+        sd_event_source_disable_unref(s->io);
+        pthread_mutex_lock(&s->lock);
+        s->closing = true;
+        pthread_mutex_unlock(&s->lock);
         if (s->open)
-                nng_close(s->sock);
+                nng_close(s->sock); /* every context's operation ends with NNG_ECLOSED */
+        for (size_t i = 0; i < LINK_SERVER_CONTEXTS; i++)
+                if (s->ctxs[i].aio)
+                        nng_aio_free(s->ctxs[i].aio); /* waits for its callback */
+        for (LinkCtx *x = s->queue; x; x = x->next)
+                nng_msg_free(x->msg);
+        if (s->wake_fd >= 0)
+                close(s->wake_fd);
+        pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;
 }

@@ -6,8 +6,11 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
-/* The agent <-> coordinator link: NNG REQ/REP driven by sd-event through NNG_OPT_RECVFD. No
- * nng_ctx on these sockets; every socket sets NNG_OPT_RECVMAXSZ. */
+/* The agent <-> coordinator link: NNG REQ/REP driven by sd-event; every socket sets
+ * NNG_OPT_RECVMAXSZ. The client polls its socket's NNG_OPT_RECVFD (no nng_ctx on it); the server
+ * receives and sends through REP contexts and handles every request on the loop, unless the
+ * optional fast handler answers it in NNG's thread (link.c). */
+#include "macro.h"
 
 typedef struct LinkTls {
         const char *ca_file;     /* client: verify the server against it (required for tls+tcp) */
@@ -31,9 +34,17 @@ typedef struct LinkServer LinkServer;
 typedef int (*link_handler_t)(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
                               size_t *ret_len, void *userdata);
 
+/* Optional: answer a request at once, in one of NNG's threads, without waking the loop. Returns
+ * > 0 with the reply written, 0 to hand the request to the handler on the loop. Called
+ * concurrently from several threads, with the server's userdata. */
+typedef int (*link_fast_t)(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
+                           size_t *ret_len, void *userdata);
+
 int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max_msg,
                     link_handler_t handler, void *userdata, LinkServer **ret);
 LinkServer *link_server_free(LinkServer *s);
+void link_server_set_fast(LinkServer *s, link_fast_t fast);
+DEFINE_TRIVIAL_CLEANUP_FUNC(LinkServer *, link_server_free);
 /* Messages received; replies that could not be sent (the peer's request times out). */
 uint64_t link_server_handled(const LinkServer *s);
 uint64_t link_server_dropped(const LinkServer *s);
