@@ -1497,12 +1497,16 @@ static void termination_pass(Provisioner *p) {
                 bool drained = (e->state->drain && e->state->drain->phase == NODESMITH__V1__DRAIN_STATUS__PHASE__PHASE_DRAINED) ||
                                proxy_drains_drained(p->c->proxy_drains, node);
                 uint64_t grace = proxy_drains_grace_usec(p->c->proxy_drains, node);
-                bool silent = now - e->last_seen_usec >= stale && now - e->drain_decided_usec >= grace;
+                /* a Node that is gone (EC2 reclaimed the instance, the Node was deleted without
+                 * the finalizer) holds no pods: nothing is left to drain, only to clean up */
+                bool node_gone = node && !obj && kube_watch_synced(p->nodes);
+                bool silent = now - e->last_seen_usec >= stale &&
+                              (node_gone || now - e->drain_decided_usec >= grace);
                 if (drained || silent) {
                         if (silent && !drained)
-                                log_warning("Node %s: agent silent for %llus; terminating %s without a drain.",
+                                log_warning("Node %s: agent silent for %llus%s; terminating %s without a drain.",
                                             strempty(node), (unsigned long long) ((now - e->last_seen_usec) / USEC_PER_SEC),
-                                            e->instance_id);
+                                            node_gone ? " and the Node gone" : "", e->instance_id);
                         e->terminate_sent_usec = now;
                         todo[n++] = e->instance_id;
                 }
