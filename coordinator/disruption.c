@@ -59,7 +59,7 @@ struct Disruption {
         cJSON *explain;                /* the last pass, for people */
         cJSON *last_decision;
         uint64_t decisions[_METHOD_MAX];
-        uint64_t validated, invalidated, passes;
+        uint64_t validated, invalidated;
         double last_pass_seconds;
 };
 
@@ -603,7 +603,6 @@ void disruption_pass(Provisioner *p) {
                 return;
         }
         Pass s = { .p = p, .rd = rd, .now = now, .wall = time(NULL) };
-        d->passes++;
         if (provisioner_snapshot(p, rd, &pending) < 0)
                 goto done;
         if (pending > 0) {
@@ -858,10 +857,6 @@ void disruption_metrics(Provisioner *p, StrBuf *b) {
 }
 
 char *provisioner_disruption_api(Provisioner *p) {
-        return disruption_api(p);
-}
-
-char *disruption_api(Provisioner *p) {
         Disruption *d = p->disruption;
         if (!d->explain)
                 return strdup("{\"state\": \"starting\", \"message\": \"no disruption pass yet\"}");

@@ -44,5 +44,3 @@ void disruption_pool_hash(const cJSON *nodepool, char out[17]);
 void disruption_class_hash(const cJSON *nodeclass, char out[17]);
 
 void disruption_metrics(Provisioner *p, StrBuf *b);
-/* The last pass explained, JSON, for /api/v1/disruption and nodesmithctl explain. */
-char *disruption_api(Provisioner *p);
