@@ -16,7 +16,7 @@ endif
 
 PKGS := libsystemd libcurl libprotobuf-c libcjson libxml-2.0 yaml-0.1 openssl
 DEPS_OK := $(shell pkg-config --exists $(PKGS) cmocka 2>/dev/null && test -e /usr/include/nng/nng.h \
-             && command -v protoc-c >/dev/null && echo yes)
+             && test -e /usr/include/mbedtls/base64.h && command -v protoc-c >/dev/null && echo yes)
 
 # Install what is missing before anything else is evaluated further.
 ifneq ($(DEPS_OK),yes)
@@ -52,7 +52,7 @@ endif
 ALL_CFLAGS  := -std=gnu11 $(OPT) $(WARN) $(OPT_DEFS) -D_GNU_SOURCE -MMD -MP -pthread \
                -Ilib -Iagent -Icoordinator -I$(BUILD)/proto -I. $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS := -pthread -Wl,--as-needed $(SAN_LDFLAGS) $(LDFLAGS)
-LIBS        := -lnng $(PKG_LIBS) -lm
+LIBS        := -lnng -lmbedx509 -lmbedcrypto $(PKG_LIBS) -lm
 
 # ---- sources -------------------------------------------------------------------------------
 PROTO_SRC := proto/nodesmith.proto
@@ -60,7 +60,9 @@ PROTO_C   := $(BUILD)/proto/nodesmith.pb-c.c
 PROTO_H   := $(BUILD)/proto/nodesmith.pb-c.h
 PROTO_O   := $(BUILD)/proto/nodesmith.pb-c.o
 
-LIB_SRCS    := $(wildcard lib/*.c)
+# lib/http.h has two backends (docs/http.md): libcurl for the coordinator and the tools, NNG's
+# HTTP client for the agent, which then maps neither libcurl nor OpenSSL.
+LIB_SRCS    := $(filter-out lib/http-curl.c lib/http-nng.c,$(wildcard lib/*.c))
 SOLVER_SRCS := $(wildcard coordinator/solver/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 COORD_SRCS  := $(filter-out coordinator/main.c,$(wildcard coordinator/*.c))
@@ -72,7 +74,10 @@ LIB_A    := $(BUILD)/libnodesmith.a
 SOLVER_A := $(BUILD)/libsolver.a
 AGENT_A  := $(BUILD)/libagent.a
 COORD_A  := $(BUILD)/libcoordinator.a
-ALL_LINK_LIBS := $(COORD_A) $(AGENT_A) $(SOLVER_A) $(LIB_A)
+# objects, not archives: linked whole, ahead of the archives that resolve what they use
+HTTP_CURL_O := $(BUILD)/lib/http-curl.o
+HTTP_NNG_O  := $(BUILD)/lib/http-nng.o
+ALL_LINK_LIBS := $(HTTP_CURL_O) $(COORD_A) $(AGENT_A) $(SOLVER_A) $(LIB_A)
 
 AGENT_BIN := $(BUILD)/nodesmith-agent
 COORD_BIN := $(BUILD)/nodesmith-coordinator
@@ -81,7 +86,7 @@ CTL_BIN   := $(BUILD)/nodesmithctl
 UNIT_SRCS  := $(wildcard tests/unit/test-*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 TOOL_SRCS  := $(wildcard tests/tools/*.c)
-TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
+TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS)) $(BUILD)/tools/kubeprobe-nng
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz-*.c)
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
@@ -116,9 +121,9 @@ $(LIB_A) $(SOLVER_A) $(AGENT_A) $(COORD_A):
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(AGENT_BIN): $(BUILD)/agent/main.o $(AGENT_A) $(LIB_A)
-$(COORD_BIN): $(BUILD)/coordinator/main.o $(COORD_A) $(SOLVER_A) $(LIB_A)
-$(CTL_BIN): $(call obj,$(CTL_SRCS)) $(COORD_A) $(SOLVER_A) $(LIB_A)
+$(AGENT_BIN): $(BUILD)/agent/main.o $(HTTP_NNG_O) $(AGENT_A) $(LIB_A)
+$(COORD_BIN): $(BUILD)/coordinator/main.o $(HTTP_CURL_O) $(COORD_A) $(SOLVER_A) $(LIB_A)
+$(CTL_BIN): $(call obj,$(CTL_SRCS)) $(HTTP_CURL_O) $(COORD_A) $(SOLVER_A) $(LIB_A)
 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN):
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
@@ -126,7 +131,7 @@ $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN):
 # Unit tests: one binary per module, named test-<area>-<module>.c; the area picks what it links
 # (lib, solver, agent, anything else: everything). Optional seams in tests/unit/test-X.wrap
 # (one symbol a line, linked with -Wl,--wrap=).
-test_libs = $(if $(filter test-lib-%,$(1)),$(LIB_A),$(if $(filter test-solver-%,$(1)),$(SOLVER_A) $(LIB_A),$(if $(filter test-agent-%,$(1)),$(AGENT_A) $(LIB_A),$(ALL_LINK_LIBS))))
+test_libs = $(if $(filter test-lib-%,$(1)),$(HTTP_CURL_O) $(LIB_A),$(if $(filter test-solver-%,$(1)),$(SOLVER_A) $(LIB_A),$(if $(filter test-agent-%,$(1)),$(HTTP_NNG_O) $(AGENT_A) $(LIB_A),$(ALL_LINK_LIBS))))
 .SECONDARY:
 .SECONDEXPANSION:
 $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $$(call test_libs,$$*)
@@ -135,6 +140,12 @@ $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $$(call test_libs,$$*)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< \
 	  $(foreach s,$(shell cat tests/unit/$*.wrap 2>/dev/null),-Wl,--wrap=$(s)) \
 	  $(call test_libs,$*) $(CMOCKA_LIBS) $(LIBS)
+
+# The Kubernetes client on the agent's HTTP backend, for test_kube_client.py.
+$(BUILD)/tools/kubeprobe-nng: $(BUILD)/tests/tools/kubeprobe.o $(HTTP_NNG_O) $(LIB_A)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LINK_LIBS)
 	@mkdir -p $(@D)

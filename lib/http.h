@@ -6,9 +6,12 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
-/* HTTP client on the sd-event loop: libcurl's multi interface driven by the loop's sockets and a
- * timer. Every request has connect and total time-outs and a cap on the body it accepts; curl
- * never raises signals (CURLOPT_NOSIGNAL). */
+/* HTTP client on the sd-event loop, with two backends behind the same calls (docs/http.md):
+ * lib/http-curl.c, libcurl's multi interface driven by the loop's sockets and a timer (the
+ * coordinator and nodesmithctl: AWS APIs with SigV4, connection reuse), and lib/http-nng.c, NNG's
+ * HTTP client on the mbedTLS NNG already carries (the agent, which then maps neither libcurl nor
+ * OpenSSL). Every request has connect and total time-outs and a cap on the body it accepts;
+ * callbacks run on the loop. */
 
 typedef struct HttpClient HttpClient;
 typedef struct HttpRequest HttpRequest;
@@ -37,7 +40,12 @@ void http_request_set_max_body(HttpRequest *r, size_t max);
 /* ca_file/ca_pem: trust these instead of the system store; cert/key: client certificate. */
 int http_request_set_tls(HttpRequest *r, const char *ca_file, const char *ca_pem, size_t ca_pem_len,
                          const char *cert_file, const char *key_file, bool skip_verify);
-/* AWS Signature Version 4 by libcurl (CURLOPT_AWS_SIGV4), e.g. provider "aws:amz:us-east-1:ec2". */
+/* The name the server's certificate must carry, where the URL's host is not it (kubeconfig's
+ * tls-server-name). NNG's mbedTLS matches DNS names only, so an https:// URL with an address
+ * needs one. */
+int http_request_set_server_name(HttpRequest *r, const char *name);
+/* AWS Signature Version 4 by libcurl (CURLOPT_AWS_SIGV4), e.g. provider "aws:amz:us-east-1:ec2".
+ * -EOPNOTSUPP on the NNG backend. */
 int http_request_set_sigv4(HttpRequest *r, const char *provider, const char *access_key,
                            const char *secret_key, const char *session_token);
 void http_request_set_stream(HttpRequest *r, http_chunk_t chunk);
@@ -50,7 +58,5 @@ const char *http_request_header(HttpRequest *r, const char *name);
 const char *http_request_url(const HttpRequest *r);
 void *http_request_userdata(const HttpRequest *r);
 
-/* CURLcode to -errno, once, here. */
-int http_curl_errno(int curl_code);
 /* Percent-encode s for a URL query value (RFC 3986 unreserved kept). */
 char *http_escape(const char *s);

@@ -12,6 +12,8 @@
 #include "log.h"
 #include "yaml-json.h"
 
+static int dup_str(char **dst, const char *s);
+
 KubeConfig *kube_config_free(KubeConfig *c) {
         if (!c)
                 return NULL;
@@ -22,6 +24,7 @@ KubeConfig *kube_config_free(KubeConfig *c) {
         }
         free(c->token_file);
         free(c->ca_file);
+        free(c->tls_server_name);
         free(c->ca_data);
         free(c->cert_file);
         free(c->key_file);
@@ -92,6 +95,9 @@ int kube_config_in_cluster(const char *sa_dir, KubeConfig **ret) {
         }
         if (access(c->ca_file, R_OK) < 0)
                 return log_debug_errno(errno, "Service account CA %s: %m", c->ca_file);
+        c->tls_server_name = strdup("kubernetes.default.svc");
+        if (!c->tls_server_name)
+                return -ENOMEM;
         _cleanup_free_ char *nsf = NULL;
         if (asprintf(&nsf, "%s/namespace", sa_dir) < 0)
                 return -ENOMEM;
@@ -194,7 +200,8 @@ int kube_config_parse_kubeconfig(const char *text, size_t len, const char *base_
                 goto out;
         }
         if ((r = set_path(&c->ca_file, base_dir, str(cluster, "certificate-authority"))) < 0 ||
-            (r = set_data(&c->ca_data, &c->ca_data_len, str(cluster, "certificate-authority-data"))) < 0)
+            (r = set_data(&c->ca_data, &c->ca_data_len, str(cluster, "certificate-authority-data"))) < 0 ||
+            (r = dup_str(&c->tls_server_name, str(cluster, "tls-server-name"))) < 0)
                 goto out;
         c->insecure_skip_verify = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cluster,
                                                                                 "insecure-skip-tls-verify"));
@@ -276,6 +283,7 @@ int kube_config_copy(const KubeConfig *s, KubeConfig **ret) {
         c->key_data_len = s->key_data_len;
         if (dup_str(&c->server, s->server) < 0 || dup_str(&c->token, s->token) < 0 ||
             dup_str(&c->token_file, s->token_file) < 0 || dup_str(&c->ca_file, s->ca_file) < 0 ||
+            dup_str(&c->tls_server_name, s->tls_server_name) < 0 ||
             dup_str(&c->cert_file, s->cert_file) < 0 || dup_str(&c->key_file, s->key_file) < 0 ||
             dup_str(&c->namespace, s->namespace) < 0 ||
             dup_mem(&c->ca_data, s->ca_data, s->ca_data_len) < 0 ||

@@ -2,8 +2,7 @@
 /* The Kubernetes client's pure pieces: paths, queries, selectors, Status, Retry-After, backoff,
  * line framing of watch streams, finalizer patches, base64. */
 #include <ctype.h>
-#include <curl/curl.h>
-#include <openssl/evp.h>
+#include <mbedtls/base64.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +250,14 @@ int kube_parse_retry_after(const char *v, int64_t now_sec, uint64_t *ret_usec) {
                 usec = s > KUBE_MAX_RETRY_AFTER_USEC / USEC_PER_SEC ? KUBE_MAX_RETRY_AFTER_USEC
                                                                       : s * USEC_PER_SEC;
         } else {
-                time_t t = curl_getdate(v, NULL);
+                /* an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, the form servers send) */
+                struct tm tm = { 0 };
+                const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+                if (!end)
+                        return -EINVAL;
+                while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')
+                        end++;
+                time_t t = *end ? (time_t) -1 : timegm(&tm);
                 if (t == (time_t) -1)
                         return -EINVAL;
                 int64_t d = (int64_t) t - now_sec;
@@ -403,26 +409,21 @@ int kube_finalizer_remove_patch(const cJSON *obj, const char *finalizer, char **
 }
 
 int kube_base64_decode(const char *s, char **ret, size_t *ret_len) {
-        size_t n = strlen(s);
-        int outl = 0, fl = 0;
+        size_t n = strlen(s), m = 0, len = 0;
 
         if (n > INT32_MAX / 2)
                 return -E2BIG;
+        /* white space and line breaks anywhere are skipped, as kubectl does; mbedTLS (NNG's TLS,
+         * in every nodesmith binary) takes them only at line ends */
+        _cleanup_free_ char *in = malloc(n + 1);
         _cleanup_free_ unsigned char *out = malloc(n / 4 * 3 + 4);
-        EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
-        if (!out || !ctx) {
-                EVP_ENCODE_CTX_free(ctx);
+        if (!in || !out)
                 return -ENOMEM;
-        }
-        EVP_DecodeInit(ctx);
-        /* EVP_DecodeUpdate skips whitespace and newlines; anything else not base64 fails */
-        int r = EVP_DecodeUpdate(ctx, out, &outl, (const unsigned char *) s, (int) n);
-        if (r >= 0)
-                r = EVP_DecodeFinal(ctx, out + outl, &fl);
-        EVP_ENCODE_CTX_free(ctx);
-        if (r < 0)
+        for (size_t i = 0; i < n; i++)
+                if (!strchr(" \t\r\n", s[i]))
+                        in[m++] = s[i];
+        if (mbedtls_base64_decode(out, n / 4 * 3 + 3, &len, (const unsigned char *) in, m) != 0)
                 return -EBADMSG;
-        size_t len = (size_t) outl + (size_t) fl;
         out[len] = 0;
         *ret = (char *) TAKE_PTR(out);
         *ret_len = len;

@@ -275,6 +275,8 @@ int kube_client_http_request(KubeClient *c, const char *method, const char *url,
                                          cfg->cert_data ? c->cert_path : cfg->cert_file,
                                          cfg->key_data ? c->key_path : cfg->key_file,
                                          cfg->insecure_skip_verify);
+        if (r >= 0 && strncmp(cfg->server, "https://", 8) == 0 && !isempty(cfg->tls_server_name))
+                r = http_request_set_server_name(h, cfg->tls_server_name);
         if (r < 0) {
                 http_request_free(h);
                 return r;

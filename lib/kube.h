@@ -13,7 +13,7 @@
  * Errors are -errno: 400/422 -EINVAL, 401 -EPERM, 403 -EACCES, 404 -ENOENT, 405 -EOPNOTSUPP,
  * 409 AlreadyExists -EEXIST, 409 Conflict -EBUSY, 410 -ESTALE, 413 -EFBIG, 415 -EPROTONOSUPPORT,
  * 429 (after the retries) -EAGAIN, 5xx -EIO, other 4xx -EPROTO; transport errors as
- * http_curl_errno(); an unparsable body -EBADMSG. The Status text stays in KubeResponse.status.
+ * the HTTP backend (lib/http.h); an unparsable body -EBADMSG. The Status text stays in KubeResponse.status.
  *
  * A client must not be freed from inside one of its callbacks; watches and calls may be. */
 
@@ -48,6 +48,7 @@ typedef struct KubeConfig {
         char *token;      /* a static bearer token */
         char *token_file; /* a bearer token, re-read whenever the file changes (rotation) */
         char *ca_file;
+        char *tls_server_name; /* the name the server's certificate must carry, if not the URL's */
         char *ca_data; /* PEM */
         size_t ca_data_len;
         char *cert_file, *key_file; /* client certificate and key */
@@ -65,10 +66,12 @@ typedef struct KubeConfig {
 /* A plain server URL (http or https), nothing else set. */
 int kube_config_new(const char *server, KubeConfig **ret);
 /* In-cluster: $KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT and sa_dir/{token,ca.crt,
- * namespace} (sa_dir NULL: KUBE_SA_DIR). -ENXIO when not in a cluster. */
+ * namespace} (sa_dir NULL: KUBE_SA_DIR). -ENXIO when not in a cluster. The certificate is checked
+ * against kubernetes.default.svc, a name every API server's certificate carries, not against the
+ * service address (NNG's mbedTLS matches DNS names only). */
 int kube_config_in_cluster(const char *sa_dir, KubeConfig **ret);
 /* A kubeconfig (YAML or JSON): the context (NULL: current-context) picks the cluster (server,
- * certificate-authority[-data], insecure-skip-tls-verify) and the user (token, tokenFile,
+ * certificate-authority[-data], insecure-skip-tls-verify, tls-server-name) and the user (token, tokenFile,
  * client-certificate[-data], client-key[-data]) and the namespace. Relative file names are
  * relative to base_dir (the kubeconfig's directory). exec and auth-provider users are
  * -EOPNOTSUPP; a missing context, cluster or user -ENOENT; bad base64 -EBADMSG. */

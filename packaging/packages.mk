@@ -24,19 +24,12 @@ RPM_INPUTS := $(PKG_INPUTS) packaging/rpm/nodesmith-agent.spec
 # rpm carries them, linked statically: NNG and mbedTLS from Debian's libnng-dev and libmbedtls-dev
 # (libnng.a, libmbed*.a), cJSON compiled from third_party/cjson (Debian's libcjson-dev has no
 # libcjson.a), and protobuf-c and libyaml from their -dev packages too, so that the rpm needs
-# nothing beyond what every AL2023 AMI already has installed: glibc, systemd-libs (libsystemd),
-# libcurl-minimal (libcurl) and openssl-libs (libcrypto). The .deb keeps the dynamic $(AGENT_BIN).
-# Debian's libcurl versions its symbols (CURL_OPENSSL_4); AL2023's does not, and ld.so refuses a
-# versioned reference into a library without versions (it asserts), as dnf refuses the
-# requirement libcurl.so.4(CURL_OPENSSL_4). The rpm's agent is therefore linked against a copy of
-# libcurl.so.4 with its version sections removed: same soname, same symbols, unversioned
-# references, which bind to either library.
+# nothing beyond what every AL2023 AMI already has installed: glibc and systemd-libs
+# (libsystemd). Its HTTP client is NNG's (lib/http-nng.c, docs/http.md): no libcurl, no OpenSSL.
 RPM_AGENT       := $(BUILD)/rpm/nodesmith-agent
 RPM_CJSON_O     := $(BUILD)/rpm/cJSON.o
-RPM_LINKDIR     := $(BUILD)/rpm/link
-RPM_LIBCURL     := $(realpath $(shell $(CC) -print-file-name=libcurl.so 2>/dev/null))
 RPM_STATIC_LIBS := -lnng -lmbedtls -lmbedx509 -lmbedcrypto -lprotobuf-c -lyaml
-RPM_SHARED_LIBS := $(filter-out -lnng -lcjson -lprotobuf-c -lyaml,$(LIBS))
+RPM_SHARED_LIBS := $(filter-out -lnng -lmbedx509 -lmbedcrypto -lcjson -lprotobuf-c -lyaml,$(LIBS))
 
 .PHONY: packages deb rpm rpm-agent
 packages: deb $(if $(RPMBUILD),rpm)
@@ -53,17 +46,10 @@ $(RPM_CJSON_O): third_party/cjson/cJSON.c third_party/cjson/cJSON.h
 	@echo "  CC      $<"
 	$(Q)$(CC) -std=c89 $(OPT) $(CFLAGS) -c -o $@ $<
 
-$(RPM_LINKDIR)/libcurl.so: $(RPM_LIBCURL)
-	@test -n "$<" || { echo "rpm-agent: libcurl.so not found (libcurl4-openssl-dev)" >&2; exit 1; }
-	@mkdir -p $(@D)
-	@echo "  OBJCOPY $@ (no symbol versions)"
-	$(Q)objcopy -R .gnu.version -R .gnu.version_d $< $@
-
-$(RPM_AGENT): $(BUILD)/agent/main.o $(AGENT_A) $(LIB_A) $(RPM_CJSON_O) $(RPM_LINKDIR)/libcurl.so
+$(RPM_AGENT): $(BUILD)/agent/main.o $(HTTP_NNG_O) $(AGENT_A) $(LIB_A) $(RPM_CJSON_O)
 	@mkdir -p $(@D)
 	@echo "  LD      $@ (NNG, mbedTLS, cJSON, protobuf-c, libyaml static)"
-	$(Q)$(CC) $(ALL_LDFLAGS) -L$(RPM_LINKDIR) -o $@ $(filter-out $(RPM_LINKDIR)/libcurl.so,$^) \
-	  -Wl,-Bstatic $(RPM_STATIC_LIBS) -Wl,-Bdynamic $(RPM_SHARED_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -Wl,-Bstatic $(RPM_STATIC_LIBS) -Wl,-Bdynamic $(RPM_SHARED_LIBS)
 
 $(RPM_FILE): $(RPM_AGENT) $(RPM_INPUTS)
 	@test -n "$(RPMBUILD)" || { echo "rpm: rpmbuild is not installed (Debian: apt-get install rpm)" >&2; exit 1; }

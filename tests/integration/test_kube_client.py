@@ -21,6 +21,10 @@ from nsharness import ROOT, Proc, TestDir, binary, wait_for  # noqa: E402
 
 FAKE = os.path.join(ROOT, "tests", "fakes", "kubeapi.py")
 FAST = ["--backoff-base", "20", "--backoff-max", "500", "--deadline", "30"]
+# lib/http.h's two backends (docs/http.md): libcurl (coordinator, nodesmithctl) and NNG's HTTP
+# client (the agent); the whole test runs on each.
+BACKENDS = os.environ.get("KUBEPROBES", "kubeprobe kubeprobe-nng").split()
+PROBE = BACKENDS[0]
 
 
 def start_fake(d, name, *extra):
@@ -42,7 +46,7 @@ def http(method, url, body=None, ctype="application/json"):
 
 
 def probe(conn, *args, expect_rc=None, timeout=60):
-    out = subprocess.run([binary("kubeprobe"), *conn, *FAST, *args], capture_output=True,
+    out = subprocess.run([binary(PROBE), *conn, *FAST, *args], capture_output=True,
                          text=True, timeout=timeout)
     assert out.returncode in (0, 1), f"kubeprobe {args}: rc {out.returncode}: {out.stderr}"
     res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -72,7 +76,9 @@ def make_tls(d):
     run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
         "ca.crt", "-subj", "/CN=kube-test-ca", "-days", "2")
     with open(os.path.join(d, "ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\n")
+        # kubernetes.default.svc: what in-cluster clients check (lib/kube.h); localhost: the name
+        # given with tls-server-name (NNG's mbedTLS matches DNS names only)
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n")
     for who in ("server", "client", "other"):
         run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out",
             f"{who}.csr", "-subj", f"/CN={who}")
@@ -89,7 +95,14 @@ def b64file(path):
 
 
 def main():
-    with TestDir("kube-client") as d:
+    global PROBE
+    for PROBE in BACKENDS:
+        print(f"--- {PROBE}")
+        run()
+
+
+def run():
+    with TestDir(f"kube-client-{PROBE}") as d:
         fake, port = start_fake(d, "kubeapi", "--node", "n1", "--node", "n2", "--grace-scale", "0.05",
                                 "--ready-delay", "0.1", "--bookmark-interval", "0.5")
         base = f"http://127.0.0.1:{port}"
@@ -269,7 +282,7 @@ def main():
         ns = "/api/v1/namespaces/w/configmaps"
         for i in range(3):
             probe(conn, "create", ns, json.dumps({"metadata": {"name": f"w{i}"}, "data": {"v": "0"}}), expect_rc=0)
-        w = Proc("watch", [binary("kubeprobe"), *conn, *FAST, "--limit", "2", "watch", ns], d)
+        w = Proc("watch", [binary(PROBE), *conn, *FAST, "--limit", "2", "watch", ns], d)
         wait_line(w, lambda ln: ln == "SYNCED n=3", "first SYNCED")
         added = [ln.split()[1] for ln in watch_lines(w) if ln.startswith("ADDED")]
         assert sorted(added) == ["w/w0", "w/w1", "w/w2"], watch_lines(w)
@@ -289,7 +302,7 @@ def main():
                                               "dropWatchAfter": 0})
         http("POST", base + "/_fake/faults", {"method": "GET", "path": "configmaps.*watch=1", "count": 1,
                                               "delay": 3})
-        w2 = Proc("watch2", [binary("kubeprobe"), *conn, *FAST, "watch", ns], d)
+        w2 = Proc("watch2", [binary(PROBE), *conn, *FAST, "watch", ns], d)
         wait_line(w2, lambda ln: ln == "SYNCED n=3", "watch2 SYNCED")
 
         def fault_matched(i):
@@ -327,18 +340,20 @@ def main():
         fake, port = start_fake(d, "kubeapi-tls", "--node", "n1", "--token", token,
                                 "--tls-cert", tls["server.crt"], "--tls-key", tls["server.key"])
         url = f"https://127.0.0.1:{port}"
-        r = probe(["--server", url, "--ca", tls["ca.crt"], "--token", token], "get", "/api/v1/nodes/n1",
+        # the address is in the certificate; mbedTLS needs the DNS name beside it
+        sn = ["--tls-server-name", "localhost"] if PROBE.endswith("-nng") else []
+        r = probe(["--server", url, "--ca", tls["ca.crt"], "--token", token, *sn], "get", "/api/v1/nodes/n1",
                   expect_rc=0)
         assert r["object"]["metadata"]["name"] == "n1"
-        r = probe(["--server", url, "--ca", tls["ca.crt"]], "get", "/api/v1/nodes/n1", expect_rc=1)
+        r = probe(["--server", url, "--ca", tls["ca.crt"], *sn], "get", "/api/v1/nodes/n1", expect_rc=1)
         assert (r["errno"], r["http"], r["reason"]) == ("EPERM", 401, "Unauthorized"), r
-        r = probe(["--server", url, "--token", token], "get", "/api/v1/nodes/n1", expect_rc=1)
+        r = probe(["--server", url, "--token", token, *sn], "get", "/api/v1/nodes/n1", expect_rc=1)
         assert r["errno"] == "EKEYREJECTED" and r["http"] == 0 and r["attempts"] == 1, r
 
         def kc(path, user):
             with open(path, "w") as f:
                 json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
-                           "clusters": [{"name": "k", "cluster": {"server": url,
+                           "clusters": [{"name": "k", "cluster": {"server": url, "tls-server-name": "localhost",
                                                                   "certificate-authority-data": b64file(tls["ca.crt"])}}],
                            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
                            "users": [{"name": "u", "user": user}]}, f)
@@ -363,7 +378,7 @@ def main():
         with open(tls["ca.crt"]) as src, open(os.path.join(sa, "ca.crt"), "w") as dst:
             dst.write(src.read())
         env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=str(port))
-        out = subprocess.run([binary("kubeprobe"), f"--in-cluster={sa}", "get", "/api/v1/nodes/n1"],
+        out = subprocess.run([binary(PROBE), f"--in-cluster={sa}", "get", "/api/v1/nodes/n1"],
                              capture_output=True, text=True, timeout=30, env=env)
         assert out.returncode == 0 and json.loads(out.stdout)["object"]["metadata"]["name"] == "n1", out
 
@@ -371,7 +386,7 @@ def main():
         tf = os.path.join(d, "rotating-token")
         with open(tf, "w") as f:
             f.write("expired-token\n")
-        w = Proc("watch-tls", [binary("kubeprobe"), "--server", url, "--ca", tls["ca.crt"], "--token-file", tf,
+        w = Proc("watch-tls", [binary(PROBE), "--server", url, "--ca", tls["ca.crt"], "--token-file", tf, *sn,
                                *FAST, "watch", "/api/v1/nodes"], d)
         wait_line(w, lambda ln: ln.startswith("ERROR EPERM"), "401 with the old token")
         with open(tf + ".new", "w") as f:

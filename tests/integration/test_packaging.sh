@@ -52,9 +52,11 @@ L=$R/etc/systemd/system/multi-user.target.wants/nodesmith-agent.service
 [ -L "$L" ] && ok "postinst enabled the unit ($(readlink "$L"))" || bad "unit not enabled"
 "$R/usr/bin/nodesmith-agent" --version | grep -qx "nodesmith-agent $VERSION" && ok "packaged agent runs ($VERSION)" || bad "packaged agent --version"
 deps=$(dpkg-deb -f "$DEB" Depends)
-for lib in libnng1 libsystemd0 libcurl4 libc6; do
+for lib in libnng1 libsystemd0 libc6; do
   [[ "$deps" == *"$lib"* ]] && ok "Depends names $lib" || bad "Depends lacks $lib: $deps"
 done
+# the agent's HTTP is NNG's (docs/http.md): no libcurl, no OpenSSL on the node for it
+[[ "$deps" != *libcurl* && "$deps" != *libssl* ]] && ok "Depends names neither libcurl nor libssl" || bad "Depends: $deps"
 if [ -d /run/systemd/system ]; then skip "systemd is PID 1 here: install tested in a scratch root only"; fi
 check "systemctl --root disable/enable round trip" bash -c "
   systemctl --root='$R' disable nodesmith-agent.service && ! test -e '$L' &&
@@ -111,8 +113,8 @@ else bad "documented defaults differ:"; diff "$T/a" "$T/b" | sed 's/^/      /'; 
 # ---- the rpm -------------------------------------------------------------------------------
 # Amazon Linux 2023 has no NNG, mbedTLS or cJSON: the rpm's agent links them (and protobuf-c,
 # libyaml) statically and may need only these libraries of AL2023's base image: glibc (symbols up
-# to GLIBC_2.34), systemd-libs (systemd 252), libcurl-minimal (no symbol versions) and openssl-libs.
-AL2023_LIBS="libc.so.6 libsystemd.so.0 libcurl.so.4 libcrypto.so.3"
+# to GLIBC_2.34) and systemd-libs (systemd 252). Its HTTP is NNG's: no libcurl, no OpenSSL.
+AL2023_LIBS="libc.so.6 libsystemd.so.0"
 al2023_foreign_needed() {  # the DT_NEEDED entries of $1 that AL2023's base image does not provide
   readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | while read -r lib; do
     [[ " $AL2023_LIBS " == *" $lib "* ]] || echo "$lib"
@@ -120,9 +122,8 @@ al2023_foreign_needed() {  # the DT_NEEDED entries of $1 that AL2023's base imag
 }
 al2023_foreign_requires() {  # the requirements of rpm $1 that AL2023 does not provide
   rpm -qpR "$1" | sed 's/ *$//' | grep -Ev '^(/bin/sh|shadow-utils|systemd|config\(nodesmith-agent\) = .*|rpmlib\(.*|rtld\(GNU_HASH\))$' |
-    grep -Ev '^(libc\.so\.6|libsystemd\.so\.0|libcurl\.so\.4|libcrypto\.so\.3)\(\)(\(64bit\))?$' |
-    grep -Ev '^libc\.so\.6\(GLIBC_2\.[0-9.]+\)(\(64bit\))?$' | grep -Ev '^libsystemd\.so\.0\(LIBSYSTEMD_[0-9]+\)(\(64bit\))?$' |
-    grep -Ev '^libcrypto\.so\.3\(OPENSSL_3\.0\.0\)(\(64bit\))?$' || true
+    grep -Ev '^(libc\.so\.6|libsystemd\.so\.0)\(\)(\(64bit\))?$' |
+    grep -Ev '^libc\.so\.6\(GLIBC_2\.[0-9.]+\)(\(64bit\))?$' | grep -Ev '^libsystemd\.so\.0\(LIBSYSTEMD_[0-9]+\)(\(64bit\))?$' || true
 }
 if command -v rpmbuild >/dev/null; then
   [ -f "$RPM" ] && ok "rpm built: $(basename "$RPM")" || bad "no $RPM"
@@ -138,7 +139,7 @@ if command -v rpmbuild >/dev/null; then
   # Requirements: rpm -qpR and the packaged binary's own view (readelf, ldd).
   foreign=$(al2023_foreign_requires "$RPM")
   [ -z "$foreign" ] && ok "rpm -qpR names only what AL2023 provides" || bad "rpm requires what AL2023 lacks: $(echo $foreign)"
-  rpm -qpR "$RPM" | grep -q '^libcurl\.so\.4()' && ok "rpm requires libcurl.so.4 (unversioned)" || bad "rpm does not require libcurl.so.4"
+  rpm -qpR "$RPM" | grep -Eq '^lib(curl|ssl|crypto)\.so' && bad "rpm requires libcurl or OpenSSL" || ok "rpm requires neither libcurl nor OpenSSL"
   glibc=$(rpm -qpR "$RPM" | sed -n 's/^libc\.so\.6(GLIBC_\([0-9.]*\)).*/\1/p' | sort -V | tail -1)
   [ -n "$glibc" ] && [ "$(printf '%s\n2.34\n' "$glibc" | sort -V | tail -1)" = 2.34 ] &&
     ok "rpm needs glibc symbols up to GLIBC_$glibc (AL2023: 2.34)" || bad "rpm needs GLIBC_$glibc (AL2023 has 2.34)"
@@ -151,8 +152,6 @@ if command -v rpmbuild >/dev/null; then
   foreign=$(al2023_foreign_needed "$AGENT")
   [[ "$foreign" == *libnng.so.1* && "$foreign" == *libcjson.so.1* ]] && ok "the check flags the dynamic agent ($(echo $foreign))" ||
     bad "the NEEDED check misses the dynamic agent's libnng/libcjson: '$foreign'"
-  if readelf -V "$RA" | grep -q 'File: libcurl'; then bad "packaged agent has versioned libcurl references (AL2023's libcurl has none)"
-  else ok "packaged agent's libcurl references are unversioned"; fi
   if ldd "$RA" > "$T/ldd" 2>&1 && ! grep -Eq 'not found|libnng|libmbed|libcjson|libprotobuf-c|libyaml' "$T/ldd"; then
     ok "ldd: packaged agent resolves, no NNG/mbedTLS/cJSON/protobuf-c/libyaml"
   else bad "ldd of the packaged agent:"; sed 's/^/      /' "$T/ldd"; fi

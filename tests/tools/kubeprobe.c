@@ -2,7 +2,7 @@
 /* kubeprobe: lib/kube.h from the command line, for tests and for poking at an API server.
  *
  *   kubeprobe [CONNECTION] [OPTIONS] COMMAND ARGS...
- * CONNECTION: --server URL [--token T] [--token-file F] [--ca F] [--insecure]
+ * CONNECTION: --server URL [--token T] [--token-file F] [--ca F] [--insecure] [--tls-server-name N]
  *             | --kubeconfig F [--context C] | --in-cluster [SA-DIR]
  * OPTIONS:    --max-attempts N --deadline SEC --timeout SEC --backoff-base MS --backoff-max MS
  *             --max-body BYTES --max-event BYTES --max-items N
@@ -218,7 +218,7 @@ static int run_command(KubeWatch **ret_watch) {
 int main(int argc, char **argv) {
         enum {
                 O_SERVER = 0x100, O_KUBECONFIG, O_CONTEXT, O_IN_CLUSTER, O_TOKEN, O_TOKEN_FILE, O_CA,
-                O_INSECURE, O_MAX_ATTEMPTS, O_DEADLINE, O_TIMEOUT, O_BACKOFF_BASE, O_BACKOFF_MAX,
+                O_INSECURE, O_TLS_SERVER_NAME, O_MAX_ATTEMPTS, O_DEADLINE, O_TIMEOUT, O_BACKOFF_BASE, O_BACKOFF_MAX,
                 O_MAX_BODY, O_MAX_EVENT, O_MAX_ITEMS, O_FIELD, O_LIMIT, O_GRACE, O_UID, O_RV,
                 O_EVENT_TYPE, O_FOR, O_VERBOSE,
         };
@@ -231,6 +231,7 @@ int main(int argc, char **argv) {
                 { "token-file", required_argument, NULL, O_TOKEN_FILE },
                 { "ca", required_argument, NULL, O_CA },
                 { "insecure", no_argument, NULL, O_INSECURE },
+                { "tls-server-name", required_argument, NULL, O_TLS_SERVER_NAME },
                 { "max-attempts", required_argument, NULL, O_MAX_ATTEMPTS },
                 { "deadline", required_argument, NULL, O_DEADLINE },
                 { "timeout", required_argument, NULL, O_TIMEOUT },
@@ -253,6 +254,7 @@ int main(int argc, char **argv) {
         const char *server = NULL, *kubeconfig = NULL, *context = NULL, *sa_dir = NULL;
         const char *token = NULL, *token_file = NULL, *ca = NULL;
         bool in_cluster = false, insecure = false;
+        const char *server_name = NULL;
         KubeConfig limits = {};
         _cleanup_(kube_config_freep) KubeConfig *cfg = NULL;
         _cleanup_(kube_watch_freep) KubeWatch *watch = NULL;
@@ -276,6 +278,7 @@ int main(int argc, char **argv) {
                 case O_TOKEN_FILE: token_file = optarg; break;
                 case O_CA: ca = optarg; break;
                 case O_INSECURE: insecure = true; break;
+                case O_TLS_SERVER_NAME: server_name = optarg; break;
                 case O_MAX_ATTEMPTS: limits.max_attempts = (unsigned) atoi(optarg); break;
                 case O_DEADLINE: limits.deadline_usec = (uint64_t) (atof(optarg) * USEC_PER_SEC); break;
                 case O_TIMEOUT: limits.timeout_usec = (uint64_t) (atof(optarg) * USEC_PER_SEC); break;
@@ -313,7 +316,8 @@ int main(int argc, char **argv) {
         }
         if ((token && free_and_strdup(&cfg->token, token) < 0) ||
             (token_file && free_and_strdup(&cfg->token_file, token_file) < 0) ||
-            (ca && free_and_strdup(&cfg->ca_file, ca) < 0))
+            (ca && free_and_strdup(&cfg->ca_file, ca) < 0) ||
+            (server_name && free_and_strdup(&cfg->tls_server_name, server_name) < 0))
                 return 2;
         cfg->insecure_skip_verify |= insecure;
         cfg->max_attempts = limits.max_attempts;

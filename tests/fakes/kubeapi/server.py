@@ -157,14 +157,25 @@ class Handler(BaseHTTPRequestHandler):
             data = body.encode()
         else:
             data = body
+        # Go's net/http, as the API server writes objects: a body that outgrows its 2048-byte
+        # buffer before the handler returns goes out chunked to an HTTP/1.1 client (no length)
+        chunked = len(data) > 2048 and self.request_version == "HTTP/1.1" and self.command != "HEAD"
         self.send_response(code)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        if self.command != "HEAD":
+        if chunked:
+            for i in range(0, len(data), 32768):
+                part = data[i:i + 32768]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.command != "HEAD":
             self.wfile.write(data)
         self._code = code
 
@@ -615,12 +626,20 @@ class Handler(BaseHTTPRequestHandler):
                 timeout = min(timeout, max(0, int(q["timeoutSeconds"])))
             except ValueError:
                 raise bad_request(f"invalid timeoutSeconds: {q['timeoutSeconds']}")
+        # Go's net/http (RFC 9112 §6.1): an HTTP/1.0 client gets the stream unchunked, ended by
+        # closing the connection; HTTP/1.1 gets chunks.
+        chunked = self.request_version != "HTTP/1.0"
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
         self._code = 200
+        end = b"0\r\n\r\n" if chunked else b""
         sent = 0
         drop = self._drop_after
 
@@ -647,7 +666,7 @@ class Handler(BaseHTTPRequestHandler):
                     {"type": typ, "object": rt.to_external(obj)}) + "\n").encode())
             else:
                 line = (dumps({"type": typ, "object": payload}) + "\n").encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line) if chunked else line)
             self.wfile.flush()
             sent += 1
 
@@ -676,10 +695,10 @@ class Handler(BaseHTTPRequestHandler):
                 if w.bookmarks and time.monotonic() - last_bm >= interval:
                     emit(*w.bookmark())
                     last_bm = time.monotonic()
-            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(end)
             self.wfile.flush()
         except _Done:
-            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(end)
             self.wfile.flush()
         except _Dropped:
             self.close_connection = True

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* lib/http.h on libcurl's multi interface: the coordinator's and nodesmithctl's backend
+ * (SigV4 for AWS APIs; docs/http.md). */
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@ struct HttpRequest {
         HttpClient *client;
         CURL *easy;
         struct curl_slist *headers;
+        struct curl_slist *connect_to;
         char *url;
         char *body;
         size_t body_len;
@@ -37,7 +40,7 @@ struct HttpRequest {
         HttpRequest *prev, *next;
 };
 
-int http_curl_errno(int code) {
+static int http_curl_errno(int code) {
         switch ((CURLcode) code) {
         case CURLE_OK:
                 return 0;
@@ -73,27 +76,6 @@ int http_curl_errno(int code) {
         default:
                 return -EIO;
         }
-}
-
-char *http_escape(const char *s) {
-        static const char hex[] = "0123456789ABCDEF";
-        size_t n = strlen(s);
-        char *o = malloc(n * 3 + 1), *p = o;
-        if (!o)
-                return NULL;
-        for (; *s; s++) {
-                unsigned char c = (unsigned char) *s;
-                if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == '~')
-                        *p++ = (char) c;
-                else {
-                        *p++ = '%';
-                        *p++ = hex[c >> 4];
-                        *p++ = hex[c & 15];
-                }
-        }
-        *p = 0;
-        return o;
 }
 
 /* ---- the loop glue -------------------------------------------------------------------- */
@@ -324,6 +306,7 @@ HttpRequest *http_request_free(HttpRequest *r) {
         if (r->easy)
                 curl_easy_cleanup(r->easy);
         curl_slist_free_all(r->headers);
+        curl_slist_free_all(r->connect_to);
         free(r->url);
         free(r->body);
         if (r->userpwd) {
@@ -388,6 +371,39 @@ int http_request_set_tls(HttpRequest *r, const char *ca_file, const char *ca_pem
                 curl_easy_setopt(r->easy, CURLOPT_SSL_VERIFYHOST, 0L);
         }
         return 0;
+}
+
+/* The request goes to the URL with its host replaced by name, connected to the original host
+ * (CURLOPT_CONNECT_TO), so that libcurl checks the certificate against name. */
+int http_request_set_server_name(HttpRequest *r, const char *name) {
+        _cleanup_free_ char *line = NULL;
+        char *host = NULL, *url = NULL; /* curl_free() */
+        CURLU *u = curl_url();
+        int k = -EINVAL;
+
+        if (!u)
+                return -ENOMEM;
+        if (curl_url_set(u, CURLUPART_URL, r->url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+                if (streq(host, name))
+                        k = 0;
+                else if (curl_url_set(u, CURLUPART_HOST, name, 0) == CURLUE_OK &&
+                         curl_url_get(u, CURLUPART_URL, &url, 0) == CURLUE_OK &&
+                         asprintf(&line, "%s::%s:", name, host) >= 0) {
+                        struct curl_slist *l = curl_slist_append(r->connect_to, line);
+                        k = -ENOMEM;
+                        if (l && free_and_strdup(&r->url, url) >= 0) {
+                                r->connect_to = l;
+                                curl_easy_setopt(r->easy, CURLOPT_URL, r->url);
+                                curl_easy_setopt(r->easy, CURLOPT_CONNECT_TO, r->connect_to);
+                                k = 0;
+                        }
+                }
+        }
+        curl_free(host);
+        curl_free(url);
+        curl_url_cleanup(u);
+        return k;
 }
 
 int http_request_set_sigv4(HttpRequest *r, const char *provider, const char *access_key,
