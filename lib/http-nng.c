@@ -2,8 +2,9 @@
 /* lib/http.h on NNG's HTTP client: the agent's backend (docs/http.md). The agent already carries
  * NNG and its mbedTLS for the link; with this backend it maps neither libcurl nor OpenSSL.
  *
- * Every request is one connection (HTTP/1.1 with "Connection: close"), driven step by step
- * from the loop: NNG's aio callbacks, which run on NNG's threads, only queue the request and
+ * Requests are HTTP/1.1 with keep-alive: one idle connection per origin is kept for the next
+ * request (a stale one is noticed on use and the request goes once more on a new connection,
+ * as libcurl does). Every request is driven step by step from the loop: NNG's aio callbacks, which run on NNG's threads, only queue the request and
  * wake the loop through an eventfd; the loop reads the step's result and starts the next one.
  * A plain request is one nng_http_conn_transact() (Content-Length or chunked bodies, both
  * decoded by NNG). A streamed request (watches) is sent as HTTP/1.0, so that the server sends
@@ -33,6 +34,8 @@
 #define HTTP_STREAM_READ 16384
 #define HTTP_PEM_MAX (1u * 1024 * 1024)
 #define HTTP_MAX_ORIGINS 8
+#define HTTP_IDLE_MAX_USEC (30 * USEC_PER_SEC) /* below the usual servers' idle time-outs */
+#define HTTP_IDLE_PER_ORIGIN 4 /* the IMDS watcher asks for a few paths at once */
 
 /* System trust stores, for https:// without a CA of its own (Debian, then Amazon Linux). */
 static const char *const system_cas[] = { "/etc/ssl/certs/ca-certificates.crt",
@@ -46,11 +49,18 @@ typedef enum {
         STEP_STREAM,   /* streamed: a piece of body read */
 } Step;
 
-/* One nng_http_client (a dialer and its TLS configuration) per origin and TLS settings. */
+/* One nng_http_client (a dialer and its TLS configuration) per origin and TLS settings, and
+ * the connection its last request left open. */
 typedef struct Origin {
         char *key;
         nng_http_client *client;
         nng_tls_config *tls;
+        struct {
+                nng_http_conn *conn;
+                uint64_t since;
+        } idle[HTTP_IDLE_PER_ORIGIN]; /* oldest first */
+        size_t n_idle;
+        unsigned users; /* requests started on it and not yet freed */
 } Origin;
 
 typedef struct Tls {
@@ -67,12 +77,14 @@ struct HttpClient {
         HttpRequest *ready, *ready_tail; /* steps finished on NNG's threads, under lock */
         HttpRequest *requests;           /* started, in flight (doubly linked) */
         size_t n;
-        Origin origins[HTTP_MAX_ORIGINS];
+        Origin *origins[HTTP_MAX_ORIGINS];
         size_t n_origins;
 };
 
 struct HttpRequest {
         HttpClient *client;
+        Origin *origin;
+        bool reused; /* on a kept connection: a failure before any answer is retried once */
         char *url;
         nng_url *nurl;
         nng_http_req *req;
@@ -223,6 +235,32 @@ static bool arm(HttpRequest *r, uint64_t cap_ms) {
         return true;
 }
 
+static void request_connect(HttpRequest *r) {
+        r->step = STEP_CONNECT;
+        r->reused = false;
+        if (!arm(r, r->connect_ms)) {
+                finish(r, -ETIMEDOUT, 0, NULL, 0);
+                return;
+        }
+        nng_http_client_connect(r->origin->client, r->aio);
+}
+
+/* After a whole answer: the connection goes back to its origin unless either side ends it. */
+static void keep_alive(HttpRequest *r) {
+        const char *conn = nng_http_res_get_header(r->res, "Connection");
+        const char *ver = nng_http_res_get_version(r->res);
+        Origin *o = r->origin;
+        if (!r->conn || !o || (conn && strcasestr(conn, "close")) || !ver || !streq(ver, "HTTP/1.1"))
+                return;
+        if (o->n_idle == HTTP_IDLE_PER_ORIGIN) { /* the oldest goes */
+                nng_http_conn_close(o->idle[0].conn);
+                memmove(&o->idle[0], &o->idle[1], (HTTP_IDLE_PER_ORIGIN - 1) * sizeof o->idle[0]);
+                o->n_idle--;
+        }
+        o->idle[o->n_idle].conn = TAKE_PTR(r->conn);
+        o->idle[o->n_idle++].since = now_usec();
+}
+
 static void stream_read(HttpRequest *r) {
         size_t want = HTTP_STREAM_READ;
         if (r->content_length >= 0) {
@@ -317,6 +355,7 @@ static void on_transact(HttpRequest *r) {
         if (len)
                 memcpy(body, data, len);
         body[len] = 0;
+        keep_alive(r);
         finish(r, 0, status, body, len);
 }
 
@@ -332,6 +371,13 @@ static void advance(HttpRequest *r) {
                 return;
         }
         if (rv != 0) {
+                /* a kept connection the server had closed meanwhile: once more, on a new one */
+                if (r->step == STEP_TRANSACT && r->reused &&
+                    (rv == NNG_ECLOSED || rv == NNG_ECONNSHUT || rv == NNG_ECONNRESET)) {
+                        nng_http_conn_close(TAKE_PTR(r->conn));
+                        request_connect(r);
+                        return;
+                }
                 finish(r, nng_to_errno(rv), 0, NULL, 0);
                 return;
         }
@@ -381,6 +427,20 @@ static int on_wake(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         return 0;
 }
 
+static void origin_free(Origin *o) {
+        if (!o)
+                return;
+        for (size_t i = 0; i < o->n_idle; i++)
+                nng_http_conn_close(o->idle[i].conn);
+        if (o->client)
+                nng_http_client_free(o->client);
+        if (o->tls)
+                nng_tls_config_free(o->tls);
+        free(o->key);
+        free(o);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Origin *, origin_free);
+
 int http_client_new(sd_event *e, HttpClient **ret) {
         HttpClient *c = calloc(1, sizeof *c);
         int r;
@@ -412,12 +472,8 @@ HttpClient *http_client_free(HttpClient *c) {
                 request_unlink(r);
                 http_request_free(r);
         }
-        for (size_t i = 0; i < c->n_origins; i++) {
-                nng_http_client_free(c->origins[i].client);
-                if (c->origins[i].tls)
-                        nng_tls_config_free(c->origins[i].tls);
-                free(c->origins[i].key);
-        }
+        for (size_t i = 0; i < c->n_origins; i++)
+                origin_free(c->origins[i]);
         sd_event_source_disable_unref(c->wake);
         if (c->efd >= 0)
                 close(c->efd);
@@ -497,7 +553,7 @@ static int tls_config(const Tls *t, const char *host, nng_tls_config **ret) {
         return 0;
 }
 
-static int origin_get(HttpClient *c, HttpRequest *r, nng_http_client **ret) {
+static int origin_get(HttpClient *c, HttpRequest *r, Origin **ret) {
         const nng_url *u = r->nurl;
         bool https = streq(u->u_scheme, "https");
         const Tls *t = &r->tls;
@@ -509,42 +565,37 @@ static int origin_get(HttpClient *c, HttpRequest *r, nng_http_client **ret) {
                      https ? strempty(t->server_name) : "", https && t->skip_verify) < 0)
                 return -ENOMEM;
         for (size_t i = 0; i < c->n_origins; i++)
-                if (streq(c->origins[i].key, key)) {
-                        *ret = c->origins[i].client;
+                if (streq(c->origins[i]->key, key)) {
+                        *ret = c->origins[i];
                         return 0;
                 }
         if (c->n_origins == HTTP_MAX_ORIGINS) {
-                /* the oldest idle one makes room; its connections were closed with their requests */
-                bool busy = false;
-                for (HttpRequest *q = c->requests; q; q = q->next)
-                        busy |= q->nurl && streq(q->nurl->u_hostname, u->u_hostname);
-                if (busy)
+                /* the oldest unused one makes room */
+                size_t i = 0;
+                while (i < c->n_origins && c->origins[i]->users)
+                        i++;
+                if (i == c->n_origins)
                         return -EBUSY;
-                nng_http_client_free(c->origins[0].client);
-                if (c->origins[0].tls)
-                        nng_tls_config_free(c->origins[0].tls);
-                free(c->origins[0].key);
-                memmove(&c->origins[0], &c->origins[1], (HTTP_MAX_ORIGINS - 1) * sizeof(Origin));
+                origin_free(c->origins[i]);
+                memmove(&c->origins[i], &c->origins[i + 1], (c->n_origins - i - 1) * sizeof(Origin *));
                 c->n_origins--;
         }
-        Origin o = { 0 };
-        int rv = nng_http_client_alloc(&o.client, u);
+        _cleanup_(origin_freep) Origin *o = calloc(1, sizeof *o);
+        if (!o)
+                return -ENOMEM;
+        int rv = nng_http_client_alloc(&o->client, u);
         if (rv != 0)
                 return nng_to_errno(rv);
         if (https) {
-                int k = tls_config(t, u->u_hostname, &o.tls);
-                if (k >= 0 && (rv = nng_http_client_set_tls(o.client, o.tls)) != 0)
+                int k = tls_config(t, u->u_hostname, &o->tls);
+                if (k >= 0 && (rv = nng_http_client_set_tls(o->client, o->tls)) != 0)
                         k = nng_to_errno(rv);
-                if (k < 0) {
-                        if (o.tls)
-                                nng_tls_config_free(o.tls);
-                        nng_http_client_free(o.client);
+                if (k < 0)
                         return k;
-                }
         }
-        o.key = TAKE_PTR(key);
+        o->key = TAKE_PTR(key);
         c->origins[c->n_origins++] = o;
-        *ret = o.client;
+        *ret = TAKE_PTR(o);
         return 0;
 }
 
@@ -595,6 +646,8 @@ HttpRequest *http_request_free(HttpRequest *r) {
                 request_unlink(r);
         if (r->conn)
                 nng_http_conn_close(r->conn); /* also frees it */
+        if (r->origin)
+                r->origin->users--;
         if (r->aio)
                 nng_aio_free(r->aio);
         if (r->req)
@@ -664,18 +717,18 @@ void http_request_set_stream(HttpRequest *r, http_chunk_t chunk) {
 
 int http_request_start(HttpRequest *r, http_done_t done, void *userdata) {
         HttpClient *c = r->client;
-        nng_http_client *client = NULL;
-        int k, rv;
+        Origin *o = NULL;
+        int k;
 
         r->done = done;
         r->userdata = userdata;
-        k = origin_get(c, r, &client);
+        k = origin_get(c, r, &o);
         if (k >= 0) {
-                /* one request per connection; a stream as HTTP/1.0, so its body comes unchunked */
-                rv = nng_http_req_set_header(r->req, "Connection", "close");
-                if (rv == 0 && r->chunk)
-                        rv = nng_http_req_set_version(r->req, "HTTP/1.0");
-                k = nng_to_errno(rv);
+                r->origin = o;
+                o->users++;
+                /* a stream as HTTP/1.0, so that its body comes unchunked and ends with the connection */
+                if (r->chunk)
+                        k = nng_to_errno(nng_http_req_set_version(r->req, "HTTP/1.0"));
         }
         if (k == -ENOMEM) {
                 http_request_free(r);
@@ -694,9 +747,20 @@ int http_request_start(HttpRequest *r, http_done_t done, void *userdata) {
                 on_aio(r);
                 return 0;
         }
-        r->step = STEP_CONNECT;
-        nng_aio_set_timeout(r->aio, (nng_duration) MIN(r->connect_ms, r->total_ms));
-        nng_http_client_connect(client, r->aio);
+        while (!r->chunk && o->n_idle > 0) { /* the newest first */
+                o->n_idle--;
+                nng_http_conn *idle = o->idle[o->n_idle].conn;
+                if (now_usec() - o->idle[o->n_idle].since < HTTP_IDLE_MAX_USEC) {
+                        r->conn = idle;
+                        r->reused = true;
+                        r->step = STEP_TRANSACT;
+                        nng_aio_set_timeout(r->aio, (nng_duration) r->total_ms);
+                        nng_http_conn_transact(r->conn, r->req, r->res, r->aio);
+                        return 0;
+                }
+                nng_http_conn_close(idle);
+        }
+        request_connect(r);
         return 0;
 }
 
