@@ -25,6 +25,7 @@ typedef enum Next {
 struct KubeWatch {
         KubeClient *client;
         char *path, *label_selector, *field_selector, *resource_version;
+        bool pods; /* the path lists pods: kube_object_trim() keeps less of them */
         KubeListOptions opts;
         kube_watch_event_t cb;
         void *userdata;
@@ -104,6 +105,7 @@ static void entry_free(Entry *e) {
 static int cache_put(KubeWatch *w, char *key, cJSON *obj, cJSON **ret_old) {
         Entry *e = lookup(w, key);
         *ret_old = NULL;
+        kube_object_trim(obj, w->pods);
         if (e) {
                 free(key);
                 *ret_old = e->obj;
@@ -636,6 +638,8 @@ int kube_watch_new(KubeClient *c, const char *path, const KubeListOptions *opts,
         w->cb = cb;
         w->userdata = userdata;
         kube_lines_init(&w->lines, kube_client_config(c)->max_event);
+        size_t pl = strlen(path);
+        w->pods = pl >= 5 && streq(path + pl - 5, "/pods");
         if (!(w->path = strdup(path)) ||
             (opts && opts->label_selector && !(w->label_selector = strdup(opts->label_selector))) ||
             (opts && opts->field_selector && !(w->field_selector = strdup(opts->field_selector))) ||

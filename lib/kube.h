@@ -303,6 +303,10 @@ bool kube_lines_next(KubeLines *l, char **ret_line, size_t *ret_len);
 int kube_finalizer_remove_patch(const cJSON *obj, const char *finalizer, char **ret);
 /* metadata.namespace + "/" + metadata.name ("/name" for cluster-scoped). */
 int kube_object_key(const cJSON *obj, char **ret);
+/* What a watch keeps of an object: metadata.managedFields dropped; of a pod (pod true) also its
+ * containers' statuses and the container fields nothing here reads (env, command, probes,
+ * image, mounts, ...). Resources, ports, restartPolicy and everything scheduling reads stay. */
+void kube_object_trim(cJSON *obj, bool pod);
 const char *kube_object_meta(const cJSON *obj, const char *field); /* metadata.FIELD string */
 /* base64 (whitespace allowed) to bytes, NUL-terminated. */
 int kube_base64_decode(const char *s, char **ret, size_t *ret_len);

@@ -405,6 +405,36 @@ static void test_client_refuses_token_over_http(void **state) {
         sd_event_unref(e);
 }
 
+static void test_object_trim(void **state) {
+        const char *pod_json =
+                "{\"metadata\":{\"name\":\"p\",\"labels\":{\"a\":\"b\"},\"managedFields\":[{\"manager\":\"x\"}]},"
+                "\"spec\":{\"nodeName\":\"n\",\"tolerations\":[],\"volumes\":[{\"name\":\"v\"}],"
+                "\"containers\":[{\"name\":\"c\",\"image\":\"i\",\"env\":[{\"name\":\"E\"}],"
+                "\"command\":[\"sh\"],\"livenessProbe\":{},\"ports\":[{\"hostPort\":80}],"
+                "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
+                "\"initContainers\":[{\"name\":\"s\",\"restartPolicy\":\"Always\",\"args\":[\"x\"]}]},"
+                "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\"}],"
+                "\"containerStatuses\":[{\"name\":\"c\"}]}}";
+        cJSON *pod = cJSON_Parse(pod_json), *node = cJSON_Parse(pod_json);
+        assert_non_null(pod);
+        kube_object_trim(pod, true);
+        kube_object_trim(node, false);
+        _cleanup_free_ char *got = cJSON_PrintUnformatted(pod);
+        assert_string_equal(got,
+                "{\"metadata\":{\"name\":\"p\",\"labels\":{\"a\":\"b\"}},"
+                "\"spec\":{\"nodeName\":\"n\",\"tolerations\":[],\"volumes\":[{\"name\":\"v\"}],"
+                "\"containers\":[{\"name\":\"c\",\"ports\":[{\"hostPort\":80}],"
+                "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
+                "\"initContainers\":[{\"name\":\"s\",\"restartPolicy\":\"Always\"}]},"
+                "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\"}]}}");
+        /* not a pod: only managedFields go */
+        assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "managedFields"));
+        assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "status"), "containerStatuses"));
+        kube_object_trim(NULL, true);
+        cJSON_Delete(pod);
+        cJSON_Delete(node);
+}
+
 static void test_finalizer_patch(void **state) {
         cJSON *o = cJSON_Parse("{\"metadata\":{\"name\":\"n1\",\"finalizers\":[\"a.io/x\","
                                "\"nodesmith.io/termination\",\"b.io/y\"]}}");
@@ -432,6 +462,7 @@ int main(void) {
                 cmocka_unit_test(test_in_cluster),
                 cmocka_unit_test(test_client_refuses_token_over_http),
                 cmocka_unit_test(test_finalizer_patch),
+                cmocka_unit_test(test_object_trim),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
