@@ -162,6 +162,13 @@ $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ALL_LINK_LIBS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
 
+# bench/footprint maps exactly the agent's libraries (nothing of nodesmith's).
+$(BUILD)/benchbin/footprint: $(BUILD)/bench/footprint.o
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -Wl,--no-as-needed -lnng -lmbedx509 -lmbedcrypto \
+	  $(shell pkg-config --libs libsystemd libprotobuf-c libcjson yaml-0.1 2>/dev/null)
+
 $(BUILD)/benchbin/%: $(BUILD)/bench/%.o $(ALL_LINK_LIBS)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"

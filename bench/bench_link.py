@@ -4,20 +4,29 @@ a real nodesmith-agent. Runs each configuration several times and prints medians
 
   python3 bench/bench_link.py [--runs 5] [--seconds 4] [--agents 200,1000] [--pods 0,20,100]
       [--server coordinator|nngrep-poll|nngrep-aio] [--no-agent]
-      [--agent-only] [--agent-runs 3] [--agent-bin PATH] [--agent-env K=V,...] [--floor]
+      [--agent-only] [--agent-runs 3] [--agent-bin PATH] [--agent-env K=V,...]
+      [--agent-world node|link] [--floor]
 
 The agent footprint: a real nodesmith-agent (--agent-bin: another build of it, e.g. the rpm's
 $BUILD/rpm/nodesmith-agent) reporting every second over TLS, measured after 10 s: VmRSS, and from
 smaps_rollup its Pss (shared pages divided among the processes that map them) and its private
-pages; median of --agent-runs runs. --floor also measures bench/footprint, a program that maps
-the same libraries and does nothing else, layer by layer (see bench/footprint.c).
+pages; median of --agent-runs runs. With --agent-world node (the default) it does a node's whole
+job meanwhile: IMDSv2 polled every second (tests/fakes/imds.py) and its Node and pods watched on a
+Kubernetes API (tests/fakes/kubeapi.py, --agent-pods on the node, 20 by default); with link, only
+the link. The
+resident memory of each mapping (libc, libsystemd, the binary, anonymous...) is printed too.
+--floor also measures bench/footprint, a program that maps the agent's libraries and does
+nothing else, layer by layer (see bench/footprint.c).
 
 --server nngrep-*: instead of the coordinator, bench/nngrep, which answers every report with one
 fixed directive without reading it: the ceiling that NNG and the clients leave on this machine.
 """
 import argparse
+import collections
 import json
 import os
+import re
+import urllib.request
 import statistics
 import subprocess
 import sys
@@ -67,6 +76,63 @@ def smaps_rollup_kib(pid):
     return out
 
 
+def smaps_by_mapping_kib(pid):
+    """Resident kB per mapped file (basename) or [anon]/[heap]/[stack], largest first."""
+    agg, cur = collections.Counter(), None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                parts = line.split()
+                cur = os.path.basename(parts[5]) if len(parts) > 5 else "[anon]"
+            elif line.startswith("Rss:"):
+                agg[cur] += int(line.split()[1])
+    return [(k, v) for k, v in agg.most_common() if v]
+
+
+def start_node_world(d, node, instance, pods):
+    """A fake IMDS for the instance and a fake API server holding its Node and pods on it."""
+    fakes = os.path.join(os.path.dirname(__file__), "..", "tests", "fakes")
+    imds = Proc("imds", [sys.executable, os.path.join(fakes, "imds.py"), "--port", "0", "--instance-id", instance,
+                         "--life-cycle", "spot"], d)
+    iport = int(wait_for("fake IMDS", lambda: (re.search(r"listening on 127\.0\.0\.1:(\d+)", imds.output())
+                                               or [None, None])[1], 15))
+    kube = Proc("kubeapi", [sys.executable, os.path.join(fakes, "kubeapi.py"), "--port", "0", "--node", node,
+                            "--log-level", "warning"], d)
+    kport = int(wait_for("fake API server", lambda: (re.search(r"listening on \S+:(\d+)", kube.output())
+                                                     or [None, None])[1], 15))
+    base = f"http://127.0.0.1:{kport}"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-config", "namespace": "default"},
+          "data": {"app.yaml": "port: 8080\n"}}
+    urllib.request.urlopen(urllib.request.Request(base + "/api/v1/namespaces/default/configmaps", method="POST",
+                                                  data=json.dumps(cm).encode(),
+                                                  headers={"Content-Type": "application/json"}), timeout=10).read()
+    for i in range(pods):
+        # no ownerReferences: the API server's garbage collector deletes pods whose owner is missing
+        # the shape of a typical Deployment's pod: image, command, env, probes, mounts
+        container = {"name": "app", "image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/shop/web:1.42.7",
+                     "command": ["/app/server"], "args": ["--port=8080", "--log-format=json"],
+                     "env": [{"name": f"SETTING_{k}", "value": f"value-{k}-" + "x" * 24} for k in range(8)],
+                     "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
+                     "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5},
+                     "volumeMounts": [{"name": "config", "mountPath": "/etc/app"},
+                                      {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                                       "readOnly": True}],
+                     "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True}}
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"web-7c9d8f-{i:05d}", "namespace": "default",
+                            "labels": {"app": "web", "pod-template-hash": "7c9d8f"}},
+               "spec": {"nodeName": node, "containers": [container],
+                        "volumes": [{"name": "config", "configMap": {"name": "web-config"}}],
+                        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                         "effect": "NoExecute", "tolerationSeconds": 300}]}}
+        req = urllib.request.Request(base + "/api/v1/namespaces/default/pods", data=json.dumps(pod).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10).read()
+    return imds, kube, ["--imds-endpoint", f"http://127.0.0.1:{iport}", "--kube-server", base, "--logind", "no"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -81,6 +147,9 @@ def main():
     ap.add_argument("--agent-runs", type=int, default=3)
     ap.add_argument("--agent-bin", default=None)
     ap.add_argument("--agent-env", default="", help="environment for the agent, K=V,K=V")
+    ap.add_argument("--agent-pods", type=int, default=20, help="pods on the node (--agent-world node)")
+    ap.add_argument("--agent-world", default="node", choices=["node", "link"],
+                    help="node: IMDS and a Kubernetes API beside the link; link: the link alone")
     ap.add_argument("--floor", action="store_true", help="also measure bench/footprint's levels")
     args = ap.parse_args()
     results = {"link": [], "agent": {}}
@@ -131,9 +200,15 @@ def main():
             env = dict(kv.split("=", 1) for kv in args.agent_env.split(",") if kv)
             coord = Coordinator(d, pki, interval="1s", extra=["--log-level", "warning"], name="coord-rss").start()
             root = make_root(os.path.join(d, "root"), cpus=4, mem_bytes=16 * GiB, eni_max_pods={"m5.xlarge": 58})
-            runs = []
+            runs, maps = [], []
+            world = None
+            if args.agent_world == "node":
+                world = start_node_world(d, "ip-i-rss", "i-rss", args.agent_pods)
             for i in range(args.agent_runs):
                 argv = agent_argv(coord, root, "i-rss", "m5.xlarge", extra=["--log-level", "info"])
+                if world:
+                    argv[argv.index("--imds") + 1] = "yes"
+                    argv += world[2]
                 if args.agent_bin:
                     argv[0] = args.agent_bin
                 agent = Proc(f"agent-rss-{i}", argv, d, env=env)
@@ -146,17 +221,28 @@ def main():
                              "pss_kib": roll["Pss"], "private_kib": roll["Private_Clean"] + roll["Private_Dirty"],
                              "anon_kib": roll["Anonymous"], "threads": status_kib(agent.pid, "Threads"),
                              "cpu_percent_at_1s_reports": (c1 - c0) / 10 * 100})
+                maps.append(smaps_by_mapping_kib(agent.pid))
+                if world:
+                    n = coord.nodes().get("i-rss") or {}
+                    assert (n.get("pods") or 0) >= args.agent_pods, f"the agent reported {n.get('pods')} pods of {args.agent_pods}"
                 agent.stop()
+            if world:
+                world[0].stop()
+                world[1].stop()
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-            results["agent"] = {"binary": argv[0], "env": env, "runs": runs, "median": med}
-            print(f"\nagent {argv[0]} {args.agent_env}: median of {len(runs)}: VmRSS {med['rss_kib'] / 1024:.2f} MiB, "
+            results["agent"] = {"binary": argv[0], "env": env, "world": args.agent_world, "runs": runs,
+                                "median": med, "mappings_kib": maps}
+            print(f"\nagent {argv[0]} {args.agent_env} ({args.agent_world}): median of {len(runs)}: "
+                  f"VmRSS {med['rss_kib'] / 1024:.2f} MiB, "
                   f"Pss {med['pss_kib'] / 1024:.2f} MiB, private {med['private_kib'] / 1024:.2f} MiB "
                   f"(anonymous {med['anon_kib'] / 1024:.2f} MiB), {med['threads']:.0f} threads, "
                   f"CPU {med['cpu_percent_at_1s_reports']:.2f}% while reporting every 1 s")
+            mid = sorted(range(len(runs)), key=lambda i: runs[i]["rss_kib"])[len(runs) // 2]
+            print("  resident by mapping (the median run): " +
+                  ", ".join(f"{k} {v}" for k, v in maps[mid][:12]) + " (kB)")
             if args.floor:
                 results["floor"] = []
-                names = ["libraries mapped, nothing run", "+ curl_global_init()", "+ sd-event loop",
-                         "+ NNG REQ socket dialling"]
+                names = ["libraries mapped, nothing run", "+ sd-event loop", "+ NNG REQ socket dialling"]
                 for level, what in enumerate(names):
                     fp = Proc(f"footprint-{level}", [BENCH_FOOTPRINT, str(level), coord.url.replace("tls+", "")], d,
                               env=env)

@@ -2,17 +2,12 @@
 /* bench/footprint: the resident memory a process pays for the libraries the agent uses before it
  * does any work of its own, one layer at a time, for bench/bench_link.py's agent footprint:
  *   footprint LEVEL [URL]   then sleeps until killed
- *   LEVEL 0: nothing (glibc and the loader)
- *   LEVEL 1: + curl_global_init() (libcurl and what it pulls in)
- *   LEVEL 2: + an sd-event loop (libsystemd)
- *   LEVEL 3: + an NNG REQ socket dialling URL (NNG's threads)
- * The binary links all of them, so the libraries are mapped at every level, as in the agent; a
- * level only adds their initialisation and use. Built by hand with -DFOOTPRINT_NO_CURL, it shows
- * the same without libcurl:
- *   cc -O2 -pthread -DFOOTPRINT_NO_CURL -o footprint-nocurl bench/footprint.c -lnng -lsystemd */
-#ifndef FOOTPRINT_NO_CURL
-#include <curl/curl.h>
-#endif
+ *   LEVEL 0: nothing (glibc, the loader, and the libraries mapped)
+ *   LEVEL 1: + an sd-event loop (libsystemd)
+ *   LEVEL 2: + an NNG REQ socket dialling URL (NNG's threads)
+ * It links what the agent links (NNG and its mbedTLS, libsystemd; no libcurl: docs/http.md), so
+ * the libraries are mapped at every level, as in the agent; a level only adds their
+ * initialisation and use. */
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <stdio.h>
@@ -25,13 +20,9 @@ int main(int argc, char **argv) {
         sd_event *e = NULL;
         nng_socket s;
 
-#ifndef FOOTPRINT_NO_CURL
-        if (level >= 1 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        if (level >= 1 && sd_event_default(&e) < 0)
                 return 1;
-#endif
-        if (level >= 2 && sd_event_default(&e) < 0)
-                return 1;
-        if (level >= 3) {
+        if (level >= 2) {
                 if (argc < 3 || nng_req0_open(&s) != 0 || nng_dial(s, argv[2], NULL, NNG_FLAG_NONBLOCK) != 0)
                         return 1;
         }
