@@ -649,7 +649,7 @@ int kube_watch_new(KubeClient *c, const char *path, const KubeListOptions *opts,
                 return -ENOMEM;
         }
         w->opts = (KubeListOptions) { .label_selector = w->label_selector, .field_selector = w->field_selector,
-                                      .resource_version = w->resource_version,
+                                      .resource_version = w->resource_version, .trim = true,
                                       .limit = opts ? opts->limit : 0 };
         r = kube_client_add_watch(c, w);
         if (r < 0) {

@@ -821,6 +821,7 @@ int kube_list(KubeClient *c, const char *path, const KubeListOptions *opts, kube
                 .field_selector = k->field_selector,
                 .resource_version = k->list_rv,
                 .limit = opts && opts->limit ? opts->limit : KUBE_DEFAULT_PAGE_SIZE,
+                .trim = opts && opts->trim,
         };
         k->done = cb;
         k->userdata = userdata;
@@ -851,8 +852,15 @@ static int list_page_done(KubeCall *k, KubeResponse *resp) {
                 size_t more = (size_t) cJSON_GetArraySize(items);
                 if (have + more > k->client->cfg->max_items)
                         return -E2BIG;
+                size_t pl = strlen(k->path);
+                const char *q = strchr(k->path, '?');
+                if (q)
+                        pl = (size_t) (q - k->path);
+                bool pods = pl >= 5 && strncmp(k->path + pl - 5, "/pods", 5) == 0;
                 while (items->child) {
                         cJSON *it = cJSON_DetachItemViaPointer(items, items->child);
+                        if (k->list.trim)
+                                kube_object_trim(it, pods);
                         cJSON_AddItemToArray(k->items, it);
                 }
         }

@@ -161,6 +161,7 @@ typedef struct KubeListOptions {
         const char *field_selector; /* "spec.nodeName=n1" */
         unsigned limit;             /* page size; 0: KUBE_DEFAULT_PAGE_SIZE */
         const char *resource_version; /* for the first page; NULL: most recent */
+        bool trim; /* kube_object_trim() each page's items as it arrives (pods: a path in /pods) */
 } KubeListOptions;
 /* Every page, continued until done: resp->object is {"kind":"…List","metadata":
  * {"resourceVersion":RV},"items":[...]} with all the items. An expired continue token (410)

@@ -303,7 +303,9 @@ int kube_node_start(KubeNode *k) {
                            on_node_event, k, &k->node_watch);
         if (r < 0)
                 return r;
-        return kube_watch_new(k->client, "/api/v1/pods", &(KubeListOptions) { .field_selector = pod_sel },
+        /* pages of 50: a page is whole only until it is trimmed (kube_object_trim), so the
+         * memory a (re)list takes at once stays small on a node with many pods */
+        return kube_watch_new(k->client, "/api/v1/pods", &(KubeListOptions) { .field_selector = pod_sel, .limit = 50 },
                               on_pod_event, k, &k->pod_watch);
 }
 
