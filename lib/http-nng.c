@@ -374,6 +374,8 @@ static void advance(HttpRequest *r) {
                 /* a kept connection the server had closed meanwhile: once more, on a new one */
                 if (r->step == STEP_TRANSACT && r->reused &&
                     (rv == NNG_ECLOSED || rv == NNG_ECONNSHUT || rv == NNG_ECONNRESET)) {
+                        log_debug("%s: kept connection closed by the server (%s); again on a new one",
+                                  r->url, nng_strerror(rv));
                         nng_http_conn_close(TAKE_PTR(r->conn));
                         request_connect(r);
                         return;

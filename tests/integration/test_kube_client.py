@@ -103,8 +103,10 @@ def main():
 
 def run():
     with TestDir(f"kube-client-{PROBE}") as d:
+        # idle connections closed after 0.5 s: requests after a Retry-After or a backoff find
+        # their kept connection closed and must go again on a new one
         fake, port = start_fake(d, "kubeapi", "--node", "n1", "--node", "n2", "--grace-scale", "0.05",
-                                "--ready-delay", "0.1", "--bookmark-interval", "0.5")
+                                "--ready-delay", "0.1", "--bookmark-interval", "0.5", "--idle-timeout", "0.5")
         base = f"http://127.0.0.1:{port}"
         conn = ["--server", base]
         kubeconfig = os.path.join(d, "kubeconfig")

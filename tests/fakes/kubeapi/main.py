@@ -42,6 +42,9 @@ def parse_args(argv):
                         "(default 10000)")
     p.add_argument("--watch-timeout", type=float, default=1800.0,
                    help="longest watch in seconds when the client sets no timeoutSeconds")
+    p.add_argument("--idle-timeout", type=float, default=90.0,
+                   help="seconds a kept-alive connection may wait for its next request before the "
+                        "server closes it (the API server's http.Server IdleTimeout, 90 s)")
     p.add_argument("--bookmark-interval", type=float, default=1.0,
                    help="seconds between BOOKMARK events on watches that allow them")
     p.add_argument("--max-events", type=int, default=2000,

@@ -105,6 +105,17 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         log.debug("%s - " + fmt, self.address_string(), *args)
 
+    # Go's http.Server IdleTimeout: a kept-alive connection that brings no new request within it
+    # is closed (the API server sets 90 s); a request being served has no such limit.
+    def handle_one_request(self):
+        idle = getattr(self.server.opts, "idle_timeout", 0) or None
+        self.connection.settimeout(idle)
+        super().handle_one_request()
+
+    def parse_request(self):
+        self.connection.settimeout(None)
+        return super().parse_request()
+
     # -- plumbing -----------------------------------------------------------------------------
     def do_GET(self):
         self._dispatch("GET")
