@@ -212,18 +212,23 @@ fail:
 HttpServer *http_server_free(HttpServer *s) {
         if (!s)
                 return NULL;
+        /* Answer whatever is queued first: nng_http_server_stop() waits for every connection,
+         * and one whose request sits in the queue would wait for this thread (a shutdown that
+         * hung when a request came in as the loop ended). Requests that arrive from here on see
+         * stopping and are answered at once, on NNG's thread. */
         pthread_mutex_lock(&s->lock);
         s->stopping = true;
+        Pending *queued = s->head;
+        s->head = s->tail = NULL;
+        s->queued = 0;
         pthread_mutex_unlock(&s->lock);
+        for (Pending *p = queued, *n; p; p = n) {
+                n = p->next;
+                respond(p->aio, 503, "text/plain", "stopping\n", 9);
+                free(p);
+        }
         if (s->server) {
                 nng_http_server_stop(s->server);
-                /* answer whatever was queued so NNG can finish those connections */
-                for (Pending *p = s->head, *n; p; p = n) {
-                        n = p->next;
-                        respond(p->aio, 503, "text/plain", "stopping\n", 9);
-                        free(p);
-                }
-                s->head = s->tail = NULL;
                 nng_http_server_release(s->server);
         }
         if (s->url)
