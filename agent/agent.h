@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's manager: its configuration, the loop's sources and the report cycle. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* What the node has and may give pods: /proc, cgroups and the kubelet's configuration, read like
+ * the kubelet. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The node's capacity and allocatable, computed on the node itself. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* IMDSv2 on the agent's loop: the session token, the notices (spot, rebalance, maintenance) and
+ * their parsers. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The EC2 instance metadata client and the notices it raises. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* systemd-logind's shutdown delay lock and PrepareForShutdown, on sd-bus. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <systemd/sd-bus.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The shutdown warning from systemd-logind. */
 #pragma once
 
 #include <stdbool.h>

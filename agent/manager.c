@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's manager: wires IMDS, logind, the Node watch, drains and the link, and reports. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's report: the node's observed state as a NodeState message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

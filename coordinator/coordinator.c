@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The coordinator process: options, the sd-event loop and the wiring of its subsystems. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The coordinator process: its configuration and the pieces it wires together. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Leader election through a coordination.k8s.io/v1 Lease, as client-go does it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Lease-based leader election: only the leader acts. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Options from defaults, a file, the environment and the command line, into one table. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Daemon configuration: one option table for file, environment and flags. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* What every daemon's main() does first: signals blocked before NNG starts threads. */
 #include <pthread.h>
 #include <signal.h>
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Process start-up shared by the daemons. */
 #pragma once
 
 #include <systemd/sd-event.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Bounded whole-file reads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Reading whole files under a size cap. */
 #pragma once
 
 #include <stddef.h>

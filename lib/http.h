@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The HTTP client interface on the loop (two backends: libcurl, NNG). */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Reading cJSON trees: members by exact name. */
 #pragma once
 
 #include <cjson/cJSON.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The agent <-> coordinator link. */
 #pragma once
 
 #include <stdbool.h>

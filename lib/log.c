@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Logging to stderr or the journal with levels and errno. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Logging for the daemons. */
 #pragma once
 
 #include <syslog.h>

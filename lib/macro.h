@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Small macros every file uses: cleanup, ownership hand-over, string helpers, units. */
 #pragma once
 
 #include <errno.h>

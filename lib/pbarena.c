@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* A region allocator for protobuf-c messages. */
 #include <stdint.h>
 #include <stdlib.h>
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Region allocation for unpacked protobuf-c messages. */
 #pragma once
 
 #include <protobuf-c/protobuf-c.h>

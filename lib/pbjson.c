@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Any protobuf-c message as JSON, through its descriptor. */
 #include <ctype.h>
 #include <stdbool.h>
 

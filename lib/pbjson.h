@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* protobuf-c messages rendered as JSON. */
 #pragma once
 
 #include <cjson/cJSON.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Kubernetes resource quantities parsed and formatted exactly, in integers. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>

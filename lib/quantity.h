@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Kubernetes resource quantities. */
 #pragma once
 
 #include <stdint.h>

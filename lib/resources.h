@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The kubelet's resource names and amounts. */
 #pragma once
 
 #include <stdint.h>

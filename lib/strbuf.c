@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* A growing text buffer with a hard cap. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Bounded text buffers. */
 #pragma once
 
 #include <stdarg.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The link's envelope: a NodeState packed inside an AgentReport, with bounds. */
 #include <stdlib.h>
 
 #include "macro.h"

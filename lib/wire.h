@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's side of the link contract. */
 #pragma once
 
 #include <stddef.h>

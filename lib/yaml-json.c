@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* YAML to cJSON and back through libyaml, bounded. */
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Draining a node within a deadline, as kubectl drain does. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* One Node and the pods bound to it, watched. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Instance identity documents: the PKCS7 signature against AWS's certificates, then EC2 says the
+ * instance is ours. */
 #include <cjson/cJSON.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Attestation of agents with the EC2 instance identity document. */
 #pragma once
 
 #include <stdbool.h>

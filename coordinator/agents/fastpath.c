@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Unchanged agent reports answered in NNG's threads, from a copy of what the loop last decided. */
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The link's fast path: unchanged reports answered without the loop. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Which notices start a drain ("drain-on"): parsing and matching the set. */
 #include <stdlib.h>
 #include <string.h>
 

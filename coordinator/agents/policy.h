@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The drain-on policy: which notice kinds start a drain. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Drains the coordinator runs itself for nodes whose agent is silent. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The registry of reporting nodes: open addressing by instance id, their state, pods and notices. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>

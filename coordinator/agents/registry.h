@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The coordinator's model of the nodes that report to it. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The agents' side of the link: one report in (authenticated, bound to its instance), one
+ * directive out. */
 #include <openssl/crypto.h>
 #include <string.h>
 #include <time.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The AWS SDK credential chain: environment, profile files, web identity (STS), IMDS. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <fcntl.h>

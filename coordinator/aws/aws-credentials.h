@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* AWS credentials from the standard chain, refreshed before they expire. */
 #pragma once
 
 #include <stdbool.h>

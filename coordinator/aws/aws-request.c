@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* AWS endpoints and one SigV4-signed POST through libcurl. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* What every AWS client shares: endpoint URLs and one signed request. */
 #pragma once
 
 #include <stddef.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The EC2 and SSM client on the loop: retries, pages, typed answers. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* An SQS long-poll consumer on the loop. */
 #pragma once
 
 #include <stdbool.h>

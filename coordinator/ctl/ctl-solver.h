@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* nodesmithctl's offline subcommands: simulate a plan, convert Karpenter objects. */
 #pragma once
 
 #include <cjson/cJSON.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Disruption passes: expiration, drift, emptiness, consolidation, within budgets, validated before
+ * acting. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The HTTP API's answers (/metrics, nodes, provisioning, disruption) rendered from the loop's
+ * state. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>

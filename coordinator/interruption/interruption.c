@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The interruption queue's consumer: EventBridge events from SQS become notices on nodes. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

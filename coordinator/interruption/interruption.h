@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The interruption queue: EventBridge events through SQS, a second source of notices. */
 #pragma once
 
 #include <stdbool.h>

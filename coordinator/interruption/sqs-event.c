@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* One EventBridge event body: the instances it names, the notice kind, the deadline (pure). */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdio.h>

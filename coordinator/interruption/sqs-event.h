@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* EventBridge events as they reach an SQS interruption queue. */
 #pragma once
 
 #include <stdbool.h>

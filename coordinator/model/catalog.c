@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The instance catalog: types, offerings, prices and allocatable, from a file or EC2. */
 
 #include <ctype.h>
 #include <stdarg.h>

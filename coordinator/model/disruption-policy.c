@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The pure rules of disruption: cron schedules, budgets, drift hashes. */
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/evp.h>

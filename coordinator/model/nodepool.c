@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Kubernetes and Karpenter objects as solver structs: pods, NodePools, EC2NodeClasses, Nodes. */
 
 #include <ctype.h>
 #include <inttypes.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* AL2023 user data: a MIME multipart of nodeadm's NodeConfig and the agent's configuration. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>

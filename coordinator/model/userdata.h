@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* User data for a node nodesmith launches. */
 #pragma once
 
 #include <stddef.h>

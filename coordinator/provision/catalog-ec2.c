@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The instance catalog built from live EC2: DescribeInstanceTypes, offerings, spot prices. */
 
 #include <assert.h>
 #include <ctype.h>

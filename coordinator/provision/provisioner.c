@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Provisioning: pending pods batched, planned by the solver and launched with CreateFleet. */
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 #include <stdio.h>

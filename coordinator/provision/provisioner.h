@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Provisioning: pending pods become EC2 instances. */
 #pragma once
 
 #include <stdbool.h>
