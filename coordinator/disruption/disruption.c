@@ -200,7 +200,8 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
         e->replace_started_usec = 0;
         p->disruptions++;
         const char *node = provisioner_node_name(e);
-        log_notice("Disrupting Node %s (%s): %s.", strempty(node), reason, why);
+        log_notice("Disrupting Node %s (%s): %s; acting replica %s.", strempty(node), reason, why,
+                   provisioner_acting_as(p));
         node_event(p, node, "Disrupting", why);
         provisioner_node_leaving(p, e);
 }
@@ -582,7 +583,7 @@ void disruption_pass(Provisioner *p) {
         size_t pending = 0;
         char msg[512];
 
-        if (!p->leading) {
+        if (!provisioner_acting(p)) {
                 explain_set(p, NULL, "standby", "this replica does not hold the Lease");
                 return;
         }
