@@ -53,7 +53,8 @@ static void set_leading(Leader *l, bool leading) {
         if (l->leading == leading)
                 return;
         l->leading = leading;
-        (void) sd_event_source_set_enabled(l->deadline, leading ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (!leading)
+                (void) sd_event_source_set_enabled(l->deadline, SD_EVENT_OFF);
         if (leading)
                 log_notice("Leading: holding Lease %s/%s as %s.", l->namespace, l->name, l->identity);
         else
@@ -154,8 +155,10 @@ static void on_written(KubeResponse *resp, void *userdata) {
                         log_warning("Lease %s/%s renewed, but the answer came after the renew deadline.",
                                     l->namespace, l->name);
                 set_leading(l, fresh);
-                if (fresh)
+                if (fresh) {
                         (void) sd_event_source_set_time(l->deadline, sent + l->renew_deadline_usec);
+                        (void) sd_event_source_set_enabled(l->deadline, SD_EVENT_ONESHOT);
+                }
                 schedule(l, l->retry_usec);
                 return;
         }

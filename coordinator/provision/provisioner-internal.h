@@ -34,6 +34,9 @@ typedef struct InFlight {
         SolverCapacityType capacity_type;
         uint64_t launched_usec;  /* CLOCK_MONOTONIC */
         size_t n_pods;           /* nominated when launched */
+        char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
+                                  * may be NULL): while it is in flight they count as on it */
+        bool learned;            /* found in EC2 at start-up, not launched by this replica */
         char *node_name;         /* its Node, once registered; it stays in flight until that
                                   * Node is initialized (Ready, temporary taints gone, agent
                                   * reporting), as Karpenter treats a NodeClaim */

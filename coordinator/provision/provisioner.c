@@ -164,6 +164,9 @@ static void inflight_free(InFlight *f) {
         free(f->instance_type);
         free(f->zone);
         free(f->node_name);
+        for (char **k = f->pods; k && *k; k++)
+                free(*k);
+        free(f->pods);
 }
 
 static InFlight *inflight_find(Provisioner *p, const char *id) {
@@ -193,6 +196,26 @@ static int inflight_add(Provisioner *p, const char *id, const char *pool, const 
         }
         p->n_inflight++;
         return 1;
+}
+
+/* Remembers the pods a launch was made for: until the instance is initialized they count as on
+ * it, so a round that runs meanwhile does not plan them again (Karpenter's nominations). */
+static void inflight_nominate(Provisioner *p, const char *id, const Round *rd, const SolverLaunch *l) {
+        InFlight *f = inflight_find(p, id);
+        if (!f || f->pods || l->n_pods == 0)
+                return;
+        f->pods = calloc(l->n_pods + 1, sizeof(char *));
+        for (size_t i = 0, k = 0; f->pods && i < l->n_pods; i++)
+                if (rd->pod_uids[l->pods[i]] && (f->pods[k] = strdup(rd->pod_uids[l->pods[i]])))
+                        k++;
+}
+
+static const InFlight *inflight_nominated(const Provisioner *p, const char *key) {
+        for (size_t i = 0; i < p->n_inflight; i++)
+                for (char **k = p->inflight[i].pods; k && *k; k++)
+                        if (streq(*k, key))
+                                return &p->inflight[i];
+        return NULL;
 }
 
 static void inflight_remove(Provisioner *p, size_t i) {
@@ -240,8 +263,11 @@ static bool node_reported(Provisioner *p, const char *name) {
 }
 
 /* A launched instance's Node is initialized once it is Ready, its temporary taints are gone and
- * its agent reports: until then it stays in flight, and the solver sees it without them. */
-static bool node_initialized(Provisioner *p, const cJSON *node, const char *pool) {
+ * its agent reports: until then it stays in flight, and the solver sees it without them. An
+ * instance this replica found in EC2 at start-up (a new leader) needs no report: its agent may
+ * still be reporting to the old leader's address. */
+static bool node_initialized(Provisioner *p, const cJSON *node, const InFlight *f) {
+        const char *pool = f->nodepool;
         bool ready = false;
         const cJSON *c, *t;
         cJSON_ArrayForEach(c, jget(jget(node, "status"), "conditions"))
@@ -252,7 +278,7 @@ static bool node_initialized(Provisioner *p, const cJSON *node, const char *pool
         cJSON_ArrayForEach(t, jget(jget(node, "spec"), "taints"))
                 if (taint_ephemeral(jstr(t, "key")) || taint_startup(p, pool, jstr(t, "key")))
                         return false;
-        return node_reported(p, kube_object_meta(node, "name"));
+        return f->learned || node_reported(p, kube_object_meta(node, "name"));
 }
 
 static int forget_registered(const cJSON *node, void *userdata) {
@@ -267,9 +293,9 @@ static int forget_registered(const cJSON *node, void *userdata) {
                         log_info("Instance %s registered as Node %s.", id, strempty(name));
                         (void) free_and_strdup(&f->node_name, name);
                 }
-                if (node_initialized(p, node, f->nodepool)) {
-                        log_info("Node %s (%s) initialized: Ready, no startup taints, agent reporting.",
-                                 strempty(name), id);
+                if (node_initialized(p, node, f)) {
+                        log_info("Node %s (%s) initialized: Ready, no startup taints%s.", strempty(name), id,
+                                 f->learned ? "" : ", agent reporting");
                         inflight_remove(p, i);
                 }
                 break;
@@ -546,6 +572,25 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                 };
         }
         n_nodes = k;
+
+        /* Pending pods that an instance in flight was launched for count as on it. */
+        for (size_t i = 0; i < o->n_pods && p->n_inflight > 0; i++) {
+                SolverPod *sp = &o->pods[i];
+                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
+                if (!obj)
+                        continue;
+                char key[512];
+                snprintf(key, sizeof key, "%s/%s", strempty(sp->namespace_), strempty(kube_object_meta(obj, "uid")));
+                const InFlight *f = inflight_nominated(p, key);
+                if (!f)
+                        continue;
+                const char *on = f->node_name && kube_watch_get(p->nodes, NULL, f->node_name) ? f->node_name : f->instance_id;
+                for (size_t j = 0; j < n_nodes; j++)
+                        if (streq_ptr(nodes[j].name, on)) {
+                                sp->node_name = nodes[j].name;
+                                break;
+                        }
+        }
 
         /* A Node whose agent does not report: what runs there is unknown, so nothing new is
          * planned onto it (pods that fit there anyway are placed by kube-scheduler). */
@@ -1119,6 +1164,7 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 for (char **id = in->instance_ids; id && *id; id++) {
                         disruption_launched(p, *id);
                         if (inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, now_usec(p), l->n_pods) > 0) {
+                                inflight_nominate(p, *id, rd, l);
                                 p->instances_launched++;
                                 log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
                                            strempty(in->instance_type), solver_capacity_type_to_name(ct),
@@ -1200,7 +1246,10 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
          * plan is the same fleet; a plan changed by capacity errors is a new one. */
         StrBuf b;
         strbuf_init(&b, 1u << 22);
-        strbuf_printf(&b, "%s|%s|", p->c->cfg.cluster_name, pool->name);
+        /* ... and by how many instances this coordinator has launched so far: once a plan's fleet
+         * exists, the same pods planned again later (their node could not take them) must make
+         * a new fleet, not get the old one back from EC2's idempotency */
+        strbuf_printf(&b, "%s|%s|%llu|", p->c->cfg.cluster_name, pool->name, (unsigned long long) p->instances_launched);
         for (size_t i = 0; i < l->n_pods; i++)
                 strbuf_printf(&b, "%s,", strempty(rd->pod_uids[l->pods[i]]));
         for (size_t i = 0; i < n; i++)
@@ -1702,8 +1751,10 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
                 const Ec2Instance *in = &list->items[i];
                 SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
                 if (inflight_add(p, in->id, ec2_instance_tag(in, "nodesmith.io/nodepool"), in->instance_type, in->zone,
-                                 ct, now_usec(p), 0) > 0)
+                                 ct, now_usec(p), 0) > 0) {
+                        inflight_find(p, in->id)->learned = true;
                         added++;
+                }
         }
         ec2_instance_list_free(list);
         /* those that are Nodes already are not in flight */
