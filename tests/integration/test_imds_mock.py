@@ -70,7 +70,9 @@ class Mock:
                                 "--config-file", cfg] + args, d, env={"HOME": d})
         self.log_path = self.proc.log_path
         self.started = time.monotonic()
-        wait_for(f"{name} answering", self.token, 15, 0.05)
+        # one token for the test's own reads: the mock keeps tokens in a map without a lock, so
+        # the test takes it once (for the first mock, before the agent starts polling)
+        self.tok = wait_for(f"{name} answering", self.token, 15, 0.05)
 
     def token(self):
         req = urllib.request.Request(self.base + "/latest/api/token", method="PUT", data=b"",
@@ -80,7 +82,7 @@ class Mock:
 
     def get(self, path):
         req = urllib.request.Request(self.base + "/latest/" + path,
-                                     headers={"X-aws-ec2-metadata-token": self.token()})
+                                     headers={"X-aws-ec2-metadata-token": self.tok})
         try:
             with urllib.request.urlopen(req, timeout=2) as r:
                 return r.status, r.read().decode()
