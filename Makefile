@@ -226,6 +226,7 @@ install: all
 	install -m 0755 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(DESTDIR)$(PREFIX)/bin/
 
 include packaging/packages.mk
+include tools/aws.mk
 
 clean:
 	rm -rf $(BUILD)
