@@ -145,10 +145,18 @@ $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN):
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-# Unit tests: one binary per module, named test-<area>-<module>.c; the area picks what it links
-# (lib, solver, agent with node, anything else: everything). Optional seams in tests/unit/test-X.wrap
-# (one symbol a line, linked with -Wl,--wrap=).
-test_libs = $(if $(filter test-lib-%,$(1)),$(HTTP_CURL_O) $(LIB_A),$(if $(filter test-solver-%,$(1)),$(SOLVER_A) $(LIB_A),$(if $(filter test-agent-%,$(1)),$(HTTP_NNG_O) $(AGENT_A) $(NODE_A) $(LIB_A),$(ALL_LINK_LIBS))))
+# Unit tests: one binary per module, named test-<area>-<module>.c; the area picks what it links,
+# and nothing more: lib (libcurl's HTTP backend, or NNG's for test-lib-http-nng), solver, node,
+# agent (with node and NNG's HTTP), coord (the coordinator with solver and node, never the
+# agent). Optional seams in tests/unit/test-X.wrap (one symbol a line, linked with -Wl,--wrap=).
+TEST_LIBS_lib    := $(HTTP_CURL_O) $(LIB_A)
+TEST_LIBS_libnng := $(HTTP_NNG_O) $(LIB_A)
+TEST_LIBS_solver := $(SOLVER_A) $(LIB_A)
+TEST_LIBS_node   := $(HTTP_NNG_O) $(NODE_A) $(LIB_A)
+TEST_LIBS_agent  := $(HTTP_NNG_O) $(AGENT_A) $(NODE_A) $(LIB_A)
+TEST_LIBS_coord  := $(HTTP_CURL_O) $(COORD_A) $(SOLVER_A) $(NODE_A) $(LIB_A)
+test_area = $(if $(filter test-lib-http-nng,$(1)),libnng,$(word 2,$(subst -, ,$(1))))
+test_libs = $(or $(TEST_LIBS_$(call test_area,$(1))),$(error $(1): unknown test area; name it test-{lib,solver,node,agent,coord}-MODULE))
 .SECONDARY:
 .SECONDEXPANSION:
 $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $$(call test_libs,$$*)

@@ -43,6 +43,7 @@ typedef struct CoordConfig {
         uint64_t catalog_refresh_ms;
         uint64_t batch_idle_ms;
         uint64_t batch_max_ms;
+        uint64_t solver_budget_ms;       /* 0: the solver runs to the end */
         uint64_t registration_timeout_ms;
         uint64_t termination_grace_ms;
         uint64_t agent_silent_intervals; /* report intervals: then a leaving node is drained for its agent */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "timestamp.h"
 #include "aws-credentials.h"
 #include "ec2-internal.h"
 #include "macro.h"
@@ -95,10 +96,8 @@ static bool bool_path(xmlNode *n, const char *path) {
 
 static int64_t time_path(xmlNode *n, const char *path) {
         _cleanup_free_ char *s = text_path(n, path);
-        int64_t t = 0;
-        if (s)
-                (void) aws_parse_iso8601(s, &t);
-        return t;
+        int64_t usec;
+        return s && timestamp_parse_rfc3339(s, 0, &usec) >= 0 ? usec / (int64_t) USEC_PER_SEC : 0;
 }
 
 #define FOREACH_ITEM(item, set) \

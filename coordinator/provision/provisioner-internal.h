@@ -95,6 +95,7 @@ typedef struct Round {
         Resolved *res;              /* of the launch under way */
         int arch;                   /* 0 amd64, 1 arm64 */
         bool launched_nothing;      /* a launch failed for capacity: solve again */
+        bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;
         char **pod_uids;            /* per snapshot pod */
 } Round;
@@ -131,6 +132,7 @@ struct Provisioner {
         /* metrics */
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
         uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
+        uint64_t budget_cuts, pods_deferred;
         uint64_t last_disruption_usec;
         Orphan orphans[64];
         size_t n_orphans;

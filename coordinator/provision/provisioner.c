@@ -1374,7 +1374,7 @@ static void round_finish(Provisioner *p) {
         if (!rd)
                 return;
         p->last_round_seconds = (double) (now_usec(p) - rd->started_usec) / 1e6;
-        bool again = rd->launched_nothing;
+        bool again = rd->launched_nothing || rd->budget_cut;
         p->round = NULL;
         provisioner_round_free(rd);
         catalog_swap(p); /* a catalog built meanwhile: the round no longer points into the old one */
@@ -1453,6 +1453,9 @@ static void round_start(Provisioner *p) {
                 NodeEntry *e;
                 REGISTRY_FOREACH(e, &p->c->registry)
                         opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
+                /* the budget covers compiling the snapshot too: what is left of it */
+                uint64_t budget = p->c->cfg.solver_budget_ms * USEC_PER_MSEC, spent = clock_usec() - t0;
+                opts.time_budget_usec = budget == 0 ? 0 : budget > spent ? budget - spent : 1;
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
         p->last_decision_seconds = (double) (clock_usec() - t0) / 1e6;
@@ -1470,6 +1473,14 @@ static void round_start(Provisioner *p) {
                  "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
                  res->n_unschedulable, p->last_decision_seconds * 1000);
+        if (res->budget_exhausted) {
+                /* a partial plan: launch it, and plan the rest in the next round */
+                rd->budget_cut = true;
+                p->budget_cuts++;
+                p->pods_deferred += res->n_deferred;
+                log_info("Provisioning: the solver's time budget (%llu ms) ran out; %zu pod(s) left for the next round.",
+                         (unsigned long long) p->c->cfg.solver_budget_ms, res->n_deferred);
+        }
         for (size_t i = 0; i < res->n_decisions; i++)
                 if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
                     res->decisions[i].target < rd->snap.n_nodes)
@@ -1794,7 +1805,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         if (p->c->cfg.consolidation_interval_ms > 0 &&
             now - p->last_disruption_usec >= p->c->cfg.consolidation_interval_ms * USEC_PER_MSEC) {
                 p->last_disruption_usec = now;
-                disruption_pass(p);
+                (void) disruption_pass(p); /* a failure is logged and counted; the next pass tries again */
         }
         if (provisioner_acting(p) && p->learned && !p->round) {
                 const char *ids[65];
@@ -2004,6 +2015,11 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                          "# TYPE nodesmith_instances_in_flight gauge\nnodesmith_instances_in_flight %zu\n", p->n_inflight);
         strbuf_printf(b, "# HELP nodesmith_decision_seconds Time the solver took in the last round.\n"
                          "# TYPE nodesmith_decision_seconds gauge\nnodesmith_decision_seconds %.6f\n", p->last_decision_seconds);
+        strbuf_printf(b, "# HELP nodesmith_solver_budget_exhausted_total Rounds whose solver ran out of its time budget (a partial plan).\n"
+                         "# TYPE nodesmith_solver_budget_exhausted_total counter\nnodesmith_solver_budget_exhausted_total %llu\n"
+                         "# HELP nodesmith_solver_deferred_pods_total Pods such rounds left for the next round.\n"
+                         "# TYPE nodesmith_solver_deferred_pods_total counter\nnodesmith_solver_deferred_pods_total %llu\n",
+                      (unsigned long long) p->budget_cuts, (unsigned long long) p->pods_deferred);
         strbuf_printf(b, "# HELP nodesmith_ec2_requests_total EC2 and SSM HTTP requests.\n"
                          "# TYPE nodesmith_ec2_requests_total counter\nnodesmith_ec2_requests_total %llu\n"
                          "# HELP nodesmith_ec2_throttled_total Throttling answers from EC2.\n"
