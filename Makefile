@@ -1,5 +1,5 @@
 # nodesmith — one non-recursive GNU Makefile; everything is written to $(BUILD).
-# make [all|test|demo|chaos|bench|install|clean|packages]   V=1 verbose, SAN=1 ASan+UBSan,
+# make [all|test|demo|chaos|bench|controlplane|install|clean|packages]   V=1 verbose, SAN=1 ASan+UBSan,
 # WERROR=1 -Werror, CFLAGS=... appended.
 
 BUILD   ?= build
@@ -199,27 +199,51 @@ $(BUILD)/benchbin/%: $(BUILD)/bench/%.o $(ALL_LINK_LIBS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
 
+# ---- the real Kubernetes control plane for tests and the demo ------------------------------
+# tools/controlplane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler in one Go
+# binary (docs/testing.md). Go's build cache does the incremental work; make rebuilds only when a
+# source, go.mod/go.sum or the Go version (the stamp) changed. bootstrap/go.sh finds Go or says
+# what to install. The first build takes several minutes (README.md).
+CONTROLPLANE      := $(BUILD)/controlplane/controlplane
+CONTROLPLANE_SRCS := $(wildcard tools/controlplane/*.go) tools/controlplane/go.mod tools/controlplane/go.sum
+
+$(BUILD)/controlplane/go-version: FORCE
+	@mkdir -p $(@D)
+	$(Q)go=$$(bash bootstrap/go.sh) && v=$$(GOTOOLCHAIN=local $$go env GOVERSION) && \
+	  { [ "$$(cat $@ 2>/dev/null)" = "$$go $$v" ] || echo "$$go $$v" > $@; }
+
+$(CONTROLPLANE): $(CONTROLPLANE_SRCS) $(BUILD)/controlplane/go-version
+	@echo "  GO      $@ (tools/controlplane; the first build takes minutes)"
+	$(Q)cd tools/controlplane && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+	  $$(cut -d' ' -f1 $(abspath $(BUILD))/controlplane/go-version) build -trimpath \
+	  -o $(abspath $@).tmp . && mv -f $(abspath $@).tmp $(abspath $@)
+
+controlplane: $(CONTROLPLANE)
+
+.PHONY: FORCE controlplane
+FORCE:
+
 # ---- entry points --------------------------------------------------------------------------
-test: all $(UNIT_BINS) $(TOOL_BINS)
+test: all $(UNIT_BINS) $(TOOL_BINS) $(CONTROLPLANE)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
 test-unit: $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) bash tests/run.sh --unit
 
-test-integration: all $(TOOL_BINS)
+test-integration: all $(TOOL_BINS) $(CONTROLPLANE)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh --integration
 
 # Seeded chaos runs on the local stack, checked against invariants (docs/chaos.md): RUNS runs
 # from seed SEED; CHAOS_ARGS passes more options to tests/chaos/chaos.py.
 RUNS ?= 1
 SEED ?= 1
-chaos: all
+chaos: all $(CONTROLPLANE)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) tests/chaos/chaos.py --runs $(RUNS) --seed $(SEED) $(CHAOS_ARGS)
 
 bench: all $(BENCH_BINS)
 	$(Q)BUILD=$(BUILD) bash bench/run.sh
 
-demo: all $(TOOL_BINS)
+demo: all $(TOOL_BINS) $(CONTROLPLANE)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) tests/demo/demo.py $(if $(SCENARIO),--scenario $(SCENARIO))
 
 # Each fuzz target runs FUZZ_SECONDS (default 20) on its corpus in tests/fuzz/corpus/NAME;
@@ -234,6 +258,7 @@ install: all
 	install -m 0755 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(DESTDIR)$(PREFIX)/bin/
 
 include packaging/packages.mk
+include tools/aws.mk
 
 clean:
 	rm -rf $(BUILD)

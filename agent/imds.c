@@ -208,10 +208,25 @@ static const char *kind_name(Nodesmith__V1__Notice__Kind k) {
         }
 }
 
-static const ImdsNotice *find_notice(const ImdsNotice *v, size_t n, Nodesmith__V1__Notice__Kind kind,
-                                     const char *event_id) {
+/* spot/instance-action and events/recommendations/rebalance hold at most one notice each, and
+ * the time in it is not an identity: AWS's own IMDS mock (amazon-ec2-metadata-mock, what the
+ * Node Termination Handler tests with) answers "now + 2 min" and "now" afresh on every request.
+ * A notice of those kinds with the same action is the same notice, whatever its time says. A
+ * maintenance event is named by its EventId. */
+static bool single_valued(Nodesmith__V1__Notice__Kind k) {
+        return k == NODESMITH__V1__NOTICE__KIND__KIND_SPOT_INTERRUPTION ||
+               k == NODESMITH__V1__NOTICE__KIND__KIND_REBALANCE;
+}
+
+static bool same_notice(const ImdsNotice *a, const ImdsNotice *b) {
+        if (a->kind != b->kind)
+                return false;
+        return single_valued(a->kind) ? streq(a->action, b->action) : streq(a->event_id, b->event_id);
+}
+
+static const ImdsNotice *find_notice(const ImdsNotice *v, size_t n, const ImdsNotice *like) {
         for (size_t i = 0; i < n; i++)
-                if (v[i].kind == kind && streq(v[i].event_id, event_id))
+                if (same_notice(&v[i], like))
                         return &v[i];
         return NULL;
 }
@@ -225,23 +240,35 @@ int imds_notices_merge(ImdsNotice *set, size_t *n, Nodesmith__V1__Notice__Kind k
         for (size_t i = 0; i < *n; i++) {
                 if (set[i].kind != kind)
                         out[k++] = set[i];
-                else if (!find_notice(cur, n_cur, kind, set[i].event_id)) {
+                else if (!find_notice(cur, n_cur, &set[i])) {
                         log_notice("IMDS: %s %s withdrawn.", kind_name(kind), set[i].event_id);
                         changes++;
                 }
         }
         for (size_t j = 0; j < n_cur && k < IMDS_MAX_NOTICES; j++) {
-                if (cur[j].kind != kind || find_notice(out, k, kind, cur[j].event_id))
+                if (cur[j].kind != kind || find_notice(out, k, &cur[j]))
                         continue;
-                const ImdsNotice *old = find_notice(set, *n, kind, cur[j].event_id);
-                out[k] = cur[j];
-                if (old)
-                        out[k].first_seen_unix_ms = old->first_seen_unix_ms;
-                else {
+                const ImdsNotice *old = find_notice(set, *n, &cur[j]);
+                if (!old) {
+                        out[k] = cur[j];
                         out[k].first_seen_unix_ms = now_ms;
                         log_notice("IMDS: %s %s (action %s, deadline %lld ms).", kind_name(kind),
                                    cur[j].event_id, cur[j].action, (long long) cur[j].deadline_unix_ms);
                         changes++;
+                } else if (single_valued(kind) && cur[j].deadline_unix_ms > 0 &&
+                           (old->deadline_unix_ms == 0 || cur[j].deadline_unix_ms < old->deadline_unix_ms)) {
+                        /* the same notice, brought forward: the earlier deadline wins */
+                        out[k] = cur[j];
+                        out[k].first_seen_unix_ms = old->first_seen_unix_ms;
+                        log_notice("IMDS: %s %s brought forward to %s.", kind_name(kind), old->event_id,
+                                   cur[j].event_id);
+                        changes++;
+                } else {
+                        /* unchanged, or only its time moved later: the notice as first seen stays */
+                        out[k] = *old;
+                        if (!streq(old->event_id, cur[j].event_id))
+                                log_debug("IMDS: %s %s now announced as %s; keeping the first.",
+                                          kind_name(kind), old->event_id, cur[j].event_id);
                 }
                 k++;
         }

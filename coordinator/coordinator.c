@@ -94,6 +94,10 @@ const Option coord_options[] = {
         { "lease-namespace", OPTION_STRING, OPT(lease_namespace), "nodesmith", "namespace of the Lease" },
         { "lease-name", OPTION_STRING, OPT(lease_name), "nodesmith-coordinator", "name of the Lease" },
         { "lease-duration", OPTION_MSEC, OPT(lease_duration_ms), "15s", "Lease duration" },
+        { "lease-renew-deadline", OPTION_MSEC, OPT(lease_renew_deadline_ms), "0",
+          "a leader that has not renewed for this long stops acting (0: two thirds of the Lease duration)" },
+        { "lease-retry-period", OPTION_MSEC, OPT(lease_retry_ms), "0",
+          "how often the Lease is renewed or looked at (0: 2/15 of the Lease duration)" },
         { "identity", OPTION_STRING, OPT(identity), NULL, "this replica's identity (default: hostname_pid)" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
         { "attestation", OPTION_STRING, OPT(attestation), "auto",
@@ -312,8 +316,12 @@ static int coordinator_elect(Coordinator *c) {
         } else
                 snprintf(identity, sizeof identity, "%s", cfg->identity);
         LeaderConfig lc = { .namespace = cfg->lease_namespace, .name = cfg->lease_name, .identity = identity,
-                            .lease_usec = cfg->lease_duration_ms * USEC_PER_MSEC };
+                            .lease_usec = cfg->lease_duration_ms * USEC_PER_MSEC,
+                            .renew_deadline_usec = cfg->lease_renew_deadline_ms * USEC_PER_MSEC,
+                            .retry_usec = cfg->lease_retry_ms * USEC_PER_MSEC };
         r = leader_new(c->event, c->kube, &lc, on_leading, c, &c->leader);
+        if (r == -EINVAL)
+                return log_error_errno(r, "Failed to set up leader election: --lease-retry-period < --lease-renew-deadline < --lease-duration does not hold.");
         if (r < 0)
                 return log_error_errno(r, "Failed to set up leader election: %m");
         log_info("Leader election: Lease %s/%s as %s.", cfg->lease_namespace, cfg->lease_name, identity);

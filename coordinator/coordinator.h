@@ -64,6 +64,7 @@ typedef struct CoordConfig {
         char *lease_namespace;
         char *lease_name;
         uint64_t lease_duration_ms;
+        uint64_t lease_renew_deadline_ms, lease_retry_ms;
         char *identity;
         char *log_level;
         /* attestation (attest.h) */

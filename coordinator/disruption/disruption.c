@@ -203,7 +203,8 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
         e->replace_started_usec = 0;
         p->disruptions++;
         const char *node = provisioner_node_name(e);
-        log_notice("Disrupting Node %s (%s): %s.", strempty(node), reason, why);
+        log_notice("Disrupting Node %s (%s): %s; acting replica %s.", strempty(node), reason, why,
+                   provisioner_acting_as(p));
         node_event(p, node, "Disrupting", why);
         provisioner_node_leaving(p, e);
 }
@@ -587,7 +588,7 @@ int disruption_pass(Provisioner *p) {
         const char *step = NULL; /* what failed, for the one log line */
         int r = 0;
 
-        if (!p->leading) {
+        if (!provisioner_acting(p)) {
                 explain_set(p, NULL, "standby", "this replica does not hold the Lease");
                 return 0;
         }

@@ -34,6 +34,12 @@ typedef struct InFlight {
         SolverCapacityType capacity_type;
         uint64_t launched_usec;  /* CLOCK_MONOTONIC */
         size_t n_pods;           /* nominated when launched */
+        char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
+                                  * may be NULL): while it is in flight they count as on it */
+        bool learned;            /* found in EC2 at start-up, not launched by this replica */
+        char *node_name;         /* its Node, once registered; it stays in flight until that
+                                  * Node is initialized (Ready, temporary taints gone, agent
+                                  * reporting), as Karpenter treats a NodeClaim */
 } InFlight;
 
 typedef struct Unavailable {
@@ -154,6 +160,9 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 void provisioner_round_free(Round *rd);
 /* Open (or extend) a batch: a solve follows soon. */
 void provisioner_poke(Provisioner *p);
+/* Leading, with the Lease renewed within its renew deadline: asked before every action. */
+bool provisioner_acting(const Provisioner *p);
+const char *provisioner_acting_as(const Provisioner *p);
 /* Hex SHA-256 of data into out (65 bytes for all of it). */
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
 const char *provisioner_node_name(const NodeEntry *e);
