@@ -132,11 +132,11 @@ static uint64_t hash_bytes(const char *s, size_t n) {
         return h;
 }
 
-void intern_init(Intern *t, SolverArena *arena) {
+void solver_intern_init(Intern *t, SolverArena *arena) {
         *t = (Intern) { .arena = arena };
 }
 
-void intern_done(Intern *t) {
+void solver_intern_done(Intern *t) {
         free(t->slots);
         free(t->strs);
         *t = (Intern) {};
@@ -164,7 +164,7 @@ static int intern_grow(Intern *t) {
         return 0;
 }
 
-int64_t intern_lookup(const Intern *t, const char *s) {
+int64_t solver_intern_lookup(const Intern *t, const char *s) {
         if (!s || t->cap == 0)
                 return -1;
         size_t n = strlen(s);
@@ -180,8 +180,8 @@ int64_t intern_lookup(const Intern *t, const char *s) {
         }
 }
 
-int intern_get(Intern *t, const char *s, uint32_t *ret) {
-        int64_t found = intern_lookup(t, s);
+int solver_intern_get(Intern *t, const char *s, uint32_t *ret) {
+        int64_t found = solver_intern_lookup(t, s);
         if (found >= 0) {
                 *ret = (uint32_t) found;
                 return 0;

@@ -119,7 +119,7 @@ int solver_capacity_type_from_name(const char *name) {
         return -EINVAL;
 }
 
-bool int_of(const char *s, int64_t *ret) {
+bool solver_int_of(const char *s, int64_t *ret) {
         if (isempty(s))
                 return false;
         char *end;
@@ -177,7 +177,7 @@ static bool value_in(const SolverRequirement *r, const char *v) {
         return false;
 }
 
-bool req_value_matches(const SolverRequirement *r, const char *v) {
+bool solver_req_value_matches(const SolverRequirement *r, const char *v) {
         int64_t a, b;
         switch (r->op) {
         case SOLVER_OP_IN:
@@ -190,7 +190,7 @@ bool req_value_matches(const SolverRequirement *r, const char *v) {
                 return v == NULL;
         case SOLVER_OP_GT:
         case SOLVER_OP_LT:
-                if (!v || r->n_values != 1 || !int_of(v, &a) || !int_of(r->values[0], &b))
+                if (!v || r->n_values != 1 || !solver_int_of(v, &a) || !solver_int_of(r->values[0], &b))
                         return false;
                 return r->op == SOLVER_OP_GT ? a > b : a < b;
         }
@@ -207,7 +207,7 @@ bool solver_selector_matches(const SolverLabelSelector *sel, const SolverLabel *
         }
         for (size_t i = 0; i < sel->n_exprs; i++) {
                 const SolverRequirement *r = &sel->exprs[i];
-                if (!req_value_matches(r, label_get(labels, n, r->key, false)))
+                if (!solver_req_value_matches(r, label_get(labels, n, r->key, false)))
                         return false;
         }
         return true;
@@ -216,7 +216,7 @@ bool solver_selector_matches(const SolverLabelSelector *sel, const SolverLabel *
 bool solver_requirement_matches_labels(const SolverRequirement *req, const SolverLabel *labels,
                                        size_t n) {
         const char *key = solver_canonical_label_key(req->key);
-        return req_value_matches(req, label_get(labels, n, key, true));
+        return solver_req_value_matches(req, label_get(labels, n, key, true));
 }
 
 /* ---- value sets ----------------------------------------------------------------------------- */
@@ -246,7 +246,7 @@ static bool bounds_ok(const VSet *s, const char *str) {
         if (!s->has_gt && !s->has_lt)
                 return true;
         int64_t x;
-        if (!str || !int_of(str, &x))
+        if (!str || !solver_int_of(str, &x))
                 return false;
         if (s->has_gt && !(x > s->gt))
                 return false;
@@ -255,7 +255,7 @@ static bool bounds_ok(const VSet *s, const char *str) {
         return true;
 }
 
-bool vset_contains(const VSet *s, uint32_t val, const char *str) {
+bool solver_vset_contains(const VSet *s, uint32_t val, const char *str) {
         if (!bounds_ok(s, str))
                 return false;
         bool in = sorted_has(s->vals, s->n, val);
@@ -270,7 +270,7 @@ static bool vset_present_empty(const VSet *s) {
         return false;
 }
 
-int vset_from_requirement(Solver *s, const SolverRequirement *r, uint32_t key, VSet *ret) {
+int solver_vset_from_requirement(Solver *s, const SolverRequirement *r, uint32_t key, VSet *ret) {
         VSet v = { .key = key };
         switch (r->op) {
         case SOLVER_OP_IN:
@@ -282,7 +282,7 @@ int vset_from_requirement(Solver *s, const SolverRequirement *r, uint32_t key, V
                         if (!v.vals)
                                 return -ENOMEM;
                         for (size_t i = 0; i < r->n_values; i++) {
-                                int q = intern_get(&s->vals, r->values[i] ? r->values[i] : "",
+                                int q = solver_intern_get(&s->vals, r->values[i] ? r->values[i] : "",
                                                    &v.vals[v.n]);
                                 if (q < 0)
                                         return q;
@@ -306,7 +306,7 @@ int vset_from_requirement(Solver *s, const SolverRequirement *r, uint32_t key, V
         case SOLVER_OP_LT: {
                 int64_t x;
                 v.complement = true;
-                if (r->n_values != 1 || !int_of(r->values[0], &x)) {
+                if (r->n_values != 1 || !solver_int_of(r->values[0], &x)) {
                         /* Never satisfiable. */
                         v.complement = false;
                         break;
@@ -399,7 +399,7 @@ static const VSet *vsetlist_find(const VSetList *l, uint32_t key) {
 }
 
 /* Adds (intersects) v into l, keeping keys sorted. -ENOENT when the result is empty. */
-int vsetlist_add(Solver *s, VSetList *l, const VSet *v) {
+int solver_vsetlist_add(Solver *s, VSetList *l, const VSet *v) {
         const VSet *cur = vsetlist_find(l, v->key);
         if (cur) {
                 VSet o;
@@ -438,7 +438,7 @@ static const char *vset_describe(Solver *s, SolverArena *arena, const VSet *v) {
         return solver_arena_strdup(arena, buf);
 }
 
-int vsetlist_narrow(Solver *s, SolverArena *arena, const VSetList *node, const VSetList *pod, const VSetList **ret,
+int solver_vsetlist_narrow(Solver *s, SolverArena *arena, const VSetList *node, const VSetList *pod, const VSetList **ret,
                     const char **ret_msg) {
         VSetList out = {};
         bool copied = false;

@@ -23,7 +23,7 @@ static int undo_push(Solver *s, UndoKind k, uint32_t a, uint32_t b, int64_t v) {
         return 0;
 }
 
-void undo_all(Solver *s) {
+void solver_undo_all(Solver *s) {
         for (size_t i = s->n_undo; i-- > 0;) {
                 const Undo *u = &s->undo[i];
                 switch ((UndoKind) u->kind) {
@@ -298,10 +298,10 @@ static bool test_fit(Solver *s, const Pool *p, const Shape *sh, const Node *n, c
         memcpy(d, n->used, sizeof(d));
         for (uint8_t i = 0; i < sh->n_active; i++)
                 d[sh->active[i]] += m * sh->req.v[sh->active[i]];
-        fit_set(s, p->fit, d, out);
+        solver_fit_set(s, p->fit, d, out);
         if (!bs_and_any(out, out, base, s->W))
                 return false;
-        if (p->has_min_values && !pool_min_values_ok(s, p, out))
+        if (p->has_min_values && !solver_pool_min_values_ok(s, p, out))
                 return false;
         return true;
 }
@@ -352,7 +352,7 @@ static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z
                 return 0;
         if (v->custom.n > 0 && (n->custom != &s->pools[n->pool].custom || pc->custom_changed)) {
                 const VSetList *nl;
-                int q = vsetlist_narrow(s, s->rarena, n->custom, &v->custom, &nl, NULL);
+                int q = solver_vsetlist_narrow(s, s->rarena, n->custom, &v->custom, &nl, NULL);
                 if (q <= 0)
                         return 0;
         }
@@ -364,7 +364,7 @@ static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z
         if (!bs_and_any(base, n->types, pc->types, s->W))
                 return 0;
         if (sl != n->slots) {
-                offer_set(s, sl, tmp);
+                solver_offer_set(s, sl, tmp);
                 if (!bs_and_any(base, base, tmp, s->W))
                         return 0;
         }
@@ -395,7 +395,7 @@ static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z
 static int claim_set_zone(Solver *s, const SolverPod *p, int32_t zone) {
         for (size_t i = 0; i < p->n_wffc_claims; i++) {
                 uint32_t id;
-                int q = intern_get(&s->claims, p->wffc_claims[i], &id);
+                int q = solver_intern_get(&s->claims, p->wffc_claims[i], &id);
                 if (q < 0)
                         return q;
                 if (id >= s->claim_cap) {
@@ -444,7 +444,7 @@ static int commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int6
                 const Pool *p = &s->pools[n->pool];
                 if (v->custom.n > 0 && (n->custom != &p->custom || pc->custom_changed)) {
                         const VSetList *nl;
-                        q = vsetlist_narrow(s, s->rarena, n->custom, &v->custom, &nl, NULL);
+                        q = solver_vsetlist_narrow(s, s->rarena, n->custom, &v->custom, &nl, NULL);
                         if (q < 0)
                                 return q;
                         if (nl)
@@ -455,14 +455,14 @@ static int commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int6
                 uint64_t *base = s->scratch + 2 * s->W, *tmp = s->scratch + 3 * s->W;
                 bs_and_any(base, n->types, pc->types, s->W);
                 if (sl != n->slots) {
-                        offer_set(s, sl, tmp);
+                        solver_offer_set(s, sl, tmp);
                         bs_and(base, tmp, s->W);
                 }
                 int64_t d[R_MAX];
                 memcpy(d, n->used, sizeof(d));
                 for (uint8_t i = 0; i < sh->n_active; i++)
                         d[sh->active[i]] += m * sh->req.v[sh->active[i]];
-                fit_set(s, p->fit, d, tmp);
+                solver_fit_set(s, p->fit, d, tmp);
                 bs_and(base, tmp, s->W);
                 bool changed = !bs_eq(base, n->types, s->W);
                 bs_copy(n->types, base, s->W);
@@ -621,7 +621,7 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                         continue;
                 bs_copy(types, pc->types, s->W);
                 if (sl != pc->slots) {
-                        offer_set(s, sl, tmp);
+                        solver_offer_set(s, sl, tmp);
                         if (!bs_and_any(types, types, tmp, s->W))
                                 continue;
                 }
@@ -642,7 +642,7 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                                 bs_copy(types, keep, s->W);
                                 goto retry;
                         }
-                        if (!bs_any(types, s->W) || (p->has_min_values && !pool_min_values_ok(s, p, types))) {
+                        if (!bs_any(types, s->W) || (p->has_min_values && !solver_pool_min_values_ok(s, p, types))) {
                                 fail(s, SOLVER_REASON_LIMITS,
                                      solver_arena_printf(s->rarena, "NodePool %s has reached its limits", p->np->name));
                                 continue;
@@ -985,7 +985,7 @@ static uint32_t allowed_zones(Solver *s, const Variant *v, const SolverPod *pod,
                         fail(s, SOLVER_REASON_TOPOLOGY, "the anti-affinity of other pods excludes every zone");
         }
         for (size_t i = 0; i < pod->n_wffc_claims; i++) {
-                int64_t id = intern_lookup(&s->claims, pod->wffc_claims[i]);
+                int64_t id = solver_intern_lookup(&s->claims, pod->wffc_claims[i]);
                 if (id < 0 || (size_t) id >= s->claim_cap || s->claim_zone[id] == INT32_MIN || s->claim_zone[id] < 0)
                         continue;
                 uint32_t before = A;

@@ -11,7 +11,7 @@
 /* ---- small helpers -------------------------------------------------------------------------- */
 
 static int key_id(Solver *s, const char *key, uint32_t *ret) {
-        return intern_get(&s->keys, solver_canonical_label_key(key), ret);
+        return solver_intern_get(&s->keys, solver_canonical_label_key(key), ret);
 }
 
 static const char *type_label(const Solver *s, uint32_t row, uint32_t t) {
@@ -26,7 +26,7 @@ static uint32_t type_row(const Solver *s, uint32_t key) {
         return key;
 }
 
-void fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t *out) {
+void solver_fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t *out) {
         bs_copy(out, s->all_types, s->W);
         for (int r = 0; r < R_MAX; r++) {
                 int64_t d = demand[r];
@@ -49,7 +49,7 @@ void fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t
         }
 }
 
-uint64_t *offer_set(const Solver *s, uint64_t slots, uint64_t *out) {
+uint64_t *solver_offer_set(const Solver *s, uint64_t slots, uint64_t *out) {
         memset(out, 0, s->W * sizeof(uint64_t));
         for (uint64_t b = slots; b; b &= b - 1) {
                 const uint64_t *o = s->offer_bits + (size_t) __builtin_ctzll(b) * s->W;
@@ -167,13 +167,13 @@ static int compile_reqs(Solver *s, const SolverRequirement *const *reqs, size_t 
                 if (k == s->k_zone) {
                         uint32_t m = 0;
                         for (uint32_t z = 0; z < s->n_zones; z++)
-                                if (req_value_matches(r, s->zones[z]))
+                                if (solver_req_value_matches(r, s->zones[z]))
                                         m |= 1u << z;
                         c->slots &= slots_of_zones(m);
                 } else if (k == s->k_ct) {
                         uint64_t m = 0;
                         for (int ct = 0; ct < NCT; ct++)
-                                if (req_value_matches(r, solver_capacity_type_to_name(ct)))
+                                if (solver_req_value_matches(r, solver_capacity_type_to_name(ct)))
                                         m |= slots_of_ct(ct);
                         c->slots &= m;
                 } else if (k == s->k_host) {
@@ -186,17 +186,17 @@ static int compile_reqs(Solver *s, const SolverRequirement *const *reqs, size_t 
                 } else if (type_row(s, k) != NONE32) {
                         uint32_t row = type_row(s, k);
                         for (uint32_t t = 0; t < s->T; t++)
-                                if (bs_test(c->types, t) && !req_value_matches(r, type_label(s, row, t)))
+                                if (bs_test(c->types, t) && !solver_req_value_matches(r, type_label(s, row, t)))
                                         c->types[t / 64] &= ~(((uint64_t) 1) << (t % 64));
                         if (!bs_any(c->types, s->W) && !c->empty_by)
                                 c->empty_by = r;
                         continue;
                 } else {
                         VSet v;
-                        q = vset_from_requirement(s, r, k, &v);
+                        q = solver_vset_from_requirement(s, r, k, &v);
                         if (q < 0)
                                 return q;
-                        q = vsetlist_add(s, &c->custom, &v);
+                        q = solver_vsetlist_add(s, &c->custom, &v);
                         if (q == -ENOENT)
                                 c->custom_empty = true;
                         else if (q < 0)
@@ -238,7 +238,7 @@ static int zone_index(Solver *s, const char *zone, bool add) {
         s->zones[s->n_zones] = solver_arena_strdup(s->arena, zone);
         if (!s->zones[s->n_zones])
                 return -ENOMEM;
-        int q = intern_get(&s->vals, zone, &s->zone_ids[s->n_zones]);
+        int q = solver_intern_get(&s->vals, zone, &s->zone_ids[s->n_zones]);
         if (q < 0)
                 return q;
         return (int) s->n_zones++;
@@ -344,7 +344,7 @@ static int compile_catalog(Solver *s) {
         for (size_t t = 0; t < T; t++) {
                 const SolverInstanceType *it = &snap->types[t];
                 uint32_t v;
-                q = intern_get(&s->vals, it->name, &v);
+                q = solver_intern_get(&s->vals, it->name, &v);
                 if (q < 0)
                         return q;
                 s->type_key[s->k_type] = true;
@@ -356,7 +356,7 @@ static int compile_catalog(Solver *s) {
                                 return q;
                         if (k == s->k_zone || k == s->k_ct || k == s->k_host || k == s->k_pool)
                                 continue;
-                        q = intern_get(&s->vals, it->labels[l].value ? it->labels[l].value : "", &v);
+                        q = solver_intern_get(&s->vals, it->labels[l].value ? it->labels[l].value : "", &v);
                         if (q < 0)
                                 return q;
                         s->type_key[k] = true;
@@ -390,7 +390,7 @@ static int compile_catalog(Solver *s) {
 
 static int pool_reqs_ok(const Solver *s, const SolverRequirement *const *reqs, uint32_t n, const char *pool) {
         for (uint32_t i = 0; i < n; i++)
-                if (!req_value_matches(reqs[i], pool))
+                if (!solver_req_value_matches(reqs[i], pool))
                         return false;
         return true;
 }
@@ -481,10 +481,10 @@ static int compile_pools(Solver *s) {
                         SolverRequirement lr = { .key = np->labels[l].key, .op = SOLVER_OP_IN,
                                                  .values = &np->labels[l].value, .n_values = 1 };
                         VSet v;
-                        q = vset_from_requirement(s, &lr, k, &v);
+                        q = solver_vset_from_requirement(s, &lr, k, &v);
                         if (q < 0)
                                 return q;
-                        q = vsetlist_add(s, &p->custom, &v);
+                        q = solver_vsetlist_add(s, &p->custom, &v);
                         if (q == -ENOENT)
                                 p->slots = 0;
                         else if (q < 0)
@@ -498,10 +498,10 @@ static int compile_pools(Solver *s) {
                         SolverRequirement lr = { .key = "nodesmith.io/ec2nodeclass", .op = SOLVER_OP_IN,
                                                  .values = &np->node_class, .n_values = 1 };
                         VSet v;
-                        q = vset_from_requirement(s, &lr, k, &v);
+                        q = solver_vset_from_requirement(s, &lr, k, &v);
                         if (q < 0)
                                 return q;
-                        q = vsetlist_add(s, &p->custom, &v);
+                        q = solver_vsetlist_add(s, &p->custom, &v);
                         if (q < 0 && q != -ENOENT)
                                 return q;
                 }
@@ -558,7 +558,7 @@ static int compile_pools(Solver *s) {
 
 /* Number of distinct values of the pool's minValues keys among types: all must reach their
  * minimum. */
-bool pool_min_values_ok(Solver *s, const Pool *p, const uint64_t *types) {
+bool solver_pool_min_values_ok(Solver *s, const Pool *p, const uint64_t *types) {
         for (uint32_t m = 0; m < p->n_minv; m++) {
                 int32_t need = p->minv[m]->min_values;
                 uint32_t row = p->minv_key[m];
@@ -769,7 +769,7 @@ static int group_get(Solver *s, Intern *gsig, Buf *b, const char *topology_key, 
                 return -ENOMEM;
         size_t before = gsig->n;
         uint32_t id;
-        int q = intern_get(gsig, b->p, &id);
+        int q = solver_intern_get(gsig, b->p, &id);
         if (q < 0)
                 return q;
         if (gsig->n == before) {
@@ -963,8 +963,8 @@ static int compile_shapes(Solver *s) {
         const SolverSnapshot *snap = s->snap;
         int q = 0;
         Intern sig, gsig;
-        intern_init(&sig, s->arena);
-        intern_init(&gsig, s->arena);
+        solver_intern_init(&sig, s->arena);
+        solver_intern_init(&gsig, s->arena);
         Buf b = {}, gb = {};
         uint32_t n_all = s->n_pods_all;
         s->pod_shape = solver_arena_alloc_nozero(s->arena, (n_all + 1) * sizeof(uint32_t));
@@ -984,7 +984,7 @@ static int compile_shapes(Solver *s) {
                 }
                 size_t before = sig.n;
                 uint32_t id;
-                q = intern_get(&sig, b.p, &id);
+                q = solver_intern_get(&sig, b.p, &id);
                 if (q < 0)
                         goto out;
                 if (sig.n != before) {
@@ -1063,8 +1063,8 @@ static int compile_shapes(Solver *s) {
 out:
         free(b.p);
         free(gb.p);
-        intern_done(&sig);
-        intern_done(&gsig);
+        solver_intern_done(&sig);
+        solver_intern_done(&gsig);
         return q;
 }
 
@@ -1266,7 +1266,7 @@ static int ds_overhead(Solver *s) {
                         if (c.n_pool_reqs && !pool_reqs_ok(s, c.pool_reqs, c.n_pool_reqs, p->np->name))
                                 continue;
                         const VSetList *nl;
-                        q = vsetlist_narrow(s, s->arena, &p->custom, &c.custom, &nl, NULL);
+                        q = solver_vsetlist_narrow(s, s->arena, &p->custom, &c.custom, &nl, NULL);
                         if (q < 0)
                                 return q;
                         if (q == 0)
@@ -1490,7 +1490,7 @@ Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level) {
                 for (uint32_t z = 0; z < s->n_zones; z++) {
                         if (!(sl & slots_of_zone((int) z)) || (ez & (1u << z)))
                                 continue;
-                        offer_set(s, sl & slots_of_zone((int) z), tmp2);
+                        solver_offer_set(s, sl & slots_of_zone((int) z), tmp2);
                         bs_and(tmp2, tmp, s->W);
                         if (bs_any(tmp2, s->W))
                                 ez |= 1u << z;
@@ -1545,7 +1545,7 @@ PoolCompat *solver_pool_compat(Solver *s, Variant *v, uint32_t pi) {
                 return pc;
         }
         const char *msg = NULL;
-        int q = vsetlist_narrow(s, a, &p->custom, &v->custom, &pc->custom, &msg);
+        int q = solver_vsetlist_narrow(s, a, &p->custom, &v->custom, &pc->custom, &msg);
         if (q <= 0) {
                 pc->reason = SOLVER_REASON_REQUIREMENTS;
                 pc->message = msg ? msg : "out of memory";
@@ -1585,7 +1585,7 @@ PoolCompat *solver_pool_compat(Solver *s, Variant *v, uint32_t pi) {
                                                    : "no zone and capacity type allowed by both the pod and the NodePool";
                 return pc;
         }
-        offer_set(s, pc->slots, tmp);
+        solver_offer_set(s, pc->slots, tmp);
         if (!bs_and_any(types, types, tmp, s->W)) {
                 pc->reason = v->volume_restricted ? SOLVER_REASON_VOLUME_ZONE : SOLVER_REASON_REQUIREMENTS;
                 pc->message = v->volume_restricted
@@ -1596,15 +1596,15 @@ PoolCompat *solver_pool_compat(Solver *s, Variant *v, uint32_t pi) {
         int64_t d[R_MAX];
         for (int r = 0; r < R_MAX; r++)
                 d[r] = sh->req.v[r] + p->ds.v[r];
-        fit_set(s, p->fit, d, tmp);
+        solver_fit_set(s, p->fit, d, tmp);
         uint64_t *fit = solver_arena_alloc_nozero(a, s->W * sizeof(uint64_t));
         if (fit)
                 bs_copy(fit, tmp, s->W);
-        if (!bs_and_any(types, types, tmp, s->W) || (p->has_min_values && !pool_min_values_ok(s, p, types))) {
+        if (!bs_and_any(types, types, tmp, s->W) || (p->has_min_values && !solver_pool_min_values_ok(s, p, types))) {
                 if (v->volume_restricted && fit) {
                         /* would a type with room exist without the volume's zone? */
                         uint64_t other[SOLVER_MAX_TYPES / 64];
-                        offer_set(s, v->slots_novol & p->slots, other);
+                        solver_offer_set(s, v->slots_novol & p->slots, other);
                         bs_and(other, fit, s->W);
                         bs_and(other, v->types, s->W);
                         bs_and(other, p->types, s->W);
@@ -1612,14 +1612,14 @@ PoolCompat *solver_pool_compat(Solver *s, Variant *v, uint32_t pi) {
                                 pc->reason = SOLVER_REASON_VOLUME_ZONE;
                                 pc->message = solver_arena_printf(
                                         a, "no instance type with room for %s is offered in the zone of its volume",
-                                        format_resources(a, sh->req.v));
+                                        solver_format_resources(a, sh->req.v));
                                 return pc;
                         }
                 }
                 pc->reason = SOLVER_REASON_RESOURCES;
-                const char *ds = format_resources(a, p->ds.v);
+                const char *ds = solver_format_resources(a, p->ds.v);
                 pc->message = solver_arena_printf(a, "no instance type has room for %s%s%s%s",
-                                                  format_resources(a, sh->req.v),
+                                                  solver_format_resources(a, sh->req.v),
                                                   p->ds.v[SOLVER_RES_PODS] ? " plus DaemonSet overhead " : "",
                                                   p->ds.v[SOLVER_RES_PODS] ? ds : "",
                                                   p->has_min_values ? " (with the NodePool's minValues)" : "");
@@ -1656,7 +1656,7 @@ bool solver_existing_ok(Solver *s, Variant *v, uint32_t ni) {
         bool ok = solver_tolerates_all(pod->tolerations, pod->n_tolerations, n->taints, n->n_taints,
                                        v->tolerate_prefer_no_schedule);
         for (uint32_t i = 0; ok && i < v->n_reqs; i++)
-                ok = req_value_matches(v->reqs[i], node_label(s, n, solver_canonical_label_key(v->reqs[i]->key)));
+                ok = solver_req_value_matches(v->reqs[i], node_label(s, n, solver_canonical_label_key(v->reqs[i]->key)));
         v->node_ok[ni] = ok ? 1 : 2;
         return ok;
 }
@@ -1671,15 +1671,15 @@ static int compile(Solver *s, char **ret_error) {
                 *ret_error = strdup("snapshot exceeds the solver's limits");
                 return -E2BIG;
         }
-        q = intern_get(&s->keys, SOLVER_LABEL_ZONE, &s->k_zone);
+        q = solver_intern_get(&s->keys, SOLVER_LABEL_ZONE, &s->k_zone);
         if (q >= 0)
-                q = intern_get(&s->keys, SOLVER_LABEL_CAPACITY_TYPE, &s->k_ct);
+                q = solver_intern_get(&s->keys, SOLVER_LABEL_CAPACITY_TYPE, &s->k_ct);
         if (q >= 0)
-                q = intern_get(&s->keys, SOLVER_LABEL_HOSTNAME, &s->k_host);
+                q = solver_intern_get(&s->keys, SOLVER_LABEL_HOSTNAME, &s->k_host);
         if (q >= 0)
-                q = intern_get(&s->keys, SOLVER_LABEL_NODEPOOL, &s->k_pool);
+                q = solver_intern_get(&s->keys, SOLVER_LABEL_NODEPOOL, &s->k_pool);
         if (q >= 0)
-                q = intern_get(&s->keys, SOLVER_LABEL_INSTANCE_TYPE, &s->k_type);
+                q = solver_intern_get(&s->keys, SOLVER_LABEL_INSTANCE_TYPE, &s->k_type);
         if (q < 0)
                 return q;
         q = compile_catalog(s);
@@ -1698,43 +1698,43 @@ static int compile(Solver *s, char **ret_error) {
 
         /* node names */
         Intern names;
-        intern_init(&names, s->arena);
+        solver_intern_init(&names, s->arena);
         for (size_t i = 0; i < snap->n_nodes; i++) {
                 uint32_t id;
                 size_t before = names.n;
                 if (isempty(snap->nodes[i].name)) {
-                        intern_done(&names);
+                        solver_intern_done(&names);
                         *ret_error = strdup("node without a name");
                         return -EINVAL;
                 }
-                q = intern_get(&names, snap->nodes[i].name, &id);
+                q = solver_intern_get(&names, snap->nodes[i].name, &id);
                 if (q < 0) {
-                        intern_done(&names);
+                        solver_intern_done(&names);
                         return q;
                 }
                 if (names.n == before) {
                         if (asprintf(ret_error, "duplicate node %s", snap->nodes[i].name) < 0)
                                 *ret_error = NULL;
-                        intern_done(&names);
+                        solver_intern_done(&names);
                         return -EINVAL;
                 }
         }
         s->pod_node = solver_arena_alloc_nozero(s->arena, (snap->n_pods + 1) * sizeof(int32_t));
         if (!s->pod_node) {
-                intern_done(&names);
+                solver_intern_done(&names);
                 return -ENOMEM;
         }
         for (size_t i = 0; i < snap->n_pods; i++) {
                 s->pod_node[i] = -1;
                 if (!isempty(snap->pods[i].node_name)) {
-                        int64_t id = intern_lookup(&names, snap->pods[i].node_name);
+                        int64_t id = solver_intern_lookup(&names, snap->pods[i].node_name);
                         s->pod_node[i] = (int32_t) id;
                 }
         }
         q = make_headroom(s);
         if (q >= 0)
                 q = compile_nodes(s, &names);
-        intern_done(&names);
+        solver_intern_done(&names);
         if (q < 0)
                 return q;
         q = compile_shapes(s);
@@ -1772,9 +1772,9 @@ int solver_new(const SolverSnapshot *snap, Solver **ret, char **ret_error) {
                 free(s);
                 return q;
         }
-        intern_init(&s->keys, s->arena);
-        intern_init(&s->vals, s->arena);
-        intern_init(&s->claims, s->arena);
+        solver_intern_init(&s->keys, s->arena);
+        solver_intern_init(&s->vals, s->arena);
+        solver_intern_init(&s->claims, s->arena);
         q = compile(s, &err);
         if (q < 0) {
                 solver_free(s);
@@ -1807,9 +1807,9 @@ Solver *solver_free(Solver *s) {
         free(s->claim_zone);
         free(s->claim_zone_set);
         free(s->preempt_list);
-        intern_done(&s->keys);
-        intern_done(&s->vals);
-        intern_done(&s->claims);
+        solver_intern_done(&s->keys);
+        solver_intern_done(&s->vals);
+        solver_intern_done(&s->claims);
         solver_arena_free(s->arena);
         free(s);
         return NULL;

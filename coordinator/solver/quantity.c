@@ -71,7 +71,7 @@ const char *solver_format_quantity(int64_t v, SolverResource r, char *buf, size_
         return buf;
 }
 
-const char *format_resources(SolverArena *a, const int64_t *v) {
+const char *solver_format_resources(SolverArena *a, const int64_t *v) {
         char out[512] = "";
         size_t o = 0;
         for (int r = 0; r < _SOLVER_RES_MAX; r++) {

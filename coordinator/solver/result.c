@@ -301,8 +301,8 @@ int solver_provision(Solver *s, const SolverOptions *opts, SolverResult **ret) {
         for (uint32_t i = 0; i < s->n_pools; i++)
                 s->remaining[i] = s->pools[i].remaining;
         /* claims are per run */
-        intern_done(&s->claims);
-        intern_init(&s->claims, s->rarena);
+        solver_intern_done(&s->claims);
+        solver_intern_init(&s->claims, s->rarena);
         free(s->claim_zone);
         s->claim_zone = NULL;
         s->claim_cap = 0;
@@ -312,7 +312,7 @@ int solver_provision(Solver *s, const SolverOptions *opts, SolverResult **ret) {
         SolverResult *res = NULL;
         if (q >= 0)
                 q = solver_build_result(s, &res);
-        undo_all(s);
+        solver_undo_all(s);
         if (q < 0)
                 goto fail;
         res->arena = s->rarena;
@@ -323,20 +323,20 @@ int solver_provision(Solver *s, const SolverOptions *opts, SolverResult **ret) {
         s->decisions = NULL;
         s->preempted = NULL;
         s->remaining = NULL;
-        intern_done(&s->claims);
-        intern_init(&s->claims, s->arena);
+        solver_intern_done(&s->claims);
+        solver_intern_init(&s->claims, s->arena);
         *ret = res;
         return 0;
 fail:
-        undo_all(s);
+        solver_undo_all(s);
         free(s->decisions);
         free(s->preempted);
         free(s->remaining);
         s->decisions = NULL;
         s->preempted = NULL;
         s->remaining = NULL;
-        intern_done(&s->claims);
-        intern_init(&s->claims, s->arena);
+        solver_intern_done(&s->claims);
+        solver_intern_init(&s->claims, s->arena);
         s->rarena = solver_arena_free(s->rarena);
         return q;
 }

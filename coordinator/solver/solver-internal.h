@@ -22,10 +22,10 @@ typedef struct Intern {
         size_t n, strs_cap;
 } Intern;
 
-void intern_init(Intern *t, SolverArena *arena);
-void intern_done(Intern *t);
-int intern_get(Intern *t, const char *s, uint32_t *ret);
-int64_t intern_lookup(const Intern *t, const char *s);
+void solver_intern_init(Intern *t, SolverArena *arena);
+void solver_intern_done(Intern *t);
+int solver_intern_get(Intern *t, const char *s, uint32_t *ret);
+int64_t solver_intern_lookup(const Intern *t, const char *s);
 
 /* ---- bitsets over instance types ------------------------------------------------------------ */
 
@@ -392,29 +392,29 @@ static inline const SolverPod *pod_at(const Solver *s, uint32_t i) {
 }
 
 /* labels.c */
-bool req_value_matches(const SolverRequirement *r, const char *v);
-bool vset_contains(const VSet *s, uint32_t val, const char *str);
-int vset_from_requirement(Solver *s, const SolverRequirement *r, uint32_t key, VSet *ret);
+bool solver_req_value_matches(const SolverRequirement *r, const char *v);
+bool solver_vset_contains(const VSet *s, uint32_t val, const char *str);
+int solver_vset_from_requirement(Solver *s, const SolverRequirement *r, uint32_t key, VSet *ret);
 /* Intersects a node's custom sets with a pod's. Returns 1 and *ret (NULL: unchanged) when
  * compatible, 0 when not (with a message), <0 on OOM. */
-int vsetlist_narrow(Solver *s, SolverArena *arena, const VSetList *node, const VSetList *pod,
+int solver_vsetlist_narrow(Solver *s, SolverArena *arena, const VSetList *node, const VSetList *pod,
                     const VSetList **ret, const char **ret_msg);
-int vsetlist_add(Solver *s, VSetList *l, const VSet *v);
-bool int_of(const char *s, int64_t *ret);
+int solver_vsetlist_add(Solver *s, VSetList *l, const VSet *v);
+bool solver_int_of(const char *s, int64_t *ret);
 
 /* prepare.c */
 Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level);
 PoolCompat *solver_pool_compat(Solver *s, Variant *v, uint32_t pool);
 bool solver_existing_ok(Solver *s, Variant *v, uint32_t node);
-bool pool_min_values_ok(Solver *s, const Pool *p, const uint64_t *types);
-void fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t *out);
-uint64_t *offer_set(const Solver *s, uint64_t slots, uint64_t *out);
+bool solver_pool_min_values_ok(Solver *s, const Pool *p, const uint64_t *types);
+void solver_fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t *out);
+uint64_t *solver_offer_set(const Solver *s, uint64_t slots, uint64_t *out);
 int solver_grow_nodes(Solver *s, size_t need);
-const char *format_resources(SolverArena *a, const int64_t *v);
+const char *solver_format_resources(SolverArena *a, const int64_t *v);
 
 /* place.c */
 int solver_place_all(Solver *s);
-void undo_all(Solver *s);
+void solver_undo_all(Solver *s);
 
 /* result.c */
 int solver_build_result(Solver *s, SolverResult **ret);
