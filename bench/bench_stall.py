@@ -34,7 +34,7 @@ FLEET_SENT = re.compile(r"CreateFleet for NodePool \S+: \d+ override")
 BUDGET = re.compile(r"time budget")
 
 
-def one(w, n, agents, seconds, extra):
+def one(w, n, agents, seconds, extra, log_copy=None):
     with stack(w) as s:
         create_pods(s, n)
         wait_for(f"{n} unschedulable pods", lambda: unschedulable(s) == n, 1800, interval=2)
@@ -55,6 +55,9 @@ def one(w, n, agents, seconds, extra):
             raise RuntimeError(f"bench/link failed: {err}")
         r = json.loads(out)
         lines = coord.output().splitlines()
+        if log_copy:
+            with open(log_copy, "w") as f:
+                f.write("\n".join(lines) + "\n")
         solved = [SOLVED.search(l) for l in lines]
         solved = [m for m in solved if m]
         fleets = [l for l in lines if FLEET_SENT.search(l)]
@@ -92,13 +95,14 @@ def main():
     ap.add_argument("--agents", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=40)
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--log", help="copy the coordinator's log here (the last run's)")
     ap.add_argument("extra", nargs="*", help="more coordinator options (after --)")
     a = ap.parse_args()
     with TestDir("bench-stall") as d:
         for run in range(a.runs):
             w = os.path.join(d, f"run{run}")
             os.makedirs(w, exist_ok=True)
-            print(json.dumps(one(w, a.pods, a.agents, a.seconds, a.extra)), flush=True)
+            print(json.dumps(one(w, a.pods, a.agents, a.seconds, a.extra, a.log)), flush=True)
 
 
 if __name__ == "__main__":

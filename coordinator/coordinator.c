@@ -7,14 +7,17 @@
 #include <systemd/sd-daemon.h>
 
 #include "agents/attest.h"
-#include "coordinator.h"
 #include "agents/fastpath.h"
+#include "agents/server.h"
+#include "coordinator.h"
 #include "daemon.h"
+#include "http/api.h"
+#include "http/httpd.h"
 #include "interruption/interruption.h"
 #include "leader.h"
-#include "provision/provisioner.h"
 #include "log.h"
 #include "macro.h"
+#include "provision/provisioner.h"
 
 #define OPT(field) offsetof(CoordConfig, field)
 const Option coord_options[] = {
@@ -134,9 +137,9 @@ Coordinator *coordinator_free(Coordinator *c) {
         http_server_free(c->http);
         link_server_free(c->link); /* first: no fast answer runs after it */
         sd_event_source_disable_unref(c->fast_timer);
+        agent_server_free(c->agents);
         fast_path_free(c->fast);
         registry_done(&c->registry);
-        pb_arena_free(c->scratch);
         sd_event_unref(c->event);
         config_free(coord_options, coord_options_count, &c->cfg);
         if (c->token)
@@ -332,8 +335,94 @@ static int coordinator_elect(Coordinator *c) {
 #define FAST_SYNC_USEC (50 * USEC_PER_MSEC)
 
 static int on_fast_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        coordinator_fast_sync(userdata);
+        Coordinator *c = userdata;
+        agent_server_fast_sync(c->agents);
         return sd_event_source_set_time(s, usec + FAST_SYNC_USEC);
+}
+
+/* ---- the ports: what each piece asks of the others, answered here -------------------------- */
+
+static uint64_t port_now(void *userdata) {
+        return coordinator_now(userdata);
+}
+
+static void port_node_leaving(void *userdata, const NodeEntry *e) {
+        Coordinator *c = userdata;
+        provisioner_node_leaving(c->provisioner, e);
+}
+
+static void port_agent_reported(void *userdata, const NodeEntry *e) {
+        Coordinator *c = userdata;
+        proxy_drains_agent_reported(provisioner_proxy_drains(c->provisioner), e);
+}
+
+static bool port_acting(void *userdata) {
+        Coordinator *c = userdata;
+        return !c->leader || leader_is_leading(c->leader);
+}
+
+static const char *port_acting_as(void *userdata) {
+        Coordinator *c = userdata;
+        return c->leader ? leader_identity(c->leader) : NULL;
+}
+
+static int port_find_node(void *userdata, const char *instance_id, const cJSON **ret) {
+        Coordinator *c = userdata;
+        return c->provisioner ? provisioner_find_node(c->provisioner, instance_id, ret) : -ENOENT;
+}
+
+static bool port_instance_leaving(void *userdata, const char *instance_id) {
+        Coordinator *c = userdata;
+        return c->provisioner && provisioner_instance_leaving(c->provisioner, instance_id);
+}
+
+static void port_notice_added(void *userdata, const NodeEntry *e, const NoticeRecord *n) {
+        Coordinator *c = userdata;
+        agent_server_notice_changed(e, n, true, c->agents);
+}
+
+static void port_apply_notices(void *userdata, NodeEntry *e) {
+        Coordinator *c = userdata;
+        agent_server_apply_notices(c->agents, e);
+}
+
+static bool port_ready(void *userdata) {
+        Coordinator *c = userdata;
+        return c->link != NULL && (!c->provisioner || c->leading);
+}
+
+static int port_render(void *userdata, HttpPage page, char **ret, size_t *ret_len) {
+        Coordinator *c = userdata;
+        ApiView v = { .registry = &c->registry, .agents = agent_server_metrics(c->agents), .link = c->link,
+                      .http_requests = http_server_requests(c->http), .leading = c->leading,
+                      .now_usec = coordinator_now(c), .provisioner = c->provisioner, .attest = c->attest,
+                      .proxy_drains = provisioner_proxy_drains(c->provisioner),
+                      .interruption = c->interruption };
+        return api_render(&v, page, ret, ret_len);
+}
+
+/* What the provisioner needs of the configuration. */
+static ProvisionerConfig provisioner_config(const Coordinator *c) {
+        const CoordConfig *cfg = &c->cfg;
+        return (ProvisionerConfig) {
+                .cluster_name = cfg->cluster_name, .kube_server = cfg->kube_server, .kubeconfig = cfg->kubeconfig,
+                .region = cfg->region, .ec2_endpoint = cfg->ec2_endpoint, .ssm_endpoint = cfg->ssm_endpoint,
+                .catalog = cfg->catalog, .price_table = cfg->price_table, .catalog_refresh_ms = cfg->catalog_refresh_ms,
+                .batch_idle_ms = cfg->batch_idle_ms, .batch_max_ms = cfg->batch_max_ms,
+                .solver_budget_ms = cfg->solver_budget_ms, .registration_timeout_ms = cfg->registration_timeout_ms,
+                .report_interval_ms = cfg->report_interval_ms, .stale_after_ms = cfg->stale_after_ms,
+                .kubernetes_version = cfg->kubernetes_version, .instance_profile = cfg->instance_profile,
+                .cluster_endpoint = cfg->cluster_endpoint, .cluster_ca = cfg->cluster_ca,
+                .cluster_cidr = cfg->cluster_cidr, .agent_endpoint = cfg->agent_endpoint, .agent_ca = cfg->agent_ca,
+                .agent_tls_server_name = cfg->agent_tls_server_name, .token = c->token,
+                .consolidation_interval_ms = cfg->consolidation_interval_ms,
+                .disruption = { .consolidation_validation_ms = cfg->consolidation_validation_ms,
+                                .spot_to_spot = cfg->spot_to_spot },
+                .proxy_drains = { .report_interval_ms = cfg->report_interval_ms,
+                                  .agent_silent_intervals = cfg->agent_silent_intervals,
+                                  .termination_grace_ms = cfg->termination_grace_ms,
+                                  .max_proxy_drains = cfg->max_proxy_drains },
+        };
 }
 
 int coordinator_start(Coordinator *c) {
@@ -342,15 +431,6 @@ int coordinator_start(Coordinator *c) {
         r = registry_init(&c->registry, c->cfg.max_nodes);
         if (r < 0)
                 return log_oom();
-        c->scratch = pb_arena_new(64 * 1024);
-        if (!c->scratch)
-                return log_oom();
-
-        LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };
-        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message,
-                            coordinator_handle_report, c, &c->link);
-        if (r < 0)
-                return log_error_errno(r, "Failed to listen on %s: %m", c->cfg.listen);
         if (c->cfg.fast_answers) {
                 /* an agent silent long enough to be taken for dead goes through the loop */
                 uint64_t fresh_ms = MIN(c->cfg.stale_after_ms, c->cfg.report_interval_ms * c->cfg.agent_silent_intervals);
@@ -358,16 +438,34 @@ int coordinator_start(Coordinator *c) {
                                   &c->fast);
                 if (r < 0)
                         return log_oom();
+        }
+        AgentServerConfig ac = { .token = c->token, .report_interval_ms = c->cfg.report_interval_ms,
+                                 .stale_after_ms = c->cfg.stale_after_ms,
+                                 .max_pods_per_node = c->cfg.max_pods_per_node,
+                                 .max_notices_per_node = c->cfg.max_notices_per_node, .drain_on = c->drain_on };
+        AgentServerPorts ap = { .userdata = c, .now = port_now, .node_leaving = port_node_leaving,
+                                .agent_reported = port_agent_reported };
+        r = agent_server_new(&ac, &c->registry, c->attest, c->fast, &ap, &c->agents);
+        if (r < 0)
+                return log_oom();
+
+        LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };
+        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message,
+                            agent_server_handle_report, c->agents, &c->link);
+        if (r < 0)
+                return log_error_errno(r, "Failed to listen on %s: %m", c->cfg.listen);
+        if (c->fast) {
                 r = sd_event_add_time_relative(c->event, &c->fast_timer, CLOCK_MONOTONIC, FAST_SYNC_USEC,
                                                1000, on_fast_timer, c);
                 if (r < 0)
                         return log_error_errno(r, "Failed to add a timer: %m");
                 (void) sd_event_source_set_enabled(c->fast_timer, SD_EVENT_ON);
-                link_server_set_fast(c->link, coordinator_fast_answer);
+                link_server_set_fast(c->link, agent_server_fast_answer);
         }
 
         if (!isempty(c->cfg.http_listen)) {
-                r = http_server_new(c, c->cfg.http_listen, &c->http);
+                HttpPorts hp = { .userdata = c, .ready = port_ready, .render = port_render };
+                r = http_server_new(c->event, c->cfg.http_listen, &hp, &c->http);
                 if (r < 0)
                         return log_error_errno(r, "Failed to serve HTTP on %s: %m", c->cfg.http_listen);
         }
@@ -386,7 +484,9 @@ int coordinator_start(Coordinator *c) {
                         return log_error_errno(r, "Failed to set up EC2 for attestation: %m");
         }
         if (!isempty(c->cfg.cluster_name)) {
-                r = provisioner_new(c, &c->provisioner);
+                ProvisionerConfig pc = provisioner_config(c);
+                ProvisionerPorts pp = { .userdata = c, .acting = port_acting, .acting_as = port_acting_as };
+                r = provisioner_new(c->event, &pc, &c->registry, &pp, &c->provisioner);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up provisioning: %m");
                 r = coordinator_elect(c);
@@ -395,7 +495,12 @@ int coordinator_start(Coordinator *c) {
         }
 
         if (!isempty(c->cfg.interruption_queue)) {
-                r = interruption_new(c, &c->interruption);
+                InterruptionConfig ic = { .queue_url = c->cfg.interruption_queue, .region = c->cfg.region,
+                                          .endpoint = c->cfg.sqs_endpoint };
+                InterruptionSink is = { .registry = &c->registry, .userdata = c, .now = port_now,
+                                        .find_node = port_find_node, .instance_leaving = port_instance_leaving,
+                                        .notice_added = port_notice_added, .apply_notices = port_apply_notices };
+                r = interruption_new(c->event, &ic, &is, &c->interruption);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up the interruption queue %s: %m",
                                                c->cfg.interruption_queue);

@@ -11,8 +11,7 @@
 #include "kube.h"
 #include "agents/policy.h"
 #include "agents/registry.h"
-
-#define COORDINATOR_VERSION "0.1.0"
+#include "agents/server.h" /* COORDINATOR_VERSION */
 
 typedef struct CoordConfig {
         char *listen;
@@ -75,48 +74,22 @@ typedef struct CoordConfig {
 extern const Option coord_options[];
 extern const size_t coord_options_count;
 
-typedef enum ReportResult {
-        REPORT_OK,
-        REPORT_DUPLICATE,
-        REPORT_INVALID,
-        REPORT_UNAUTHENTICATED,
-        REPORT_VERSION_MISMATCH,
-        REPORT_OVERLOADED,
-        REPORT_PENDING,                /* attestation waits for EC2: the agent sends again */
-        _REPORT_RESULT_MAX,
-} ReportResult;
-
-#define NOTICE_KINDS 6 /* Nodesmith__V1__Notice__Kind values */
-
-typedef struct Metrics {
-        uint64_t reports[_REPORT_RESULT_MAX];
-        uint64_t reports_unchanged_total;
-        uint64_t notices_total[NOTICE_KINDS];
-        uint64_t notices_withdrawn_total[NOTICE_KINDS];
-        uint64_t nodes_registered_total;
-        uint64_t http_requests_total;
-        uint64_t http_rejected_total;
-} Metrics;
-
 typedef struct HttpServer HttpServer;
-typedef struct Attestor Attestor;
-typedef struct Provisioner Provisioner;
-typedef struct Leader Leader;
-typedef struct ProxyDrains ProxyDrains;
 typedef struct Interruption Interruption;
-typedef struct FastPath FastPath;
+typedef struct Leader Leader;
+typedef struct Provisioner Provisioner;
 
+/* The process: it owns every piece and wires them; none of them sees it. */
 typedef struct Coordinator {
         sd_event *event;
         CoordConfig cfg;
         char *token;
-        Registry registry;
-        PbArena *scratch;              /* for report envelopes, reset per report */
+        Registry registry;             /* the nodes that report: the server writes, others read */
         NoticePolicy drain_on;
         KubeClient *kube;              /* for the Lease */
         Leader *leader;
-        Provisioner *provisioner;
-        ProxyDrains *proxy_drains;     /* drains for silent agents; set up with the provisioner */
+        AgentServer *agents;           /* reports in, directives out */
+        Provisioner *provisioner;      /* with disruption and the drains for silent agents */
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
         LinkServer *link;
@@ -124,10 +97,7 @@ typedef struct Coordinator {
         sd_event_source *fast_timer;   /* takes back what they saw */
         HttpServer *http;
         Attestor *attest;              /* NULL when attestation is off */
-        Metrics metrics;
         uint64_t start_usec;
-        uint64_t auth_log_usec;        /* rate limit for refusal logs */
-        uint64_t auth_suppressed;
 } Coordinator;
 
 int coordinator_new(Coordinator **ret);
@@ -137,31 +107,3 @@ int coordinator_validate(Coordinator *c);
 int coordinator_start(Coordinator *c);
 int coordinator_run(Coordinator *c);
 uint64_t coordinator_now(Coordinator *c);
-
-/* server.c: one agent report in, one directive out. */
-int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
-                              size_t *ret_len, void *userdata);
-/* server.c, in NNG's threads: an unchanged report answered at once (a link_fast_t; fastpath.h). */
-int coordinator_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size, size_t *ret_len,
-                            void *userdata);
-/* server.c, on the loop: what the fast answers saw into the registry and the metrics. */
-void coordinator_fast_sync(Coordinator *c);
-const char *report_result_to_string(ReportResult r);
-/* "spot_interruption", "rebalance", ... */
-const char *notice_kind_to_string(int kind);
-/* A notice recorded first (added) or withdrawn: counted and logged once (a notice_change_t). */
-void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata);
-/* The node's notices changed (from its agent or the interruption queue): the directive they call
- * for under drain-on; a new drain plans replacement capacity at once. */
-void coordinator_apply_notices(Coordinator *c, NodeEntry *e);
-
-/* httpd.c: /metrics, /healthz, /readyz, /api/v1/nodes served from the loop. */
-int http_server_new(Coordinator *c, const char *url, HttpServer **ret);
-HttpServer *http_server_free(HttpServer *h);
-
-/* api.c: what the HTTP endpoints answer. */
-int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
-int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);
-int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len);
-/* /api/v1/disruption: the last disruption pass explained (nodesmithctl explain). */
-int api_disruption_render(Coordinator *c, char **ret, size_t *ret_len);

@@ -6,13 +6,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "coordinator.h"
 #include "drain.h"
 #include "json-util.h"
 #include "kubenode.h"
 #include "log.h"
 #include "model/nodepool.h"
 #include "proxydrain.h"
+#include "registry.h"
 
 #define COMPONENT "nodesmith-coordinator"
 #define NODEPOOL_LABEL "nodesmith.io/nodepool"
@@ -55,7 +55,9 @@ typedef struct Precordon {
 } Precordon;
 
 struct ProxyDrains {
-        Coordinator *c;
+        sd_event *event;
+        ProxyDrainsConfig cfg;
+        Registry *registry;
         KubeClient *kube;
         KubeWatch *nodes, *nodepools;
         ProxyDrain **v;
@@ -65,6 +67,12 @@ struct ProxyDrains {
         size_t n_pre;
         uint64_t started, ended[_END_MAX], pods_evicted, precordoned;
 };
+
+static uint64_t proxy_drains_now(const ProxyDrains *pd) {
+        uint64_t t = 0;
+        (void) sd_event_now(pd->event, CLOCK_MONOTONIC, &t);
+        return t;
+}
 
 static int64_t now_unix_ms(void) {
         struct timespec ts;
@@ -80,7 +88,7 @@ static const char *node_instance(const cJSON *node) {
 }
 
 static uint64_t silent_usec(const ProxyDrains *pd) {
-        const CoordConfig *cfg = &pd->c->cfg;
+        const ProxyDrainsConfig *cfg = &pd->cfg;
         return MAX(cfg->agent_silent_intervals, (uint64_t) 1) * cfg->report_interval_ms * USEC_PER_MSEC;
 }
 
@@ -103,7 +111,7 @@ static void node_event(ProxyDrains *pd, const char *node, const char *type, cons
 }
 
 uint64_t proxy_drains_grace_usec(const ProxyDrains *pd, const char *node) {
-        uint64_t dflt = pd->c->cfg.termination_grace_ms * USEC_PER_MSEC;
+        uint64_t dflt = pd->cfg.termination_grace_ms * USEC_PER_MSEC;
         const cJSON *obj = node ? kube_watch_get(pd->nodes, NULL, node) : NULL;
         const char *pool = json_str(json_get(json_get(obj, "metadata"), "labels"), NODEPOOL_LABEL);
         const cJSON *np = pool ? kube_watch_get(pd->nodepools, NULL, pool) : NULL;
@@ -237,13 +245,13 @@ static void precordon(ProxyDrains *pd, const char *node) {
 
 static void want(ProxyDrains *pd, const Want *w) {
         ProxyDrain *d = find(pd, w->node);
-        uint64_t now = coordinator_now(pd->c);
+        uint64_t now = proxy_drains_now(pd);
         int r;
 
         if (d && d->withdrawing)
                 return; /* still undoing; a new drain starts once that is done */
         if (!d) {
-                if (pd->n >= pd->c->cfg.max_proxy_drains) {
+                if (pd->n >= pd->cfg.max_proxy_drains) {
                         pd->waiting++;
                         if (w->deleting)
                                 precordon(pd, w->node);
@@ -274,7 +282,7 @@ static void want(ProxyDrains *pd, const Want *w) {
                 dc.component = COMPONENT;
                 r = kube_node_new(pd->kube, w->node, on_kube_node, d, &d->kn);
                 if (r >= 0)
-                        r = drain_new(pd->c->event, pd->kube, d->kn, &dc, on_drain, d, &d->drain);
+                        r = drain_new(pd->event, pd->kube, d->kn, &dc, on_drain, d, &d->drain);
                 if (r >= 0)
                         r = kube_node_start(d->kn);
                 if (r < 0) {
@@ -319,7 +327,7 @@ static int orphan(const cJSON *node, void *userdata) {
         const char *dts = kube_object_meta(node, "deletionTimestamp");
         if (!name || !id || !dts || !node_has_finalizer(node, KUBE_NODE_FINALIZER))
                 return 0;
-        if (registry_get(&pd->c->registry, id) || registry_is_buried(&pd->c->registry, id))
+        if (registry_get(pd->registry, id) || registry_is_buried(pd->registry, id))
                 return 0;
         int64_t since_ms = now_unix_ms() - kube_parse_rfc3339_ms(dts);
         uint64_t since = since_ms > 0 ? (uint64_t) since_ms * USEC_PER_MSEC : 0;
@@ -336,12 +344,12 @@ void proxy_drains_pass(ProxyDrains *pd, uint64_t leading_since_usec) {
 
         if (!pd || !kube_watch_synced(pd->nodes))
                 return;
-        uint64_t now = coordinator_now(pd->c), silent = silent_usec(pd);
+        uint64_t now = proxy_drains_now(pd), silent = silent_usec(pd);
         pd->waiting = 0;
         for (size_t i = 0; i < pd->n; i++)
                 pd->v[i]->wanted = false;
 
-        REGISTRY_FOREACH(e, &pd->c->registry) {
+        REGISTRY_FOREACH(e, pd->registry) {
                 const char *node = e->state && e->state->identity ? e->state->identity->node_name : NULL;
                 const cJSON *obj = !isempty(node) ? kube_watch_get(pd->nodes, NULL, node) : NULL;
                 if (!obj)
@@ -441,12 +449,13 @@ void proxy_drains_metrics(const ProxyDrains *pd, StrBuf *b) {
                       (unsigned long long) pd->pods_evicted);
 }
 
-int proxy_drains_new(Coordinator *c, KubeClient *kube, KubeWatch *nodes, KubeWatch *nodepools,
-                     ProxyDrains **ret) {
+int proxy_drains_new(sd_event *e, const ProxyDrainsConfig *cfg, Registry *registry, KubeClient *kube,
+                     KubeWatch *nodes, KubeWatch *nodepools, ProxyDrains **ret) {
         ProxyDrains *pd = calloc(1, sizeof *pd);
         if (!pd)
                 return -ENOMEM;
-        *pd = (ProxyDrains) { .c = c, .kube = kube, .nodes = nodes, .nodepools = nodepools };
+        *pd = (ProxyDrains) { .event = e, .cfg = *cfg, .registry = registry, .kube = kube, .nodes = nodes,
+                              .nodepools = nodepools };
         *ret = pd;
         return 0;
 }

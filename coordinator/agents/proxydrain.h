@@ -27,12 +27,20 @@
  * Termination stays with the provisioner: it asks proxy_drains_drained() besides the agent's
  * report, and terminates once drained or once the grace period has passed. */
 
-typedef struct Coordinator Coordinator;
 typedef struct NodeEntry NodeEntry;
+typedef struct Registry Registry;
 typedef struct ProxyDrains ProxyDrains;
 
-int proxy_drains_new(Coordinator *c, KubeClient *kube, KubeWatch *nodes, KubeWatch *nodepools,
-                     ProxyDrains **ret);
+typedef struct ProxyDrainsConfig {
+        uint64_t report_interval_ms;
+        uint64_t agent_silent_intervals;  /* report intervals without a report: the agent is silent */
+        uint64_t termination_grace_ms;    /* a drain's deadline when the NodePool sets none */
+        uint64_t max_proxy_drains;        /* at once; 0: never */
+} ProxyDrainsConfig;
+
+/* registry: the nodes that report (the caller's); kube and the watches: the caller's. */
+int proxy_drains_new(sd_event *e, const ProxyDrainsConfig *cfg, Registry *registry, KubeClient *kube,
+                     KubeWatch *nodes, KubeWatch *nodepools, ProxyDrains **ret);
 ProxyDrains *proxy_drains_free(ProxyDrains *pd);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProxyDrains *, proxy_drains_free);
 

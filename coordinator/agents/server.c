@@ -5,13 +5,53 @@
 #include <string.h>
 #include <time.h>
 
-#include "attest.h"
-#include "coordinator.h"
-#include "fastpath.h"
-#include "provision/provisioner.h"
-#include "proxydrain.h"
 #include "log.h"
 #include "macro.h"
+#include "pbarena.h"
+#include "server.h"
+
+struct AgentServer {
+        AgentServerConfig cfg;
+        Registry *registry;
+        Attestor *attest;              /* NULL when attestation is off */
+        FastPath *fast;                /* NULL: every report on the loop */
+        AgentServerPorts ports;
+        PbArena *scratch;              /* for report envelopes, reset per report */
+        AgentMetrics metrics;
+        uint64_t auth_log_usec;        /* rate limit for refusal logs */
+        uint64_t auth_suppressed;
+};
+
+int agent_server_new(const AgentServerConfig *cfg, Registry *registry, Attestor *attest, FastPath *fast,
+                     const AgentServerPorts *ports, AgentServer **ret) {
+        AgentServer *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        *s = (AgentServer) { .cfg = *cfg, .registry = registry, .attest = attest, .fast = fast, .ports = *ports };
+        s->scratch = pb_arena_new(64 * 1024);
+        if (!s->scratch) {
+                free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+AgentServer *agent_server_free(AgentServer *s) {
+        if (!s)
+                return NULL;
+        pb_arena_free(s->scratch);
+        free(s);
+        return NULL;
+}
+
+const AgentMetrics *agent_server_metrics(const AgentServer *s) {
+        return &s->metrics;
+}
+
+static uint64_t server_now(AgentServer *s) {
+        return s->ports.now(s->ports.userdata);
+}
 
 static const char *const result_names[_REPORT_RESULT_MAX] = {
         [REPORT_OK] = "ok",
@@ -49,8 +89,8 @@ static bool token_equal(const char *given, const char *expected) {
 
 /* A refused agent is logged, but at most once every 10 s with a count of what was suppressed, so
  * a misconfigured fleet cannot flood the journal. */
-static void log_refusal(Coordinator *c, const char *what, const char *instance) {
-        uint64_t now = coordinator_now(c);
+static void log_refusal(AgentServer *c, const char *what, const char *instance) {
+        uint64_t now = server_now(c);
         if (c->auth_log_usec && now - c->auth_log_usec < 10 * USEC_PER_SEC) {
                 c->auth_suppressed++;
                 return;
@@ -61,8 +101,8 @@ static void log_refusal(Coordinator *c, const char *what, const char *instance) 
         c->auth_suppressed = 0;
 }
 
-void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata) {
-        Coordinator *c = userdata;
+void agent_server_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata) {
+        AgentServer *c = userdata;
         int k = n->kind >= 0 && n->kind < NOTICE_KINDS ? n->kind : 0;
         if (added) {
                 c->metrics.notices_total[k]++;
@@ -80,19 +120,20 @@ void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool 
         }
 }
 
-void coordinator_apply_notices(Coordinator *c, NodeEntry *e) {
-        if (!directive_from_notices(e, c->drain_on))
+void agent_server_apply_notices(AgentServer *c, NodeEntry *e) {
+        if (!directive_from_notices(e, c->cfg.drain_on))
                 return;
         if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
                 log_notice("Node %s: drain (%s), deadline %lld.", e->instance_id, e->reason,
                            (long long) e->deadline_unix_ms);
                 /* replacement capacity now, before the drain ends */
-                provisioner_node_leaving(c->provisioner, e);
+                if (c->ports.node_leaving)
+                        c->ports.node_leaving(c->ports.userdata, e);
         } else
                 log_notice("Node %s: drain withdrawn, notices gone.", e->instance_id);
 }
 
-static bool state_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *env,
+static bool state_valid(const AgentServer *c, const Nodesmith__V1__AgentReport *env,
                         const Nodesmith__V1__NodeState *st, const char **why) {
         if (!st->identity || !streq(strempty(st->identity->instance_id), env->instance_id)) {
                 *why = "state names another instance than the report";
@@ -133,10 +174,10 @@ static Nodesmith__V1__NodeState *state_unpack(const Nodesmith__V1__AgentReport *
  * instance's agent: while that agent is alive (and not shutting down), its reports are bound
  * already, and another boot claiming the instance is a replay. Otherwise the state is unpacked
  * (into *arena, for the caller to reuse) and its identity document checked. */
-static AttestVerdict attest_report(Coordinator *c, const Nodesmith__V1__AgentReport *env,
+static AttestVerdict attest_report(AgentServer *c, const Nodesmith__V1__AgentReport *env,
                                    const NodeEntry *e, PbArena **arena, Nodesmith__V1__NodeState **st,
                                    AttestReason *ret_reason) {
-        uint64_t now = coordinator_now(c);
+        uint64_t now = server_now(c);
         const char *bound = NULL;
 
         *ret_reason = ATTEST_REASON_NONE;
@@ -165,9 +206,9 @@ static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, 
                 goto reply;                                                           \
         } while (0)
 
-int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
-                              size_t *ret_len, void *userdata) {
-        Coordinator *c = userdata;
+int agent_server_handle_report(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
+                               size_t *ret_len, void *userdata) {
+        AgentServer *c = userdata;
         Nodesmith__V1__NodeDirective d = NODESMITH__V1__NODE_DIRECTIVE__INIT;
         ReportResult result = REPORT_OK;
         const char *instance = NULL, *why = NULL;
@@ -198,21 +239,21 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                          env->protocol_version);
                 REFUSE(REPORT_VERSION_MISMATCH, STATUS_VERSION_MISMATCH, errbuf);
         }
-        if (!token_equal(strempty(env->token), c->token))
+        if (!token_equal(strempty(env->token), c->cfg.token))
                 REFUSE(REPORT_UNAUTHENTICATED, STATUS_UNAUTHENTICATED, "wrong bootstrap token");
         if (isempty(env->instance_id) || strlen(env->instance_id) > 64)
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "report carries no valid instance id");
         if (strlen(strempty(env->boot_id)) > 64)
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "boot id too long");
 
-        if (registry_is_buried(&c->registry, env->instance_id)) {
+        if (registry_is_buried(c->registry, env->instance_id)) {
                 /* terminated: whatever it still says changes nothing */
                 d.action = NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN;
                 d.reason = (char *) "terminated";
                 d.force = true;
                 goto reply;
         }
-        e = registry_get(&c->registry, env->instance_id);
+        e = registry_get(c->registry, env->instance_id);
         if (c->fast && e) /* first what the fast answers saw of this node */
                 fast_path_sync_one(c->fast, env->instance_id, fast_keep, c);
         if (attestor_mode(c->attest) != ATTEST_OFF) {
@@ -243,7 +284,7 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         }
         if (registry_state_unchanged(e, env->state.data, env->state.len)) {
                 /* the steady state: same bytes, nothing to re-read */
-                registry_touch(e, env->sequence, coordinator_now(c));
+                registry_touch(e, env->sequence, server_now(c));
                 c->metrics.reports_unchanged_total++;
                 goto directive;
         }
@@ -256,8 +297,8 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                 REFUSE(REPORT_INVALID, STATUS_INVALID, why);
 
         bool is_new = false;
-        int k = registry_put(&c->registry, env->instance_id, env->sequence, st, arena, env->state.data,
-                             env->state.len, coordinator_now(c), &e, &is_new);
+        int k = registry_put(c->registry, env->instance_id, env->sequence, st, arena, env->state.data,
+                             env->state.len, server_now(c), &e, &is_new);
         if (k == -ENOSPC)
                 REFUSE(REPORT_OVERLOADED, STATUS_OVERLOADED, "coordinator at its node limit (max-nodes)");
         if (k < 0)
@@ -274,15 +315,16 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                          (long long) (e->state->allocatable->memory_bytes >> 20),
                          (long long) e->state->allocatable->pods);
         }
-        if (registry_sync_notices(e, d.now_unix_ms, coordinator_notice_changed, c) < 0)
+        if (registry_sync_notices(e, d.now_unix_ms, agent_server_notice_changed, c) < 0)
                 log_warning("Node %s: out of memory recording notices.", e->instance_id);
-        coordinator_apply_notices(c, e);
+        agent_server_apply_notices(c, e);
 
 directive:
         if (e) {
                 /* an agent that reports drains its node itself: a drain of ours for it stops */
-                e->heard_usec = coordinator_now(c);
-                proxy_drains_agent_reported(c->proxy_drains, e);
+                e->heard_usec = server_now(c);
+                if (c->ports.agent_reported)
+                        c->ports.agent_reported(c->ports.userdata, e);
                 d.action = e->action;
                 d.reason = e->reason;
                 d.deadline_unix_ms = e->deadline_unix_ms;
@@ -294,7 +336,7 @@ directive:
                 if (c->fast && result == REPORT_OK && e->state && e->state->identity && !e->state->shutting_down &&
                     e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_RUN &&
                     (attestor_mode(c->attest) == ATTEST_OFF || attested))
-                        fast_path_remember(c->fast, e, env->boot_id, attested, coordinator_now(c));
+                        fast_path_remember(c->fast, e, env->boot_id, attested, server_now(c));
         }
 reply:
         c->metrics.reports[result]++;
@@ -306,9 +348,9 @@ reply:
         return 0;
 }
 
-int coordinator_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size, size_t *ret_len,
-                            void *userdata) {
-        Coordinator *c = userdata;
+int agent_server_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size, size_t *ret_len,
+                             void *userdata) {
+        AgentServer *c = userdata;
         return fast_path_answer(c->fast, req, len, reply, reply_size, ret_len);
 }
 
@@ -316,8 +358,8 @@ int coordinator_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, size
  * recorded each unchanged report; a node whose reports the loop must see again is dropped. */
 static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, uint64_t sequence, uint64_t seen_usec,
                       int action, const char *reason, int64_t deadline_unix_ms, bool force, void *userdata) {
-        Coordinator *c = userdata;
-        NodeEntry *e = registry_get(&c->registry, instance_id);
+        AgentServer *c = userdata;
+        NodeEntry *e = registry_get(c->registry, instance_id);
         bool same_boot = e && e->state && e->state->identity && streq(strempty(e->state->identity->boot_id), boot_id);
 
         c->metrics.reports[REPORT_OK] += n;
@@ -329,7 +371,8 @@ static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, 
                 e->last_seen_usec = MAX(e->last_seen_usec, seen_usec);
                 e->heard_usec = MAX(e->heard_usec, seen_usec);
                 e->reports += n;
-                proxy_drains_agent_reported(c->proxy_drains, e);
+                if (c->ports.agent_reported)
+                        c->ports.agent_reported(c->ports.userdata, e);
         }
         if (e->state->shutting_down || (int) e->action != action || e->force != force ||
             e->deadline_unix_ms != deadline_unix_ms || !streq_ptr(e->reason, reason))
@@ -338,7 +381,7 @@ static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, 
         return attestor_mode(c->attest) != ATTEST_WARN || attestor_accepted(c->attest, instance_id, boot_id);
 }
 
-void coordinator_fast_sync(Coordinator *c) {
+void agent_server_fast_sync(AgentServer *c) {
         if (c->fast)
                 fast_path_sync(c->fast, fast_keep, c);
 }

@@ -112,7 +112,7 @@ static const Recent *recent_find(const Recent *r, const char *key) {
 void disruption_launched(Provisioner *p, const char *instance_id) {
         NodeEntry *e;
         bool replacing = false;
-        REGISTRY_FOREACH(e, &p->c->registry)
+        REGISTRY_FOREACH(e, p->registry)
                 replacing |= e->replace_started_usec > 0;
         if (replacing && instance_id)
                 recent_add(p->disruption->churn, &p->disruption->churn_next, instance_id, provisioner_now(p));
@@ -148,7 +148,7 @@ void disruption_class_hash(const cJSON *nc, char out[17]) {
 
 static NodeEntry *entry_for_node(Provisioner *p, const char *name) {
         NodeEntry *e;
-        REGISTRY_FOREACH(e, &p->c->registry)
+        REGISTRY_FOREACH(e, p->registry)
                 if (streq_ptr(provisioner_node_name(e), name))
                         return e;
         return NULL;
@@ -228,7 +228,7 @@ static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char
 static void promote_replacements(Provisioner *p, uint64_t now) {
         NodeEntry *e;
         bool settled = !p->batch_open && !p->round && p->n_inflight == 0;
-        REGISTRY_FOREACH(e, &p->c->registry) {
+        REGISTRY_FOREACH(e, p->registry) {
                 if (!e->replace_started_usec)
                         continue;
                 if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
@@ -467,7 +467,7 @@ static int candidates(Pass *s) {
                 /* at least two report intervals after its pods changed: what the agents say has
                  * caught up with what the scheduler did */
                 uint64_t settled = s->now - e->pods_changed_usec;
-                uint64_t floor = 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
+                uint64_t floor = 2 * p->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
                 if (settled < (uint64_t) x->consolidate_after_s * USEC_PER_SEC || settled < floor) {
                         verdict(j, false, "pods changed %.0fs ago (consolidateAfter %llds)",
                                 (double) settled / USEC_PER_SEC, (long long) x->consolidate_after_s);
@@ -563,7 +563,7 @@ static void explain_set(Provisioner *p, Pass *s, const char *state, const char *
                 cJSON *pj = decision_json(d->pending.method, d->pending.kind, d->pending.nodes, d->pending.n_nodes,
                                           d->pending.old_price, d->pending.new_price, d->pending.message,
                                           (uint64_t) time(NULL));
-                uint64_t delay = p->c->cfg.consolidation_validation_ms * USEC_PER_MSEC;
+                uint64_t delay = p->cfg.disruption.consolidation_validation_ms * USEC_PER_MSEC;
                 uint64_t age = provisioner_now(p) - d->pending.decided_usec;
                 if (pj)
                         cJSON_AddNumberToObject(pj, "validatesInSeconds",
@@ -599,7 +599,7 @@ int disruption_pass(Provisioner *p) {
                 explain_set(p, NULL, "waiting", "provisioning first: a batch is open or instances are in flight");
                 return 0;
         }
-        if (now - p->leading_since_usec < 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
+        if (now - p->leading_since_usec < 2 * p->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
                 return 0;
         if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodes) || !kube_watch_synced(p->nodepools))
                 return 0;
@@ -713,7 +713,7 @@ int disruption_pass(Provisioner *p) {
         /* a consolidation found earlier: made again on fresh reports, then acted on */
         Pending *pd = &d->pending;
         if (pd->set) {
-                uint64_t delay = p->c->cfg.consolidation_validation_ms * USEC_PER_MSEC;
+                uint64_t delay = p->cfg.disruption.consolidation_validation_ms * USEC_PER_MSEC;
                 if (now - pd->decided_usec < delay) {
                         explain_set(p, &s, "validating", pd->message);
                         goto done;
@@ -733,7 +733,7 @@ int disruption_pass(Provisioner *p) {
                                 ok = s.podcount[idx[i]] == 0;
                 } else if (ok) {
                         SolverConsolidateOptions co = { .threshold = threshold_of(&s, idx, pd->n_nodes),
-                                                        .spot_to_spot = p->c->cfg.spot_to_spot };
+                                                        .spot_to_spot = p->cfg.disruption.spot_to_spot };
                         ok = solver_new(sn, &rd->solver, &err) >= 0 &&
                              solver_consolidate_evaluate(rd->solver, &co, idx, pd->n_nodes, &c) >= 0 &&
                              c->kind == pd->kind && (c->kind != SOLVER_CONSOLIDATE_REPLACE || c->new_price <= pd->new_price * 1.001);
@@ -795,7 +795,7 @@ int disruption_pass(Provisioner *p) {
                 SolverConsolidateOptions co = { .candidates = s.cand, .n_candidates = s.nc,
                                                 .pool_allowance = allow,
                                                 .threshold = threshold_of(&s, s.cand, s.nc),
-                                                .spot_to_spot = p->c->cfg.spot_to_spot };
+                                                .spot_to_spot = p->cfg.disruption.spot_to_spot };
                 r = solver_new(sn, &rd->solver, &err);
                 if (r < 0) {
                         snprintf(msg, sizeof msg, "compiling the snapshot (%s)", strempty(err));
@@ -844,8 +844,8 @@ int disruption_pass(Provisioner *p) {
         pd->set = true;
         log_info("Consolidation found (%s, %s of %zu node(s)): %s; acting after %llums if it still holds.",
                  method_names[method], solver_consolidation_kind_to_name(kind), pd->n_nodes, msg,
-                 (unsigned long long) p->c->cfg.consolidation_validation_ms);
-        if (p->c->cfg.consolidation_validation_ms == 0) {
+                 (unsigned long long) p->cfg.disruption.consolidation_validation_ms);
+        if (p->cfg.disruption.consolidation_validation_ms == 0) {
                 d->validated++;
                 act(p, pd->method, pd->kind, pd->nodes, pd->n_nodes, old_price, new_price, on_demand, msg);
                 pending_clear(pd);
@@ -870,7 +870,7 @@ void disruption_metrics(Provisioner *p, StrBuf *b) {
         Disruption *d = p->disruption;
         size_t replacing = 0;
         NodeEntry *e;
-        REGISTRY_FOREACH(e, &p->c->registry)
+        REGISTRY_FOREACH(e, p->registry)
                 replacing += e->replace_started_usec > 0;
         strbuf_printf(b, "# HELP nodesmith_disruption_decisions_total Disruption decisions acted on, by method.\n"
                          "# TYPE nodesmith_disruption_decisions_total counter\n");

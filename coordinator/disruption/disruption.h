@@ -14,11 +14,17 @@
  * planned as if it were gone) and drains the old one once nothing is in flight any more.
  * Interruption notices are acted on as they arrive (server.c, policy.c), not here. */
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "strbuf.h"
 
 typedef struct Provisioner Provisioner;
+
+typedef struct DisruptionConfig {
+        uint64_t consolidation_validation_ms; /* a consolidation is made again after this, then acts */
+        bool spot_to_spot;                    /* spot may be replaced by cheaper spot */
+} DisruptionConfig;
 typedef struct Disruption Disruption;
 typedef struct NodeEntry NodeEntry;
 typedef struct cJSON cJSON;

@@ -5,11 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/attest.h"
-#include "coordinator.h"
-#include "interruption/interruption.h"
-#include "provision/provisioner.h"
-#include "agents/proxydrain.h"
+#include "api.h"
 #include "macro.h"
 #include "pbjson.h"
 #include "strbuf.h"
@@ -39,10 +35,10 @@ static void label(StrBuf *b, const char *s) {
         }
 }
 
-int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
+static int metrics_render(const ApiView *c, char **ret, size_t *ret_len) {
         StrBuf b;
         NodeEntry *e;
-        uint64_t now = coordinator_now(c);
+        uint64_t now = c->now_usec;
 
         strbuf_init(&b, BODY_MAX);
         strbuf_printf(&b, "# HELP nodesmith_build_info Version of the running coordinator.\n"
@@ -52,22 +48,22 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                           "# TYPE nodesmith_reports_total counter\n");
         for (int i = 0; i < _REPORT_RESULT_MAX; i++)
                 strbuf_printf(&b, "nodesmith_reports_total{result=\"%s\"} %llu\n",
-                              report_result_to_string(i), (unsigned long long) c->metrics.reports[i]);
+                              report_result_to_string(i), (unsigned long long) c->agents->reports[i]);
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
                           "# TYPE nodesmith_notices_total counter\n");
         for (int k = 1; k < NOTICE_KINDS; k++)
                 strbuf_printf(&b, "nodesmith_notices_total{kind=\"%s\"} %llu\n", notice_kind_to_string(k),
-                              (unsigned long long) c->metrics.notices_total[k]);
+                              (unsigned long long) c->agents->notices_total[k]);
         strbuf_printf(&b, "# HELP nodesmith_notices_withdrawn_total Notices withdrawn (e.g. maintenance canceled).\n"
                           "# TYPE nodesmith_notices_withdrawn_total counter\n");
         for (int k = 1; k < NOTICE_KINDS; k++)
                 strbuf_printf(&b, "nodesmith_notices_withdrawn_total{kind=\"%s\"} %llu\n",
                               notice_kind_to_string(k),
-                              (unsigned long long) c->metrics.notices_withdrawn_total[k]);
+                              (unsigned long long) c->agents->notices_withdrawn_total[k]);
         {
                 uint64_t in_force[NOTICE_KINDS] = {};
                 NodeEntry *ne;
-                REGISTRY_FOREACH(ne, &c->registry)
+                REGISTRY_FOREACH(ne, c->registry)
                         for (size_t i = 0; i < ne->n_notices; i++)
                                 if (ne->notices[i].kind > 0 && ne->notices[i].kind < NOTICE_KINDS)
                                         in_force[ne->notices[i].kind]++;
@@ -79,13 +75,13 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         }
         strbuf_printf(&b, "# HELP nodesmith_reports_unchanged_total Reports whose node state was unchanged (not re-read).\n"
                           "# TYPE nodesmith_reports_unchanged_total counter\nnodesmith_reports_unchanged_total %llu\n",
-                      (unsigned long long) c->metrics.reports_unchanged_total);
+                      (unsigned long long) c->agents->reports_unchanged_total);
         strbuf_printf(&b, "# HELP nodesmith_nodes Nodes known from agent reports.\n"
-                          "# TYPE nodesmith_nodes gauge\nnodesmith_nodes %zu\n", c->registry.n);
+                          "# TYPE nodesmith_nodes gauge\nnodesmith_nodes %zu\n", c->registry->n);
         strbuf_printf(&b, "# HELP nodesmith_nodes_registered_total Nodes that registered.\n"
                           "# TYPE nodesmith_nodes_registered_total counter\n"
                           "nodesmith_nodes_registered_total %llu\n",
-                      (unsigned long long) c->metrics.nodes_registered_total);
+                      (unsigned long long) c->agents->nodes_registered_total);
         strbuf_printf(&b, "# HELP nodesmith_link_messages_total Messages received on the agent link.\n"
                           "# TYPE nodesmith_link_messages_total counter\n"
                           "nodesmith_link_messages_total %llu\n",
@@ -97,11 +93,11 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         strbuf_printf(&b, "# HELP nodesmith_http_requests_total HTTP requests served.\n"
                           "# TYPE nodesmith_http_requests_total counter\n"
                           "nodesmith_http_requests_total %llu\n",
-                      (unsigned long long) c->metrics.http_requests_total);
+                      (unsigned long long) c->http_requests);
 
         strbuf_printf(&b, "# HELP nodesmith_node_allocatable Allocatable resources reported by each node's agent.\n"
                           "# TYPE nodesmith_node_allocatable gauge\n");
-        REGISTRY_FOREACH(e, &c->registry) {
+        REGISTRY_FOREACH(e, c->registry) {
                 const Nodesmith__V1__Resources *a = e->state->allocatable;
                 const struct {
                         const char *name;
@@ -123,7 +119,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         }
         strbuf_printf(&b, "# HELP nodesmith_node_report_age_seconds Time since each node's last report.\n"
                           "# TYPE nodesmith_node_report_age_seconds gauge\n");
-        REGISTRY_FOREACH(e, &c->registry) {
+        REGISTRY_FOREACH(e, c->registry) {
                 strbuf_printf(&b, "nodesmith_node_report_age_seconds{instance_id=\"");
                 label(&b, e->instance_id);
                 strbuf_printf(&b, "\"} %.3f\n", (double) (now - e->last_seen_usec) / 1e6);
@@ -144,7 +140,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         return 0;
 }
 
-int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len) {
+static int api_provisioning_render(const ApiView *c, char **ret, size_t *ret_len) {
         char *s = provisioner_api(c->provisioner);
         if (!s)
                 return -ENOMEM;
@@ -153,7 +149,7 @@ int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len) {
         return 0;
 }
 
-int api_disruption_render(Coordinator *c, char **ret, size_t *ret_len) {
+static int api_disruption_render(const ApiView *c, char **ret, size_t *ret_len) {
         char *s = c->provisioner ? provisioner_disruption_api(c->provisioner)
                                  : strdup("{\"state\": \"off\", \"message\": \"no provisioning (no --cluster-name)\"}");
         if (!s)
@@ -179,10 +175,10 @@ static void add_sources(cJSON *j, unsigned sources) {
                 cJSON_AddItemToArray(a, cJSON_CreateString("queue"));
 }
 
-int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
+static int api_nodes_render(const ApiView *c, char **ret, size_t *ret_len) {
         cJSON *root = cJSON_CreateObject(), *items;
         NodeEntry *e;
-        uint64_t now = coordinator_now(c);
+        uint64_t now = c->now_usec;
 
         if (!root)
                 return -ENOMEM;
@@ -192,7 +188,7 @@ int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
                 cJSON_Delete(root);
                 return -ENOMEM;
         }
-        REGISTRY_FOREACH(e, &c->registry) {
+        REGISTRY_FOREACH(e, c->registry) {
                 const Nodesmith__V1__NodeState *r = e->state;
                 const Nodesmith__V1__Identity *id = r->identity;
                 cJSON *n = cJSON_CreateObject();
@@ -261,4 +257,19 @@ int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len) {
         *ret = s;
         *ret_len = strlen(s);
         return 0;
+}
+
+int api_render(const ApiView *v, HttpPage page, char **ret, size_t *ret_len) {
+        switch (page) {
+        case HTTP_PAGE_METRICS:
+                return metrics_render(v, ret, ret_len);
+        case HTTP_PAGE_NODES:
+                return api_nodes_render(v, ret, ret_len);
+        case HTTP_PAGE_PROVISIONING:
+                return api_provisioning_render(v, ret, ret_len);
+        case HTTP_PAGE_DISRUPTION:
+                return api_disruption_render(v, ret, ret_len);
+        default:
+                return -EINVAL;
+        }
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 
-#include "coordinator.h"
+#include "httpd.h"
 #include "link.h"
 #include "log.h"
 #include "macro.h"
@@ -22,7 +22,8 @@ typedef struct Pending {
 } Pending;
 
 struct HttpServer {
-        Coordinator *coord;
+        HttpPorts ports;
+        uint64_t requests;
         nng_http_server *server;
         nng_url *url;
         nng_http_handler *handlers[8];
@@ -83,54 +84,54 @@ static void on_request(nng_aio *aio) {
         (void) !write(s->efd, &one, sizeof one);
 }
 
+static const struct {
+        const char *path;
+        HttpPage page;
+        const char *content_type;
+} pages[] = {
+        { "/metrics", HTTP_PAGE_METRICS, "text/plain; version=0.0.4; charset=utf-8" },
+        { "/api/v1/nodes", HTTP_PAGE_NODES, "application/json" },
+        { "/api/v1/provisioning", HTTP_PAGE_PROVISIONING, "application/json" },
+        { "/api/v1/disruption", HTTP_PAGE_DISRUPTION, "application/json" },
+};
+
+static bool path_is(const char *uri, size_t len, const char *path) {
+        return len == strlen(path) && strncmp(uri, path, len) == 0;
+}
+
 static void serve(HttpServer *s, nng_aio *aio) {
-        Coordinator *c = s->coord;
         nng_http_req *req = nng_aio_get_input(aio, 0);
         const char *uri = nng_http_req_get_uri(req);
         const char *method = nng_http_req_get_method(req);
         _cleanup_free_ char *body = NULL;
         size_t len = 0;
-        int r;
 
-        c->metrics.http_requests_total++;
+        s->requests++;
         if (!streq(method, "GET") && !streq(method, "HEAD")) {
                 respond(aio, 405, "text/plain", "method not allowed\n", 19);
                 return;
         }
         size_t pl = strcspn(uri, "?");
-        if (pl == 8 && strncmp(uri, "/healthz", 8) == 0) {
+        if (path_is(uri, pl, "/healthz")) {
                 respond(aio, 200, "text/plain", "ok\n", 3);
-        } else if (pl == 7 && strncmp(uri, "/readyz", 7) == 0) {
+                return;
+        }
+        if (path_is(uri, pl, "/readyz")) {
                 /* a standby serves metrics but is not ready: agents and the Service go to the leader */
-                bool ready = c->link != NULL && (!c->provisioner || c->leading);
-                respond(aio, ready ? 200 : 503, "text/plain", ready ? "ok\n" : "not ready\n",
-                        ready ? 3 : 10);
-        } else if (pl == 8 && strncmp(uri, "/metrics", 8) == 0) {
-                r = metrics_render(c, &body, &len);
-                if (r < 0)
+                bool ready = s->ports.ready && s->ports.ready(s->ports.userdata);
+                respond(aio, ready ? 200 : 503, "text/plain", ready ? "ok\n" : "not ready\n", ready ? 3 : 10);
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(pages); i++) {
+                if (!path_is(uri, pl, pages[i].path))
+                        continue;
+                if (s->ports.render(s->ports.userdata, pages[i].page, &body, &len) < 0)
                         respond(aio, 500, "text/plain", "error\n", 6);
                 else
-                        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
-        } else if (pl == 13 && strncmp(uri, "/api/v1/nodes", 13) == 0) {
-                r = api_nodes_render(c, &body, &len);
-                if (r < 0)
-                        respond(aio, 500, "text/plain", "error\n", 6);
-                else
-                        respond(aio, 200, "application/json", body, len);
-        } else if (pl == 20 && strncmp(uri, "/api/v1/provisioning", 20) == 0) {
-                r = api_provisioning_render(c, &body, &len);
-                if (r < 0)
-                        respond(aio, 500, "text/plain", "error\n", 6);
-                else
-                        respond(aio, 200, "application/json", body, len);
-        } else if (pl == 18 && strncmp(uri, "/api/v1/disruption", 18) == 0) {
-                r = api_disruption_render(c, &body, &len);
-                if (r < 0)
-                        respond(aio, 500, "text/plain", "error\n", 6);
-                else
-                        respond(aio, 200, "application/json", body, len);
-        } else
-                respond(aio, 404, "text/plain", "not found\n", 10);
+                        respond(aio, 200, pages[i].content_type, body, len);
+                return;
+        }
+        respond(aio, 404, "text/plain", "not found\n", 10);
 }
 
 static int on_wakeup(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
@@ -156,7 +157,11 @@ static int on_wakeup(sd_event_source *es, int fd, uint32_t revents, void *userda
         return 0;
 }
 
-int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
+uint64_t http_server_requests(const HttpServer *h) {
+        return h ? h->requests : 0;
+}
+
+int http_server_new(sd_event *e, const char *url, const HttpPorts *ports, HttpServer **ret) {
         static const char *const paths[] = { "/healthz", "/readyz", "/metrics", "/api/v1/nodes",
                                              "/api/v1/provisioning", "/api/v1/disruption" };
         HttpServer *s;
@@ -165,7 +170,7 @@ int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
         s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
-        s->coord = c;
+        s->ports = *ports;
         s->efd = -EBADF;
         pthread_mutex_init(&s->lock, NULL);
 
@@ -174,7 +179,7 @@ int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
                 r = -errno;
                 goto fail;
         }
-        r = sd_event_add_io(c->event, &s->io, s->efd, EPOLLIN, on_wakeup, s);
+        r = sd_event_add_io(e, &s->io, s->efd, EPOLLIN, on_wakeup, s);
         if (r < 0)
                 goto fail;
 

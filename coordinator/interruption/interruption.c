@@ -6,19 +6,21 @@
 #include <string.h>
 
 #include "aws/aws-credentials.h"
-#include "coordinator.h"
+#include "agents/registry.h"
+#include "agents/server.h"
 #include "interruption.h"
 #include "json-util.h"
+#include "kube.h"
 #include "log.h"
 #include "macro.h"
-#include "provision/provisioner.h"
 #include "quantity.h"
 
 #define NODEPOOL_LABEL "nodesmith.io/nodepool"
 #define TERMINATION_FINALIZER "nodesmith.io/termination"
 
 struct Interruption {
-        Coordinator *c;
+        sd_event *event;
+        InterruptionSink sink;
         HttpClient *http;
         AwsCredentialProvider *creds;
         SqsClient *sqs;
@@ -64,7 +66,7 @@ static bool node_ready(const cJSON *node) {
 
 /* The state an agent would report, as far as the Node tells it: identity, capacity and
  * allocatable; no pods (what runs there is unknown). */
-static int entry_from_node(Coordinator *c, const cJSON *node, const char *id, NodeEntry **ret) {
+static int entry_from_node(const InterruptionSink *c, const cJSON *node, const char *id, NodeEntry **ret) {
         const cJSON *labels = json_get(json_get(node, "metadata"), "labels");
         const char *ct = json_str(labels, "karpenter.sh/capacity-type") ?: json_str(labels, "nodesmith.io/capacity-type");
         const char *zone = json_str(labels, "topology.kubernetes.io/zone");
@@ -115,7 +117,7 @@ static int entry_from_node(Coordinator *c, const cJSON *node, const char *id, No
                 pb_arena_free(arena);
                 return -ENOMEM;
         }
-        int r = registry_put_unreported(&c->registry, id, state, arena, bytes, n, coordinator_now(c), ret);
+        int r = registry_put_unreported(c->registry, id, state, arena, bytes, n, c->now(c->userdata), ret);
         if (r < 0)
                 pb_arena_free(arena);
         return r;
@@ -123,7 +125,7 @@ static int entry_from_node(Coordinator *c, const cJSON *node, const char *id, No
 
 /* ---- events ------------------------------------------------------------------------------ */
 
-int interruption_apply(Coordinator *c, InterruptionStats *stats, const SqsEvent *ev, const char *id,
+int interruption_apply(const InterruptionSink *c, InterruptionStats *stats, const SqsEvent *ev, const char *id,
                        int64_t now) {
         const NoticeRecord *rec = NULL;
         const char *kind = sqs_event_kind_to_string(ev->kind);
@@ -134,20 +136,20 @@ int interruption_apply(Coordinator *c, InterruptionStats *stats, const SqsEvent 
                 stats->ignored++;
                 return 0;
         }
-        if (registry_is_buried(&c->registry, id)) {
+        if (registry_is_buried(c->registry, id)) {
                 log_debug("Interruption queue: %s %s for %s, terminated already.", kind, ev->id, id);
                 stats->ignored++;
                 return 0;
         }
-        NodeEntry *e = registry_get(&c->registry, id);
+        NodeEntry *e = registry_get(c->registry, id);
         if (!e) {
                 const cJSON *node = NULL;
-                r = c->provisioner ? provisioner_find_node(c->provisioner, id, &node) : -ENOENT;
+                r = c->find_node ? c->find_node(c->userdata, id, &node) : -ENOENT;
                 if (r == -EAGAIN)
                         return r; /* the Nodes are not listed yet: the message comes back */
                 bool leaving = ev->notice_kind == NODESMITH__V1__NOTICE__KIND__KIND_SPOT_INTERRUPTION ||
                                ev->notice_kind == NODESMITH__V1__NOTICE__KIND__KIND_SHUTDOWN;
-                if (r == -ENOENT && leaving && provisioner_instance_leaving(c->provisioner, id))
+                if (r == -ENOENT && leaving && c->instance_leaving && c->instance_leaving(c->userdata, id))
                         return 0; /* launched, not registered yet: no capacity on the way any more */
                 if (r < 0 || !node_managed(node)) {
                         log_info("Interruption queue: %s %s for %s: no node of this cluster has that instance; ignored.",
@@ -169,9 +171,10 @@ int interruption_apply(Coordinator *c, InterruptionStats *stats, const SqsEvent 
                 stats->duplicates++;
                 log_debug("Node %s: interruption queue event %s repeats its %s notice %s.", id, ev->id,
                           notice_kind_to_string(ev->notice_kind), rec->event_id);
-        } else
-                coordinator_notice_changed(e, rec, true, c);
-        coordinator_apply_notices(c, e);
+        } else if (c->notice_added)
+                c->notice_added(c->userdata, e, rec);
+        if (c->apply_notices)
+                c->apply_notices(c->userdata, e);
         return r;
 }
 
@@ -187,7 +190,7 @@ static void preview(const char *body, size_t len, char *out, size_t size) {
         out[k] = 0;
 }
 
-SqsVerdict interruption_handle_body(Coordinator *c, InterruptionStats *stats, const char *body, size_t len,
+SqsVerdict interruption_handle_body(const InterruptionSink *c, InterruptionStats *stats, const char *body, size_t len,
                                     int64_t now) {
         SqsEvent ev;
         char p[100];
@@ -213,29 +216,29 @@ SqsVerdict interruption_handle_body(Coordinator *c, InterruptionStats *stats, co
 static SqsVerdict on_message(SqsClient *s, const SqsMessage *m, void *userdata) {
         Interruption *q = userdata;
         uint64_t now = 0;
-        (void) sd_event_now(q->c->event, CLOCK_REALTIME, &now);
-        return interruption_handle_body(q->c, &q->stats, m->body, m->body_len, (int64_t) (now / USEC_PER_MSEC));
+        (void) sd_event_now(q->event, CLOCK_REALTIME, &now);
+        return interruption_handle_body(&q->sink, &q->stats, m->body, m->body_len, (int64_t) (now / USEC_PER_MSEC));
 }
 
 /* ---- set-up ------------------------------------------------------------------------------ */
 
-int interruption_new(Coordinator *c, Interruption **ret) {
-        const CoordConfig *cfg = &c->cfg;
+int interruption_new(sd_event *e, const InterruptionConfig *cfg, const InterruptionSink *sink,
+                     Interruption **ret) {
         Interruption *q = calloc(1, sizeof *q);
         int r;
 
         if (!q)
                 return -ENOMEM;
-        q->c = c;
-        r = http_client_new(c->event, &q->http);
+        q->event = e;
+        q->sink = *sink;
+        r = http_client_new(e, &q->http);
         if (r >= 0) {
                 AwsCredentialsConfig acc = { .region = cfg->region };
-                r = aws_credential_provider_new(c->event, q->http, &acc, &q->creds);
+                r = aws_credential_provider_new(e, q->http, &acc, &q->creds);
         }
         if (r >= 0) {
-                SqsConfig sc = { .region = cfg->region, .queue_url = cfg->interruption_queue,
-                                 .endpoint = cfg->sqs_endpoint };
-                r = sqs_client_new(c->event, q->http, q->creds, &sc, on_message, q, &q->sqs);
+                SqsConfig sc = { .region = cfg->region, .queue_url = cfg->queue_url, .endpoint = cfg->endpoint };
+                r = sqs_client_new(e, q->http, q->creds, &sc, on_message, q, &q->sqs);
         }
         if (r < 0) {
                 interruption_free(q);

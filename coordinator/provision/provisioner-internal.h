@@ -9,9 +9,10 @@
 
 #include "aws/aws-credentials.h"
 #include "model/catalog.h"
-#include "coordinator.h"
 #include "disruption/disruption.h"
 #include "aws/ec2.h"
+#include "agents/proxydrain.h"
+#include "agents/registry.h"
 #include "http.h"
 #include "kube.h"
 #include "model/nodepool.h"
@@ -101,7 +102,11 @@ typedef struct Round {
 } Round;
 
 struct Provisioner {
-        Coordinator *c;
+        sd_event *event;
+        ProvisionerConfig cfg;
+        Registry *registry;             /* the nodes that report (the coordinator's) */
+        ProvisionerPorts ports;
+        ProxyDrains *proxy_drains;      /* drains for silent agents, on this provisioner's watches */
         KubeClient *kube;
         KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes, *pdbs;
         HttpClient *http;
@@ -142,7 +147,9 @@ struct Provisioner {
 };
 
 static inline uint64_t provisioner_now(Provisioner *p) {
-        return coordinator_now(p->c);
+        uint64_t t = 0;
+        (void) sd_event_now(p->event, CLOCK_MONOTONIC, &t);
+        return t;
 }
 
 static inline const cJSON *jget(const cJSON *o, const char *k) {

@@ -10,12 +10,10 @@
 #include "aws/aws-credentials.h"
 #include "model/catalog.h"
 #include "catalog-ec2.h"
-#include "coordinator.h"
 #include "aws/ec2.h"
 #include "fileio.h"
 #include "http.h"
 #include "kube.h"
-#include "leader.h"
 #include "log.h"
 #include "macro.h"
 #include "model/nodepool.h"
@@ -41,11 +39,12 @@ static uint64_t clock_usec(void) {
  * the renew deadline, by the clock, not by a callback the loop may not have run yet. Asked before
  * every EC2 write, so two replicas never act at once (docs/leader-election.md). */
 bool provisioner_acting(const Provisioner *p) {
-        return p->leading && (!p->c->leader || leader_is_leading(p->c->leader));
+        return p->leading && (!p->ports.acting || p->ports.acting(p->ports.userdata));
 }
 
 const char *provisioner_acting_as(const Provisioner *p) {
-        return p->c->leader ? leader_identity(p->c->leader) : "the only replica";
+        const char *who = p->ports.acting_as ? p->ports.acting_as(p->ports.userdata) : NULL;
+        return who ? who : "the only replica";
 }
 
 /* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
@@ -128,10 +127,10 @@ void provisioner_poke(Provisioner *p) {
         uint64_t now = now_usec(p);
         if (!p->batch_open) {
                 p->batch_open = true;
-                (void) sd_event_source_set_time(p->batch_max, now + p->c->cfg.batch_max_ms * USEC_PER_MSEC);
+                (void) sd_event_source_set_time(p->batch_max, now + p->cfg.batch_max_ms * USEC_PER_MSEC);
                 (void) sd_event_source_set_enabled(p->batch_max, SD_EVENT_ONESHOT);
         }
-        (void) sd_event_source_set_time(p->batch_idle, now + p->c->cfg.batch_idle_ms * USEC_PER_MSEC);
+        (void) sd_event_source_set_time(p->batch_idle, now + p->cfg.batch_idle_ms * USEC_PER_MSEC);
         (void) sd_event_source_set_enabled(p->batch_idle, SD_EVENT_ONESHOT);
 }
 
@@ -257,7 +256,7 @@ static bool taint_startup(Provisioner *p, const char *pool, const char *key) {
 
 static bool node_reported(Provisioner *p, const char *name) {
         NodeEntry *ne;
-        REGISTRY_FOREACH(ne, &p->c->registry)
+        REGISTRY_FOREACH(ne, p->registry)
                 if (ne->state && ne->state->identity && streq_ptr(ne->state->identity->node_name, name))
                         return true;
         return false;
@@ -605,7 +604,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
 
         /* Nodes told to drain are leaving: they take no pods, and theirs need a place. */
         NodeEntry *e;
-        REGISTRY_FOREACH(e, &p->c->registry) {
+        REGISTRY_FOREACH(e, p->registry) {
                 const char *node = e->state && e->state->identity ? e->state->identity->node_name : NULL;
                 if ((e->action != NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN && !e->replace_started_usec) || !node)
                         continue;
@@ -616,7 +615,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
 
         /* Pods: the pending ones, then what each node's agent reports running there. */
         size_t n_bound = 0;
-        REGISTRY_FOREACH(e, &p->c->registry)
+        REGISTRY_FOREACH(e, p->registry)
                 n_bound += e->state ? e->state->n_pods : 0;
         SolverPod *pods = solver_arena_alloc(a, (o->n_pods + n_bound + 1) * sizeof *pods);
         if (!pods)
@@ -624,7 +623,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         if (o->n_pods > 0)
                 memcpy(pods, o->pods, o->n_pods * sizeof *pods);
         size_t np = o->n_pods;
-        REGISTRY_FOREACH(e, &p->c->registry) {
+        REGISTRY_FOREACH(e, p->registry) {
                 const Nodesmith__V1__NodeState *st = e->state;
                 const char *node = st && st->identity ? st->identity->node_name : NULL;
                 bool known = false;
@@ -801,7 +800,7 @@ static size_t selector_filters(Provisioner *p, const char *node_class, const cha
         }
         if (n == 0) {
                 snprintf(names[0], 160, "tag:nodesmith.io/discovery");
-                values[0][0] = p->c->cfg.cluster_name;
+                values[0][0] = p->cfg.cluster_name;
                 f[0] = (Ec2Filter) { .name = names[0], .values = values[0], .n_values = 1 };
                 n = 1;
         }
@@ -993,7 +992,7 @@ static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, v
 static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size) {
         const cJSON *nc = node_class ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
         const cJSON *terms = jget(jget(nc, "spec"), "amiSelectorTerms"), *t;
-        const char *arch = rd->arch ? "arm64" : "x86_64", *k8s = p->c->cfg.kubernetes_version;
+        const char *arch = rd->arch ? "arm64" : "x86_64", *k8s = p->cfg.kubernetes_version;
         const cJSON *first = cJSON_GetArrayItem(terms, 0);
         const char *alias = jstr(first, "alias");
         if (!first || alias) {
@@ -1054,7 +1053,7 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                         Ec2LaunchTemplateSpec *spec, char **ret_userdata) {
         const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
         Resolved *res = rd->res;
-        const CoordConfig *cfg = &p->c->cfg;
+        const ProvisionerConfig *cfg = &p->cfg;
         _cleanup_free_ char *ud = NULL;
 
         /* labels and taints the node registers with: the pool's, and what the plan narrowed */
@@ -1096,7 +1095,7 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                 .coordinator = cfg->agent_endpoint,
                 .coordinator_ca_pem = p->agent_ca_pem,
                 .tls_server_name = cfg->agent_tls_server_name,
-                .token = p->c->token,
+                .token = cfg->token,
                 .nodepool = pool->name,
         };
         int r = userdata_render(&uds, &ud);
@@ -1250,7 +1249,7 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
         /* ... and by how many instances this coordinator has launched so far: once a plan's fleet
          * exists, the same pods planned again later (their node could not take them) must make
          * a new fleet, not get the old one back from EC2's idempotency */
-        strbuf_printf(&b, "%s|%s|%llu|", p->c->cfg.cluster_name, pool->name, (unsigned long long) p->instances_launched);
+        strbuf_printf(&b, "%s|%s|%llu|", p->cfg.cluster_name, pool->name, (unsigned long long) p->instances_launched);
         for (size_t i = 0; i < l->n_pods; i++)
                 strbuf_printf(&b, "%s,", strempty(rd->pod_uids[l->pods[i]]));
         for (size_t i = 0; i < n; i++)
@@ -1261,7 +1260,7 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
 
         char token[48], name[128];
         snprintf(token, sizeof token, "nodesmith-%.32s", hash);
-        snprintf(name, sizeof name, "nodesmith-%s-%s", p->c->cfg.cluster_name, pool->name);
+        snprintf(name, sizeof name, "nodesmith-%s-%s", p->cfg.cluster_name, pool->name);
         Ec2FleetSpec spec = {
                 .launch_template_name = res->template_name[rd->arch],
                 .overrides = ov,
@@ -1395,7 +1394,7 @@ static void round_start(Provisioner *p) {
                 return; /* the round under way pokes again when it ends */
         /* A new leader first gives the agents a couple of report intervals to reach it, so it
          * knows what runs on the nodes before it decides anything. */
-        uint64_t sync = 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
+        uint64_t sync = 2 * p->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
         if (now_usec(p) - p->leading_since_usec < sync) {
                 provisioner_poke(p);
                 return;
@@ -1452,10 +1451,10 @@ static void round_start(Provisioner *p) {
                 /* a consolidation that found its replacement on-demand (spot is not replaced by
                  * spot unless allowed) launches it so */
                 NodeEntry *e;
-                REGISTRY_FOREACH(e, &p->c->registry)
+                REGISTRY_FOREACH(e, p->registry)
                         opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
                 /* the budget covers compiling the snapshot too: what is left of it */
-                uint64_t budget = p->c->cfg.solver_budget_ms * USEC_PER_MSEC, spent = clock_usec() - t0;
+                uint64_t budget = p->cfg.solver_budget_ms * USEC_PER_MSEC, spent = clock_usec() - t0;
                 opts.time_budget_usec = budget == 0 ? 0 : budget > spent ? budget - spent : 1;
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
@@ -1480,7 +1479,7 @@ static void round_start(Provisioner *p) {
                 p->budget_cuts++;
                 p->pods_deferred += res->n_deferred;
                 log_info("Provisioning: the solver's time budget (%llu ms) ran out; %zu pod(s) left for the next round.",
-                         (unsigned long long) p->c->cfg.solver_budget_ms, res->n_deferred);
+                         (unsigned long long) p->cfg.solver_budget_ms, res->n_deferred);
         }
         for (size_t i = 0; i < res->n_decisions; i++)
                 if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
@@ -1551,7 +1550,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
                 return;
         }
         for (char **id = res ? res->terminated : NULL; id && *id; id++) {
-                NodeEntry *e = registry_get(&p->c->registry, *id);
+                NodeEntry *e = registry_get(p->registry, *id);
                 const char *node = e ? provisioner_node_name(e) : NULL;
                 log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
                 p->terminated++;
@@ -1561,7 +1560,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
                 for (size_t k = 0; !node && k < p->n_orphans; k++)
                         if (streq(p->orphans[k].instance_id, *id))
                                 remove_finalizer(p, p->orphans[k].node);
-                registry_bury(&p->c->registry, *id);
+                registry_bury(p->registry, *id);
         }
         for (char **id = res ? res->refused : NULL; id && *id; id++)
                 log_warning("Refused to terminate %s: it lacks this cluster's tag.", *id);
@@ -1603,7 +1602,7 @@ static void on_orphan_described(Ec2Client *ec2, const Ec2Error *err, Ec2Instance
                 if (gone) {
                         log_notice("Node %s: instance %s is gone already.", k->node, k->id);
                         remove_finalizer(p, k->node);
-                        registry_bury(&p->c->registry, k->id);
+                        registry_bury(p->registry, k->id);
                 }
         }
         ec2_instance_list_free(list);
@@ -1620,16 +1619,16 @@ static int scan_orphan(const cJSON *node, void *userdata) {
         const cJSON *dts = jget(jget(node, "metadata"), "deletionTimestamp");
         if (!name || !id || !cJSON_IsString(dts) || !has_finalizer(node))
                 return 0;
-        NodeEntry *e = registry_get(&p->c->registry, id);
-        uint64_t silent_after = MAX(3 * p->c->cfg.report_interval_ms * USEC_PER_MSEC, 5 * USEC_PER_SEC);
+        NodeEntry *e = registry_get(p->registry, id);
+        uint64_t silent_after = MAX(3 * p->cfg.report_interval_ms * USEC_PER_MSEC, 5 * USEC_PER_SEC);
         if (e && s->now - e->last_seen_usec < silent_after)
                 return 0; /* its agent is alive and drains it */
         for (size_t k = 0; k < p->n_orphans; k++)
                 if (streq(p->orphans[k].instance_id, id)) {
                         /* a node with a report is terminated by termination_pass once drained */
-                        bool drained = !e && proxy_drains_drained(p->c->proxy_drains, name);
+                        bool drained = !e && proxy_drains_drained(p->proxy_drains, name);
                         if (!p->orphans[k].sent &&
-                            (drained || s->now - p->orphans[k].seen_usec >= proxy_drains_grace_usec(p->c->proxy_drains, name))) {
+                            (drained || s->now - p->orphans[k].seen_usec >= proxy_drains_grace_usec(p->proxy_drains, name))) {
                                 log_warning("Node %s is being deleted and its agent is silent; terminating %s%s.", name, id,
                                             drained ? " (drained by the coordinator)" : "");
                                 p->orphans[k].sent = true;
@@ -1660,12 +1659,12 @@ static int scan_orphan(const cJSON *node, void *userdata) {
  * agent that stops answering gets the grace period, then the same. */
 static void termination_pass(Provisioner *p) {
         uint64_t now = now_usec(p);
-        uint64_t stale = p->c->cfg.stale_after_ms * USEC_PER_MSEC;
+        uint64_t stale = p->cfg.stale_after_ms * USEC_PER_MSEC;
         const char *todo[64];
         size_t n = 0;
         NodeEntry *e;
 
-        REGISTRY_FOREACH(e, &p->c->registry) {
+        REGISTRY_FOREACH(e, p->registry) {
                 if (n >= ELEMENTSOF(todo) || e->terminate_sent_usec)
                         continue;
                 const char *node = provisioner_node_name(e);
@@ -1678,8 +1677,8 @@ static void termination_pass(Provisioner *p) {
                         e->drain_decided_usec = now;
                 /* drained by its agent, or by the coordinator for a silent agent (proxydrain.c) */
                 bool drained = (e->state->drain && e->state->drain->phase == NODESMITH__V1__DRAIN_STATUS__PHASE__PHASE_DRAINED) ||
-                               proxy_drains_drained(p->c->proxy_drains, node);
-                uint64_t grace = proxy_drains_grace_usec(p->c->proxy_drains, node);
+                               proxy_drains_drained(p->proxy_drains, node);
+                uint64_t grace = proxy_drains_grace_usec(p->proxy_drains, node);
                 /* a Node that is gone (EC2 reclaimed the instance, the Node was deleted without
                  * the finalizer) holds no pods: nothing is left to drain, only to clean up */
                 bool node_gone = node && !obj && kube_watch_synced(p->nodes);
@@ -1700,7 +1699,7 @@ static void termination_pass(Provisioner *p) {
         OrphanScan s = { p, now };
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
         if (provisioner_acting(p))
-                proxy_drains_pass(p->c->proxy_drains, p->leading_since_usec);
+                proxy_drains_pass(p->proxy_drains, p->leading_since_usec);
 }
 
 
@@ -1721,7 +1720,7 @@ static void on_catalog_built(int error, Catalog *catalog, void *userdata) {
         p->catalog_building = false;
         if (error < 0 || !catalog) {
                 log_warning_errno(error, "Cannot build the instance catalog from EC2 (%m); keeping %s.",
-                                  p->c->cfg.catalog);
+                                  p->cfg.catalog);
                 catalog_free(catalog);
                 return;
         }
@@ -1734,16 +1733,16 @@ static void on_catalog_built(int error, Catalog *catalog, void *userdata) {
  * start and every catalog-refresh; the shipped catalog stands in until then and for types EC2
  * gives no price for. */
 static void catalog_refresh(Provisioner *p) {
-        uint64_t every = p->c->cfg.catalog_refresh_ms * USEC_PER_MSEC;
+        uint64_t every = p->cfg.catalog_refresh_ms * USEC_PER_MSEC;
         if (!every || p->catalog_building || !p->leading ||
             (p->catalog_built_usec && now_usec(p) - p->catalog_built_usec < every))
                 return;
         p->catalog_built_usec = now_usec(p);
-        int r = catalog_ec2_build(p->ec2, p->c->cfg.region, p->catalog, p->c->cfg.price_table,
+        int r = catalog_ec2_build(p->ec2, p->cfg.region, p->catalog, p->cfg.price_table,
                                   on_catalog_built, p);
         if (r < 0)
                 log_warning_errno(r, "Cannot build the instance catalog from EC2 (price table %s: %m); keeping %s.",
-                                  strempty(p->c->cfg.price_table), p->c->cfg.catalog);
+                                  strempty(p->cfg.price_table), p->cfg.catalog);
         else
                 p->catalog_building = true;
 }
@@ -1772,7 +1771,7 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
         /* those that are Nodes already are not in flight */
         (void) kube_watch_foreach(p->nodes, forget_registered, p);
         log_info("Learned %zu instance(s) of cluster %s from EC2; %zu not registered yet.", added,
-                 p->c->cfg.cluster_name, p->n_inflight);
+                 p->cfg.cluster_name, p->n_inflight);
         p->learned = true;
         provisioner_poke(p);
 }
@@ -1797,14 +1796,14 @@ static void on_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2TerminateResul
 
 static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         Provisioner *p = userdata;
-        uint64_t now = now_usec(p), timeout = p->c->cfg.registration_timeout_ms * USEC_PER_MSEC;
+        uint64_t now = now_usec(p), timeout = p->cfg.registration_timeout_ms * USEC_PER_MSEC;
 
         learn(p);
         catalog_refresh(p);
         if (p->leading && p->learned)
                 termination_pass(p);
-        if (p->c->cfg.consolidation_interval_ms > 0 &&
-            now - p->last_disruption_usec >= p->c->cfg.consolidation_interval_ms * USEC_PER_MSEC) {
+        if (p->cfg.consolidation_interval_ms > 0 &&
+            now - p->last_disruption_usec >= p->cfg.consolidation_interval_ms * USEC_PER_MSEC) {
                 p->last_disruption_usec = now;
                 (void) disruption_pass(p); /* a failure is logged and counted; the next pass tries again */
         }
@@ -1844,7 +1843,7 @@ void provisioner_set_leading(Provisioner *p, bool leading) {
         if (!leading) {
                 /* another replica acts now; what we knew may be stale when we lead again */
                 p->learned = false;
-                proxy_drains_release_all(p->c->proxy_drains);
+                proxy_drains_release_all(p->proxy_drains);
                 for (size_t i = p->n_inflight; i > 0; i--)
                         inflight_remove(p, i - 1);
                 return;
@@ -1859,8 +1858,8 @@ static int watch(Provisioner *p, const char *path, const char *field_selector, k
         return kube_watch_new(p->kube, path, &o, cb, p, ret);
 }
 
-int provisioner_new(Coordinator *c, Provisioner **ret) {
-        const CoordConfig *cfg = &c->cfg;
+int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registry,
+                    const ProvisionerPorts *ports, Provisioner **ret) {
         _cleanup_(kube_config_freep) KubeConfig *kc = NULL;
         Provisioner *p;
         char *err = NULL;
@@ -1869,7 +1868,10 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         p = calloc(1, sizeof *p);
         if (!p)
                 return -ENOMEM;
-        p->c = c;
+        p->event = e;
+        p->cfg = *cfg;
+        p->registry = registry;
+        p->ports = ports ? *ports : (ProvisionerPorts) {};
         r = disruption_new(&p->disruption);
         if (r < 0) {
                 free(p);
@@ -1886,7 +1888,7 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
                 log_error_errno(r, "No Kubernetes API to provision for (kube-server, kubeconfig or in-cluster): %m");
                 goto fail;
         }
-        r = kube_client_new(c->event, kc, &p->kube);
+        r = kube_client_new(e, kc, &p->kube);
         if (r < 0)
                 goto fail;
 
@@ -1904,16 +1906,16 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
                 }
         }
 
-        r = http_client_new(c->event, &p->http);
+        r = http_client_new(e, &p->http);
         if (r < 0)
                 goto fail;
         AwsCredentialsConfig acc = { .region = cfg->region };
-        r = aws_credential_provider_new(c->event, p->http, &acc, &p->creds);
+        r = aws_credential_provider_new(e, p->http, &acc, &p->creds);
         if (r < 0)
                 goto fail;
         Ec2Config ec = { .region = cfg->region, .ec2_endpoint = cfg->ec2_endpoint,
                          .ssm_endpoint = cfg->ssm_endpoint, .cluster_name = cfg->cluster_name };
-        r = ec2_client_new(c->event, p->http, p->creds, &ec, &p->ec2);
+        r = ec2_client_new(e, p->http, p->creds, &ec, &p->ec2);
         if (r < 0)
                 goto fail;
 
@@ -1929,13 +1931,14 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         if (r >= 0)
                 r = watch(p, "/api/v1/nodes", NULL, on_node_event, &p->nodes);
         if (r >= 0)
-                r = proxy_drains_new(c, p->kube, p->nodes, p->nodepools, &c->proxy_drains);
+                r = proxy_drains_new(e, &cfg->proxy_drains, registry, p->kube, p->nodes, p->nodepools,
+                                     &p->proxy_drains);
         if (r >= 0)
-                r = sd_event_add_time(c->event, &p->batch_idle, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
+                r = sd_event_add_time(e, &p->batch_idle, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
         if (r >= 0)
-                r = sd_event_add_time(c->event, &p->batch_max, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
+                r = sd_event_add_time(e, &p->batch_max, CLOCK_MONOTONIC, UINT64_MAX, 1, on_batch_timer, p);
         if (r >= 0)
-                r = sd_event_add_time(c->event, &p->housekeeping, CLOCK_MONOTONIC, 0, USEC_PER_MSEC * 100,
+                r = sd_event_add_time(e, &p->housekeeping, CLOCK_MONOTONIC, 0, USEC_PER_MSEC * 100,
                                       on_housekeeping, p);
         if (r >= 0)
                 r = sd_event_source_set_enabled(p->housekeeping, SD_EVENT_ON);
@@ -1957,7 +1960,7 @@ Provisioner *provisioner_free(Provisioner *p) {
                 return NULL;
         provisioner_round_free(p->round);
         p->disruption = disruption_free(p->disruption);
-        p->c->proxy_drains = proxy_drains_free(p->c->proxy_drains);
+        p->proxy_drains = proxy_drains_free(p->proxy_drains);
         kube_watch_free(p->pods);
         kube_watch_free(p->nodepools);
         kube_watch_free(p->nodeclasses);
@@ -2111,4 +2114,8 @@ bool provisioner_instance_leaving(Provisioner *p, const char *instance_id) {
                 return true;
         }
         return false;
+}
+
+ProxyDrains *provisioner_proxy_drains(const Provisioner *p) {
+        return p ? p->proxy_drains : NULL;
 }

@@ -5,6 +5,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <systemd/sd-event.h>
+
+#include "agents/proxydrain.h"
+#include "disruption/disruption.h"
 #include "strbuf.h"
 
 /* Provisioning: pending pods become EC2 instances.
@@ -19,10 +23,41 @@
  * that never register are terminated. Only the leader acts; a new leader first learns the
  * instances already launched (EC2 tag nodesmith.io/cluster) and counts them as in flight. */
 
-typedef struct Coordinator Coordinator;
 typedef struct Provisioner Provisioner;
+typedef struct Registry Registry;
 
-int provisioner_new(Coordinator *c, Provisioner **ret);
+typedef struct ProvisionerConfig {
+        const char *cluster_name;          /* the nodesmith.io/cluster tag */
+        const char *kube_server, *kubeconfig; /* neither: in-cluster */
+        const char *region, *ec2_endpoint, *ssm_endpoint;
+        const char *catalog, *price_table; /* the shipped catalog; on-demand prices for EC2's */
+        uint64_t catalog_refresh_ms;       /* 0: only the file */
+        uint64_t batch_idle_ms, batch_max_ms;
+        uint64_t solver_budget_ms;         /* 0: the solver runs to the end */
+        uint64_t registration_timeout_ms;
+        uint64_t report_interval_ms;       /* what agents are asked (a new leader waits for them) */
+        uint64_t stale_after_ms;           /* an agent silent this long no longer counts */
+        /* user data of the nodes launched */
+        const char *kubernetes_version, *instance_profile;
+        const char *cluster_endpoint, *cluster_ca, *cluster_cidr;
+        const char *agent_endpoint, *agent_ca, *agent_tls_server_name;
+        const char *token;                 /* the agents' bootstrap token */
+        uint64_t consolidation_interval_ms; /* 0: no disruption passes */
+        DisruptionConfig disruption;
+        ProxyDrainsConfig proxy_drains;
+} ProvisionerConfig;
+
+/* What the provisioner asks of the process around it; every member may be NULL. */
+typedef struct ProvisionerPorts {
+        void *userdata;
+        /* The Lease is held and renewed within its deadline (NULL: no election, always). */
+        bool (*acting)(void *userdata);
+        const char *(*acting_as)(void *userdata); /* this replica's identity */
+} ProvisionerPorts;
+
+/* registry: the nodes that report (the caller's, outlives the provisioner). */
+int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registry,
+                    const ProvisionerPorts *ports, Provisioner **ret);
 Provisioner *provisioner_free(Provisioner *p);
 void provisioner_set_leading(Provisioner *p, bool leading);
 typedef struct NodeEntry NodeEntry;
@@ -44,3 +79,5 @@ void provisioner_metrics(Provisioner *p, StrBuf *b);
 char *provisioner_api(Provisioner *p);
 /* The last disruption pass explained, for /api/v1/disruption. */
 char *provisioner_disruption_api(Provisioner *p);
+/* The drains it runs for silent agents (NULL without a provisioner). */
+ProxyDrains *provisioner_proxy_drains(const Provisioner *p);

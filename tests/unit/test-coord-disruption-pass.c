@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* disruption_pass() reports every failure: it returns it, says it once in the log and in the
  * explain API, and counts it in nodesmith_disruption_pass_failures_total; a pass with nothing
- * to do, or not its turn, returns 0 and counts nothing. The snapshot, the watches and the clock
- * are replaced (tests/unit/test-coord-disruption-pass.wrap). */
+ * to do, or not its turn, returns 0 and counts nothing. The snapshot and the watches are
+ * replaced (tests/unit/test-coord-disruption-pass.wrap). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,21 +34,18 @@ bool __wrap_kube_watch_synced(const KubeWatch *w) {
         return true;
 }
 
-uint64_t __wrap_coordinator_now(Coordinator *c);
-uint64_t __wrap_coordinator_now(Coordinator *c) {
-        return 3600 * USEC_PER_SEC; /* an hour after the coordinator began leading */
-}
-
 typedef struct Fx {
-        Coordinator c;
+        Registry registry;
         Provisioner p;
 } Fx;
 
 static int setup(void **state) {
         Fx *f = calloc(1, sizeof *f);
         assert_non_null(f);
-        f->c.cfg.report_interval_ms = 10000;
-        f->p.c = &f->c;
+        assert_int_equal(sd_event_new(&f->p.event), 0);
+        f->p.cfg.report_interval_ms = 10000;
+        f->p.leading_since_usec = 0; /* the loop's clock is hours past it */
+        f->p.registry = &f->registry;
         f->p.leading = true;
         f->p.learned = true;
         assert_int_equal(disruption_new(&f->p.disruption), 0);
@@ -62,6 +59,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
         Fx *f = *state;
         disruption_free(f->p.disruption);
+        sd_event_unref(f->p.event);
         free(f);
         return 0;
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator.h"
+#include "agents/server.h"
 #include "interruption/interruption.h"
 #include "log.h"
 #include "interruption/sqs-event.h"
@@ -242,16 +242,49 @@ static void test_event_malformed(void **state) {
 
 #define ID "i-0b662ef9931388ba0"
 
-static Coordinator *coord(const char *drain_on) {
-        Coordinator *c = NULL;
-        assert_int_equal(coordinator_new(&c), 0);
+/* The agent server and the interruption queue's sink, wired as the coordinator wires them. */
+typedef struct Fx {
+        Registry registry;
+        AgentServer *agents;
+        InterruptionSink sink;
+} Fx;
+
+static uint64_t fx_now(void *userdata) {
+        return 1;
+}
+
+static void fx_notice_added(void *userdata, const NodeEntry *e, const NoticeRecord *n) {
+        Fx *c = userdata;
+        agent_server_notice_changed(e, n, true, c->agents);
+}
+
+static void fx_apply_notices(void *userdata, NodeEntry *e) {
+        Fx *c = userdata;
+        agent_server_apply_notices(c->agents, e);
+}
+
+static Fx *coord(const char *drain_on) {
+        Fx *c = calloc(1, sizeof *c);
+        AgentServerConfig cfg = { .token = "0123456789abcdef", .report_interval_ms = 1000,
+                                  .max_pods_per_node = 100, .max_notices_per_node = 16 };
+        AgentServerPorts ports = { .userdata = c, .now = fx_now };
+        assert_non_null(c);
         assert_int_equal(registry_init(&c->registry, 100), 0);
-        assert_int_equal(notice_policy_parse(drain_on, &c->drain_on), 0);
+        assert_int_equal(notice_policy_parse(drain_on, &cfg.drain_on), 0);
+        assert_int_equal(agent_server_new(&cfg, &c->registry, NULL, NULL, &ports, &c->agents), 0);
+        c->sink = (InterruptionSink) { .registry = &c->registry, .userdata = c, .now = fx_now,
+                                       .notice_added = fx_notice_added, .apply_notices = fx_apply_notices };
         return c;
 }
 
+static void fx_free(Fx *c) {
+        agent_server_free(c->agents);
+        registry_done(&c->registry);
+        free(c);
+}
+
 /* What server.c does with a report: the state in, the notices synced, the directive. */
-static void report(Coordinator *c, uint64_t seq, const Nodesmith__V1__Notice *const *notices, size_t n) {
+static void report(Fx *c, uint64_t seq, const Nodesmith__V1__Notice *const *notices, size_t n) {
         Nodesmith__V1__Identity id = NODESMITH__V1__IDENTITY__INIT;
         Nodesmith__V1__Resources res = NODESMITH__V1__RESOURCES__INIT;
         Nodesmith__V1__NodeState st = NODESMITH__V1__NODE_STATE__INIT;
@@ -273,16 +306,16 @@ static void report(Coordinator *c, uint64_t seq, const Nodesmith__V1__Notice *co
         NodeEntry *e = NULL;
         assert_int_equal(registry_put(&c->registry, ID, seq, u, arena, bytes, len, seq, &e, NULL), 0);
         free(bytes);
-        assert_true(registry_sync_notices(e, 1000, coordinator_notice_changed, c) >= 0);
-        coordinator_apply_notices(c, e);
+        assert_true(registry_sync_notices(e, 1000, agent_server_notice_changed, c->agents) >= 0);
+        agent_server_apply_notices(c->agents, e);
 }
 
-static SqsVerdict queue(Coordinator *c, InterruptionStats *s, const char *body) {
-        return interruption_handle_body(c, s, body, strlen(body), 2000);
+static SqsVerdict queue(Fx *c, InterruptionStats *s, const char *body) {
+        return interruption_handle_body(&c->sink, s, body, strlen(body), 2000);
 }
 
 static void test_agent_then_queue(void **state) {
-        Coordinator *c = coord("spot,maintenance");
+        Fx *c = coord("spot,maintenance");
         InterruptionStats s = {};
         Nodesmith__V1__Notice spot = NODESMITH__V1__NOTICE__INIT;
         spot.kind = K(SPOT_INTERRUPTION);
@@ -292,14 +325,14 @@ static void test_agent_then_queue(void **state) {
 
         report(c, 1, v, 1);
         NodeEntry *e = registry_get(&c->registry, ID);
-        assert_int_equal(c->metrics.notices_total[K(SPOT_INTERRUPTION)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(SPOT_INTERRUPTION)], 1);
         assert_int_equal(e->action, DRAIN);
         assert_string_equal(e->reason, "spot-interruption");
 
         assert_int_equal(queue(c, &s, SPOT), SQS_DELETE);
         assert_int_equal(s.received[SQS_EVENT_SPOT_INTERRUPTION], 1);
         assert_int_equal(s.duplicates, 1);
-        assert_int_equal(c->metrics.notices_total[K(SPOT_INTERRUPTION)], 1); /* counted once */
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(SPOT_INTERRUPTION)], 1); /* counted once */
         assert_int_equal(e->n_notices, 1);
         assert_int_equal(e->notices[0].sources, NOTICE_FROM_AGENT | NOTICE_FROM_QUEUE);
         assert_int_equal(e->deadline_unix_ms, 120000);
@@ -308,13 +341,13 @@ static void test_agent_then_queue(void **state) {
         report(c, 2, NULL, 0);
         assert_int_equal(e->n_notices, 1);
         assert_int_equal(e->notices[0].sources, NOTICE_FROM_QUEUE);
-        assert_int_equal(c->metrics.notices_withdrawn_total[K(SPOT_INTERRUPTION)], 0);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_withdrawn_total[K(SPOT_INTERRUPTION)], 0);
         assert_int_equal(e->action, DRAIN);
-        coordinator_free(c);
+        fx_free(c);
 }
 
 static void test_queue_then_agent(void **state) {
-        Coordinator *c = coord("spot,maintenance");
+        Fx *c = coord("spot,maintenance");
         InterruptionStats s = {};
         Nodesmith__V1__Notice spot = NODESMITH__V1__NOTICE__INIT, reb = NODESMITH__V1__NOTICE__INIT;
         spot.kind = K(SPOT_INTERRUPTION);
@@ -328,7 +361,7 @@ static void test_queue_then_agent(void **state) {
         assert_int_equal(e->action, RUN);
         assert_int_equal(queue(c, &s, SPOT), SQS_DELETE);
         assert_int_equal(s.duplicates, 0);
-        assert_int_equal(c->metrics.notices_total[K(SPOT_INTERRUPTION)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(SPOT_INTERRUPTION)], 1);
         assert_int_equal(e->action, DRAIN);
         assert_string_equal(e->reason, "spot-interruption");
         assert_int_equal(e->deadline_unix_ms, 120000);
@@ -338,14 +371,14 @@ static void test_queue_then_agent(void **state) {
         report(c, 2, NULL, 0);
         assert_int_equal(e->n_notices, 1);
         assert_int_equal(e->action, DRAIN);
-        assert_int_equal(c->metrics.notices_withdrawn_total[K(SPOT_INTERRUPTION)], 0);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_withdrawn_total[K(SPOT_INTERRUPTION)], 0);
 
         /* the agent's own notice later: the same notice, not a second one; a rebalance is new */
         const Nodesmith__V1__Notice *v[] = { &spot, &reb };
         report(c, 3, v, 2);
         assert_int_equal(e->n_notices, 2);
-        assert_int_equal(c->metrics.notices_total[K(SPOT_INTERRUPTION)], 1);
-        assert_int_equal(c->metrics.notices_total[K(REBALANCE)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(SPOT_INTERRUPTION)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(REBALANCE)], 1);
         const NoticeRecord *r = registry_find_notice(e, "terminate@1970-01-01T00:02:00Z");
         assert_non_null(r);
         assert_int_equal(r->sources, NOTICE_FROM_AGENT | NOTICE_FROM_QUEUE);
@@ -357,27 +390,27 @@ static void test_queue_then_agent(void **state) {
         assert_int_equal(queue(c, &s, SPOT), SQS_DELETE);
         assert_int_equal(s.duplicates, 1);
         assert_int_equal(e->n_notices, 2);
-        assert_int_equal(c->metrics.notices_total[K(SPOT_INTERRUPTION)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(SPOT_INTERRUPTION)], 1);
 
         /* the agent drops both: the rebalance is withdrawn, the spot notice stays */
         report(c, 5, NULL, 0);
         assert_int_equal(e->n_notices, 1);
-        assert_int_equal(c->metrics.notices_withdrawn_total[K(REBALANCE)], 1);
-        assert_int_equal(c->metrics.notices_withdrawn_total[K(SPOT_INTERRUPTION)], 0);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_withdrawn_total[K(REBALANCE)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_withdrawn_total[K(SPOT_INTERRUPTION)], 0);
         assert_int_equal(e->action, DRAIN);
-        coordinator_free(c);
+        fx_free(c);
 }
 
 static void test_policy_and_kinds(void **state) {
         /* a rebalance drains only when drain-on says so, from the queue as from the agent */
-        Coordinator *c = coord("spot,maintenance");
+        Fx *c = coord("spot,maintenance");
         InterruptionStats s = {};
         report(c, 1, NULL, 0);
         NodeEntry *e = registry_get(&c->registry, ID);
         assert_int_equal(queue(c, &s, REBALANCE), SQS_DELETE);
-        assert_int_equal(c->metrics.notices_total[K(REBALANCE)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(REBALANCE)], 1);
         assert_int_equal(e->action, RUN);
-        coordinator_free(c);
+        fx_free(c);
 
         c = coord("spot,rebalance,maintenance");
         s = (InterruptionStats) {};
@@ -390,12 +423,12 @@ static void test_policy_and_kinds(void **state) {
          * of no node here (no provisioner: no Node watch) */
         assert_int_equal(queue(c, &s, HEALTH), SQS_DELETE);
         assert_int_equal(s.received[SQS_EVENT_SCHEDULED_CHANGE], 1);
-        assert_int_equal(c->metrics.notices_total[K(MAINTENANCE)], 1);
+        assert_int_equal(agent_server_metrics(c->agents)->notices_total[K(MAINTENANCE)], 1);
         assert_int_equal(s.ignored, 1);
         assert_int_equal(e->action, DRAIN);
         assert_string_equal(e->reason, "scheduled-maintenance");
         assert_int_equal(e->deadline_unix_ms, 1622865600000LL);
-        coordinator_free(c);
+        fx_free(c);
 
         /* a state change to stopping: shut down now, whatever drain-on says */
         c = coord("none");
@@ -413,12 +446,12 @@ static void test_policy_and_kinds(void **state) {
         assert_int_equal(queue(c, &s, "{\"detail-type\": \"Something Else\", \"source\": \"aws.ec2\"}"), SQS_DELETE);
         assert_int_equal(s.not_understood, 2);
         assert_int_equal(e->n_notices, 1);
-        coordinator_free(c);
+        fx_free(c);
 }
 
 static void test_unreported_entry(void **state) {
         /* an entry made from elsewhere counts as registered at the agent's first report */
-        Coordinator *c = coord("spot");
+        Fx *c = coord("spot");
         Nodesmith__V1__Identity id = NODESMITH__V1__IDENTITY__INIT;
         Nodesmith__V1__Resources res = NODESMITH__V1__RESOURCES__INIT;
         Nodesmith__V1__NodeState st = NODESMITH__V1__NODE_STATE__INIT;
@@ -455,11 +488,11 @@ static void test_unreported_entry(void **state) {
         assert_true(is_new);
         assert_int_equal(e->reports, 1);
         assert_int_equal(e->last_seen_usec, 9);
-        assert_true(registry_sync_notices(e, 3000, coordinator_notice_changed, c) >= 0);
+        assert_true(registry_sync_notices(e, 3000, agent_server_notice_changed, c->agents) >= 0);
         assert_int_equal(e->n_notices, 1);
         assert_int_equal(e->action, DRAIN);
         assert_int_equal(registry_put_unreported(&c->registry, ID, NULL, NULL, bytes, len, 5, &e), -EEXIST);
-        coordinator_free(c);
+        fx_free(c);
 }
 
 int main(void) {
