@@ -111,6 +111,9 @@ int coordinator_new(Coordinator **ret) {
                 free(c);
                 return r;
         }
+        histogram_init(&c->metrics.round_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.solver_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.registration_seconds, histogram_bounds_lifecycle);
         *ret = c;
         return 0;
 }

@@ -9,6 +9,7 @@
 #include "link.h"
 #include "kube.h"
 #include "policy.h"
+#include "promtext.h"
 #include "registry.h"
 
 #define COORDINATOR_VERSION "0.1.0"
@@ -93,6 +94,9 @@ typedef struct Metrics {
         uint64_t nodes_registered_total;
         uint64_t http_requests_total;
         uint64_t http_rejected_total;
+        Histogram round_seconds;          /* observe.c renders these */
+        Histogram solver_seconds;
+        Histogram registration_seconds;
 } Metrics;
 
 typedef struct HttpServer HttpServer;
@@ -157,6 +161,7 @@ int http_server_new(Coordinator *c, const char *url, HttpServer **ret);
 HttpServer *http_server_free(HttpServer *h);
 
 /* api.c: what the HTTP endpoints answer. */
+const char *capacity_type_name(Nodesmith__V1__CapacityType t); /* "spot", "on-demand" or "" */
 int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len);

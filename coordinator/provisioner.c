@@ -37,7 +37,7 @@ static uint64_t clock_usec(void) {
 
 /* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
  * reason Unschedulable) and nobody is deleting it. */
-static bool pod_unschedulable(const cJSON *pod) {
+bool pod_unschedulable(const cJSON *pod) {
         const cJSON *md = jget(pod, "metadata"), *status = jget(pod, "status");
         if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
                 return false;
@@ -191,6 +191,8 @@ static int forget_registered(const cJSON *node, void *userdata) {
         for (size_t i = 0; id && i < p->n_inflight; i++)
                 if (streq(p->inflight[i].instance_id, id)) {
                         log_info("Instance %s registered as Node %s.", id, strempty(kube_object_meta(node, "name")));
+                        histogram_observe(&p->c->metrics.registration_seconds,
+                                          (double) (now_usec(p) - p->inflight[i].launched_usec) / 1e6);
                         inflight_remove(p, i);
                         break;
                 }
@@ -1208,6 +1210,7 @@ static void round_finish(Provisioner *p) {
         if (!rd)
                 return;
         p->last_round_seconds = (double) (now_usec(p) - rd->started_usec) / 1e6;
+        histogram_observe(&p->c->metrics.round_seconds, p->last_round_seconds);
         bool again = rd->launched_nothing;
         p->round = NULL;
         provisioner_round_free(rd);
@@ -1290,6 +1293,7 @@ static void round_start(Provisioner *p) {
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
         p->last_decision_seconds = (double) (clock_usec() - t0) / 1e6;
+        histogram_observe(&p->c->metrics.solver_seconds, p->last_decision_seconds);
         if (r < 0) {
                 log_warning("Solver failed: %s", err ? err : strerror(-r));
                 set_error(p, "solver: %s", err ? err : strerror(-r));
