@@ -92,7 +92,7 @@ FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
 
-.PHONY: all test test-unit test-integration demo chaos bench install clean fuzz fuzz-build
+.PHONY: all test test-unit test-integration demo chaos bench install clean fuzz fuzz-build helm
 all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN)
 
 # ---- rules ---------------------------------------------------------------------------------
@@ -174,14 +174,26 @@ $(BUILD)/benchbin/%: $(BUILD)/bench/%.o $(ALL_LINK_LIBS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(ALL_LINK_LIBS) $(LIBS)
 
+# Tools built from the Go module proxy, pinned by their go.mod/go.sum: helm (tools/helm) for the
+# chart's tests. The stamp rebuilds it when the pins change.
+GO   ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+HELM := $(BUILD)/tools/helm
+$(HELM): $(BUILD)/tools/helm.stamp ;
+$(BUILD)/tools/helm.stamp: tools/helm/go.mod tools/helm/go.sum
+	@mkdir -p $(@D)
+	@echo "  GO      helm.sh/helm/v3/cmd/helm"
+	$(Q)cd tools/helm && $(GO) build -trimpath -o $(abspath $(HELM)) helm.sh/helm/v3/cmd/helm
+	$(Q)touch $@
+helm: $(HELM)
+
 # ---- entry points --------------------------------------------------------------------------
-test: all $(UNIT_BINS) $(TOOL_BINS)
+test: all $(UNIT_BINS) $(TOOL_BINS) $(HELM)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
 test-unit: $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) bash tests/run.sh --unit
 
-test-integration: all $(TOOL_BINS)
+test-integration: all $(TOOL_BINS) $(HELM)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh --integration
 
 # Seeded chaos runs on the local stack, checked against invariants (docs/chaos.md): RUNS runs

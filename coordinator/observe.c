@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "catalog.h"
+#include "disruption-policy.h"
 #include "kubenode.h"
 #include "leader.h"
 #include "macro.h"
@@ -160,6 +161,35 @@ static void drains_render(Coordinator *c, StrBuf *b) {
                       (unsigned long long) overdue);
 }
 
+typedef struct Budgets {
+        Coordinator *c;
+        StrBuf *b;
+} Budgets;
+
+/* Each NodePool's disruption budget now, per reason: how many of its nodes may be disrupting
+ * at once (+Inf: no active budget limits it). */
+static int pool_budgets(const cJSON *pool, void *userdata) {
+        Budgets *bu = userdata;
+        const char *name = kube_object_meta(pool, "name");
+        const cJSON *budgets = jget(jget(jget(pool, "spec"), "disruption"), "budgets");
+        size_t nodes = 0;
+        NodeEntry *e;
+        if (!name)
+                return 0;
+        REGISTRY_FOREACH(e, &bu->c->registry)
+                nodes += e->state && e->state->identity && streq_ptr(e->state->identity->nodepool, name);
+        for (DisruptionReason r = 0; r < _DISRUPTION_REASON_MAX; r++) {
+                size_t n = disruption_budget(budgets, r, nodes, time(NULL));
+                strbuf_printf(bu->b, "nodesmith_nodepool_disruption_budget{nodepool=\"");
+                prom_label_value(bu->b, name);
+                if (n == SIZE_MAX)
+                        strbuf_printf(bu->b, "\",reason=\"%s\"} +Inf\n", disruption_reason_to_name(r));
+                else
+                        strbuf_printf(bu->b, "\",reason=\"%s\"} %zu\n", disruption_reason_to_name(r), n);
+        }
+        return 0;
+}
+
 typedef struct Oldest {
         int64_t now_ms;
         int64_t oldest_ms;
@@ -200,6 +230,11 @@ void observe_metrics(Coordinator *c, StrBuf *b) {
         strbuf_printf(b, "# HELP nodesmith_leader_lease_transitions The Lease's leaseTransitions as last read: how often leadership changed hands.\n"
                          "# TYPE nodesmith_leader_lease_transitions gauge\nnodesmith_leader_lease_transitions %llu\n",
                       (unsigned long long) leader_transitions(c->leader));
+
+        strbuf_printf(b, "# HELP nodesmith_nodepool_disruption_budget Nodes of each NodePool that may be disrupting at once now, by reason (its budgets).\n"
+                         "# TYPE nodesmith_nodepool_disruption_budget gauge\n");
+        if (p && p->nodepools)
+                (void) kube_watch_foreach(p->nodepools, pool_budgets, &(Budgets) { .c = c, .b = b });
 
         Oldest o = { .now_ms = (int64_t) time(NULL) * 1000 };
         if (p && p->pods)

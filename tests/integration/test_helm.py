@@ -17,7 +17,7 @@ import tempfile
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from nsharness import BUILD, ROOT  # noqa: E402
+from nsharness import BUILD, ROOT, Checklist  # noqa: E402
 
 CHART = os.path.join(ROOT, "packaging", "helm", "nodesmith")
 BASE = os.path.join(ROOT, "packaging", "kubernetes")
@@ -42,15 +42,7 @@ EXPECTED_DIFFERENCES = (
 HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
                "app.kubernetes.io/version")
 
-failures = []
-
-
-def check(what, ok, detail=""):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
-        if detail:
-            print("      " + str(detail).replace("\n", "\n      ")[:4000])
+check = Checklist()
 
 
 def run(*argv, ok=True, stdin=None):
@@ -273,8 +265,7 @@ def main():
         p = helm_template(*args, ok=False)
         check(f"refused: {what}", p.returncode != 0 and needle in p.stderr, p.stderr[-800:])
 
-    print(f"{len(failures)} failed" if failures else "all passed")
-    return 1 if failures else 0
+    return check.exit_code("test_helm")
 
 
 if __name__ == "__main__":
