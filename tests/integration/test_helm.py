@@ -6,10 +6,12 @@ the chart or named in docs/helm.md's "Not exposed" table; the rendered command l
 coordinator.conf are accepted by `nodesmith-coordinator --check-config`, with the defaults and
 with every setting given; the toggles (cert-manager, ServiceMonitor, PrometheusRule, IRSA) render
 what they promise, and bad values are refused with a message naming them."""
+import base64
 import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,7 +55,7 @@ def run(*argv, ok=True, stdin=None):
 
 
 def helm_template(*values_args, ok=True):
-    return run(HELM, "template", "nodesmith", CHART, "--namespace", NS, *values_args, ok=ok)
+    return run(HELM, "template", "nodesmith", CHART, "--namespace", NS, "--kube-version", "1.32.0", *values_args, ok=ok)
 
 
 def docs(text):
@@ -69,6 +71,13 @@ def conf_settings(text):
         k, _, v = line.partition("=")
         out[k.strip()] = v.strip()
     return out
+
+
+def msec(v):
+    """A duration as --check-config prints it ("20000ms") or as given ("20s"), in ms; other
+    values unchanged."""
+    m = re.fullmatch(r"(\d+)(ms|s|m|h)", v or "")
+    return int(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000, "h": 3600000}[m.group(2)] if m else v
 
 
 def normalise(objs, source):
@@ -149,8 +158,10 @@ def check_config_accepted(what, objs, tmp):
     run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
         "-days", "1", "-subj", "/CN=nodesmith-coordinator", "-keyout", os.path.join(etc, "tls", "tls.key"),
         "-out", os.path.join(etc, "tls", "tls.crt"))
-    for f in ("ca.crt",):
-        open(os.path.join(etc, "tls", f), "w").write(open(os.path.join(etc, "tls", "tls.crt")).read())
+    open(os.path.join(etc, "tls", "ca.crt"), "w").write(open(os.path.join(etc, "tls", "tls.crt")).read())
+    for f, src in (("catalog.json", "catalog-us-east-1.json"), ("prices.json", "ec2-on-demand-prices-us-east-1.json")):
+        if os.path.exists(os.path.join(ROOT, "data", src)):
+            shutil.copy(os.path.join(ROOT, "data", src), os.path.join(etc, "tls", f))
     open(os.path.join(etc, "bootstrap", "token"), "w").write("0123456789abcdef0123\n")
     args = [a.replace("/etc/nodesmith", etc) for a in dep["spec"]["template"]["spec"]["containers"][0]["args"]]
     p = run(COORD, "--check-config", *args, ok=False)
@@ -185,9 +196,12 @@ def main():
     for key in sorted(set(h) & set(k)):
         d = diff(h[key], k[key])
         check(f"{key[0]} {key[2]}: same as kustomize", not d, "\n".join(d[:30]))
+    for src, objs in (("kustomize", base), ("helm", chart)):
+        role = find(objs, "Role")
+        check(f"{src}: the leader-election Role names the Lease nodesmith-coordinator",
+              role["rules"][1]["resourceNames"] == ["nodesmith-coordinator"], role["rules"])
     print("differences normalised (expected):\n  - " + "\n  - ".join(EXPECTED_DIFFERENCES))
     secret = find(chart, "Secret", "nodesmith-bootstrap-token")
-    import base64
     token = base64.b64decode(secret["data"]["token"]).decode() if secret else ""
     check("a generated bootstrap token of 32 characters", len(token) == 32, token)
     check_config_accepted("defaults", chart, tmp)
@@ -215,14 +229,15 @@ def main():
             "cluster-ca": "Y2E=", "cluster-cidr": "172.20.0.0/16", "agent-endpoint": "tls+tcp://ns.example:7400",
             "agent-ca": "/etc/nodesmith/tls/ca.crt", "agent-tls-server-name": "ns.example",
             "leader-elect": "yes", "lease-name": "ns-leader", "lease-duration": "20s", "attestation": "warn",
-            "attestation-ca": "/etc/nodesmith/tls/ca.crt", "log-level": "debug"}
+            "attestation-ca": "/etc/nodesmith/tls/ca.crt", "log-level": "debug",
+            "catalog": "/etc/nodesmith/tls/catalog.json", "price-table": "/etc/nodesmith/tls/prices.json"}
     unset = [o for o in values["config"] if values["config"][o] == "" and o not in full and o != "lease-namespace"]
     check("the full-values case sets every setting left empty by default", not unset, unset)
     vf = os.path.join(tmp, "full.yaml")
     yaml.safe_dump({"config": full}, open(vf, "w"))
     objs = docs(helm_template("-f", vf).stdout)
     got = check_config_accepted("every setting given", objs, tmp)
-    wrong = {k: (v, got.get(k)) for k, v in full.items() if "/etc/nodesmith" not in v and got.get(k) != v}
+    wrong = {k: (v, got.get(k)) for k, v in full.items() if "/etc/nodesmith" not in v and msec(got.get(k)) != msec(v)}
     check("the coordinator reads every given value back (--check-config prints them)", not wrong, wrong)
     role = find(objs, "Role")
     check("the leader-election Role follows config.lease-name",
