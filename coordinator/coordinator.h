@@ -8,9 +8,9 @@
 #include "config.h"
 #include "link.h"
 #include "kube.h"
-#include "policy.h"
-#include "promtext.h"
-#include "registry.h"
+#include "agents/policy.h"
+#include "agents/registry.h"
+#include "http/promtext.h"
 
 #define COORDINATOR_VERSION "0.1.0"
 

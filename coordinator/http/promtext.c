@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "promtext.h"
+#include "http/promtext.h"
 
 void prom_label_value(StrBuf *b, const char *s) {
         for (; s && *s; s++) {

@@ -3,14 +3,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "catalog.h"
-#include "disruption-policy.h"
+#include "model/catalog.h"
+#include "model/disruption-policy.h"
 #include "kubenode.h"
 #include "leader.h"
 #include "macro.h"
-#include "observe.h"
-#include "promtext.h"
-#include "provisioner-internal.h"
+#include "http/observe.h"
+#include "http/promtext.h"
+#include "provision/provisioner-internal.h"
 
 #define FLEET_GROUPS_MAX 4096 /* distinct (pool, type, zone, capacity type); more are summed as "other" */
 
