@@ -106,6 +106,7 @@ typedef struct Leader Leader;
 typedef struct ProxyDrains ProxyDrains;
 typedef struct Interruption Interruption;
 typedef struct FastPath FastPath;
+typedef struct StatusWriter StatusWriter;
 
 typedef struct Coordinator {
         sd_event *event;
@@ -117,6 +118,7 @@ typedef struct Coordinator {
         KubeClient *kube;              /* for the Lease */
         Leader *leader;
         Provisioner *provisioner;
+        StatusWriter *status;          /* NodePool and EC2NodeClass status, with the provisioner */
         ProxyDrains *proxy_drains;     /* drains for silent agents; set up with the provisioner */
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;

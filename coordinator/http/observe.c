@@ -11,6 +11,7 @@
 #include "http/observe.h"
 #include "http/promtext.h"
 #include "provision/provisioner-internal.h"
+#include "status/status.h"
 
 #define FLEET_GROUPS_MAX 4096 /* distinct (pool, type, zone, capacity type); more are summed as "other" */
 
@@ -257,6 +258,7 @@ void observe_metrics(Coordinator *c, StrBuf *b) {
         strbuf_printf(b, "# HELP nodesmith_ec2_errors_total EC2 and SSM calls that ended in an error (after retries).\n"
                          "# TYPE nodesmith_ec2_errors_total counter\nnodesmith_ec2_errors_total %llu\n",
                       (unsigned long long) (es ? es->errors : 0));
+        status_writer_metrics(c->status, b);
         histogram_render(&c->metrics.round_seconds, b, "nodesmith_provisioning_round_duration_seconds",
                          "Provisioning rounds from the closed batch to the last launch answered.");
         histogram_render(&c->metrics.solver_seconds, b, "nodesmith_solver_duration_seconds",

@@ -124,7 +124,8 @@ static void on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata)
 static void on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
         /* a changed EC2NodeClass (AMI, security groups...) is resolved again before the next launch */
-        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED) {
+        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED &&
+            !cJSON_Compare(jget(ev->object, "spec"), jget(ev->old, "spec"), true)) { /* not a status write */
                 const char *name = jstr(jget(ev->object, "metadata"), "name");
                 for (size_t i = 0; name && i < p->n_resolved; i++)
                         if (streq(p->resolved[i]->node_class, name))

@@ -27,29 +27,15 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import BUILD, ROOT, Checklist, TestDir, http_get, metric, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
-from workload import Queue, apply_objs, deployment, node_class_yaml, running_of  # noqa: E402
+from workload import Queue, apply_objs, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
 
 CLUSTER = "obs-test"
 RULES = os.path.join(ROOT, "packaging", "prometheus", "nodesmith-rules.yaml")
 RULE_TESTS = os.path.join(ROOT, "packaging", "prometheus", "tests", "nodesmith-rules.test.yaml")
 GRAFANA = os.path.join(ROOT, "packaging", "grafana")
 
-NODEPOOLS = node_class_yaml(CLUSTER) + f"""---
-apiVersion: nodesmith.io/v1
-kind: NodePool
-metadata: {{name: general}}
-spec:
-  disruption:
-    budgets: [{{nodes: "3", reasons: [Empty]}}, {{nodes: "20%"}}]
-  template:
-    spec:
-      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: default}}
-      requirements:
-        - {{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}}
-        - {{key: nodesmith.io/instance-category, operator: In, values: [c, m]}}
-        - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
-        - {{key: nodesmith.io/instance-size, operator: NotIn, values: [metal]}}
-"""
+NODEPOOLS = node_class_yaml(CLUSTER) + nodepool_yaml(
+    "general", spec='  disruption:\n    budgets: [{nodes: "3", reasons: [Empty]}, {nodes: "20%"}]\n')
 
 check = Checklist()
 

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""NodePool and EC2NodeClass status written by the leading coordinator, seen through kubectl
+(the local stack's API server, tests/fakes/kubeapi):
+
+  1. Before any launch: NodePool `general` has ValidationSucceeded=True and NodeClassReady and
+     Ready Unknown (its class is not looked up in EC2 yet); NodePool `orphan` names a missing
+     EC2NodeClass: NodeClassReady=False NodeClassNotFound, Ready=False; status.resources counts
+     0 nodes.
+  2. After a scale-up: the EC2NodeClass is Ready with the subnets, security groups and AMI it
+     resolved and the instance profile; `general` is Ready and status.resources has the node's
+     capacity; `kubectl get nodepools` shows the Nodes and Ready columns filled, and
+     `kubectl get ec2nodeclasses` Ready True.
+  3. Someone overwrites the status: the leader writes it back (level-triggered); an unchanged
+     status is not written again (lastTransitionTime kept, no write counted).
+  4. A second coordinator, standing by, writes nothing; the leader keeps writing.
+"""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
+from nsharness import Checklist, TestDir, http_get, metric, wait_for  # noqa: E402
+from stack import LocalStack  # noqa: E402
+from workload import apply_objs, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
+
+CLUSTER = "status-test"
+POOLS = node_class_yaml(CLUSTER) + nodepool_yaml("general") + nodepool_yaml(
+    "orphan", node_class="missing", requirements=("{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",))
+
+check = Checklist()
+
+
+def get(s, kind, name):
+    return json.loads(s.kubectl("get", kind, name, "-o", "json"))
+
+
+def cond(obj, type_):
+    for c in (obj.get("status") or {}).get("conditions", []):
+        if c["type"] == type_:
+            return c
+    return {}
+
+
+def conds(obj):
+    return {c["type"]: (c["status"], c.get("reason")) for c in (obj.get("status") or {}).get("conditions", [])}
+
+
+def writes(url):
+    return metric(http_get(url + "/metrics")[1], "nodesmith_status_writes_total", {"result": "written"}) or 0
+
+
+def main():
+    with TestDir("status") as d:
+        with LocalStack(d, cluster=CLUSTER) as s:
+            run(s)
+    return check.exit_code("test_status")
+
+
+def run(s):
+    s.start_ec2()
+    s.setup_network()
+    s.start_kube(grace_scale=0.05)
+    s.apply(POOLS)
+    s.start_coordinator("--batch-idle", "700ms", "--identity", "leader", "--lease-duration", "3s",
+                        "--instance-profile", "nodesmith-test-profile")
+    leader = s.coordinator_http
+    s.start_emulator(boot_delay=0.3)
+    wait_for("the coordinator to lead", lambda: metric(http_get(leader + "/metrics")[1], "nodesmith_leader") == 1, 30, 0.3)
+
+    # ---- 1. before any launch ----
+    wait_for("NodePool general to get conditions", lambda: cond(get(s, "nodepool", "general"), "Ready"), 30, 0.3)
+    g, o = get(s, "nodepool", "general"), get(s, "nodepool", "orphan")
+    print("general:", conds(g), "\norphan:", conds(o))
+    check("general: ValidationSucceeded True", conds(g).get("ValidationSucceeded", ("",))[0] == "True", conds(g))
+    check("general: Ready not True before its class is resolved", conds(g).get("Ready", ("",))[0] in ("Unknown", "False"), conds(g))
+    check("orphan: NodeClassReady False NodeClassNotFound, Ready False",
+          conds(o).get("NodeClassReady") == ("False", "NodeClassNotFound") and conds(o).get("Ready", ("",))[0] == "False", conds(o))
+    check("orphan: the message names the missing class", "missing" in cond(o, "NodeClassReady").get("message", ""), cond(o, "NodeClassReady"))
+    check("status.resources counts 0 nodes", g["status"].get("resources", {}).get("nodes") == "0", g["status"].get("resources"))
+    check("conditions carry observedGeneration and lastTransitionTime",
+          all(c.get("observedGeneration") == g["metadata"].get("generation") and c.get("lastTransitionTime")
+              for c in g["status"]["conditions"]), g["status"]["conditions"])
+
+    # ---- 2. after a scale-up ----
+    apply_objs(s, deployment("web", 4, "1", "2Gi"))
+    wait_for("4 web pods Running", lambda: len(running_of(s, "web")) == 4, 120, 0.5)
+    n_nodes = len(s.nodes())
+    wait_for("EC2NodeClass default Ready", lambda: cond(get(s, "ec2nodeclass", "default"), "Ready").get("status") == "True", 30, 0.3)
+    nc = get(s, "ec2nodeclass", "default")
+    st = nc["status"]
+    print("default:", conds(nc), json.dumps({k: v for k, v in st.items() if k != "conditions"}))
+    check("EC2NodeClass: subnets with their zones", st.get("subnets") and all(x["id"].startswith("subnet-") and x["zone"].startswith("us-east-1")
+                                                                              for x in st["subnets"]), st.get("subnets"))
+    check("EC2NodeClass: security groups", st.get("securityGroups") and all(x["id"].startswith("sg-") for x in st["securityGroups"]),
+          st.get("securityGroups"))
+    check("EC2NodeClass: the amd64 AMI with its requirement", any(
+        a["id"].startswith("ami-") and a["requirements"] == [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+        for a in st.get("amis", [])), st.get("amis"))
+    check("EC2NodeClass: instanceProfile", st.get("instanceProfile") == "nodesmith-test-profile", st.get("instanceProfile"))
+    wait_for("general Ready with its node counted", lambda: cond(get(s, "nodepool", "general"), "Ready").get("status") == "True"
+             and get(s, "nodepool", "general")["status"]["resources"]["nodes"] == str(n_nodes), 30, 0.3)
+    res = get(s, "nodepool", "general")["status"]["resources"]
+    print("general resources:", res)
+    check(f"status.resources: {n_nodes} node(s) with their cpu, memory and pods",
+          res["nodes"] == str(n_nodes) and res.get("cpu") not in (None, "0") and res.get("memory", "0") != "0"
+          and int(res.get("pods", "0")) > 0, res)
+    out = s.kubectl("get", "nodepools")
+    print(out)
+    row = next(l.split() for l in out.splitlines() if l.startswith("general"))
+    check("kubectl get nodepools: NodeClass, Nodes and Ready filled", row[1:4] == ["default", str(n_nodes), "True"], row)
+    row = next(l.split() for l in out.splitlines() if l.startswith("orphan"))
+    check("kubectl get nodepools: orphan not Ready", row[1:4] == ["missing", "0", "False"], row)
+    out = s.kubectl("get", "ec2nodeclasses")
+    print(out)
+    check("kubectl get ec2nodeclasses: Ready True", next(l.split() for l in out.splitlines() if l.startswith("default"))[1] == "True", out)
+    out = s.kubectl("get", "nodepools", "-o", "wide")
+    row = next(l.split() for l in out.splitlines() if l.startswith("general"))
+    check("kubectl get nodepools -o wide: CPU and Memory filled", row[-2:] == [res["cpu"], res["memory"]], out)
+
+    # ---- 3. overwritten: written back; unchanged: not written ----
+    before = get(s, "nodepool", "general")
+    since = cond(before, "Ready")["lastTransitionTime"]
+    n0 = writes(leader)
+    time.sleep(6)  # a tick or more with nothing changed
+    n1 = writes(leader)
+    after = get(s, "nodepool", "general")
+    check(f"an unchanged status is not written again ({n0:.0f} -> {n1:.0f} writes)", n1 == n0)
+    s.kubectl("patch", "nodepool", "general", "--subresource=status", "--type=merge",
+              "-p", json.dumps({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Tampered",
+                                                           "message": "x", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}}))
+    wait_for("the leader to write the status back", lambda: cond(get(s, "nodepool", "general"), "Ready").get("status") == "True"
+             and cond(get(s, "nodepool", "general"), "ValidationSucceeded"), 15, 0.3)
+    check("Ready back to True after the overwrite", True)
+    check("lastTransitionTime of an unchanged condition kept", cond(after, "Ready")["lastTransitionTime"] == since,
+          (since, cond(after, "Ready")))
+
+    # ---- 4. a standby writes nothing ----
+    s.start_coordinator("--batch-idle", "700ms", "--identity", "standby", "--lease-duration", "3s",
+                        "--instance-profile", "nodesmith-test-profile", name="standby")
+    standby = s.coordinator_http
+    s.kubectl("patch", "nodepool", "orphan", "--subresource=status", "--type=merge", "-p", '{"status": {"conditions": []}}')
+    time.sleep(7)
+    text = http_get(standby + "/metrics")[1]
+    check("the standby does not lead and wrote no status",
+          metric(text, "nodesmith_leader") == 0 and (metric(text, "nodesmith_status_writes_total", {"result": "written"}) or 0) == 0, text[-300:])
+    check("the leader restored the orphan's conditions", cond(get(s, "nodepool", "orphan"), "Ready").get("status") == "False")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
