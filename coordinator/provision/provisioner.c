@@ -19,6 +19,7 @@
 #include "model/nodepool.h"
 #include "agents/proxydrain.h"
 #include "provisioner-internal.h"
+#include "status/events.h"
 #include "solver/solver.h"
 #include "model/userdata.h"
 
@@ -1030,7 +1031,7 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s",
                          first_id, strempty(first_type), strempty(first_zone), pool->name);
                 KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
-                                     .name = sp->name, .uid = rd->pod_uids[l->pods[i]], .reason = "Nominated",
+                                     .name = sp->name, .uid = events_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
                                      .message = msg, .component = "nodesmith-coordinator" };
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
@@ -1317,6 +1318,7 @@ static void round_start(Provisioner *p) {
                 if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
                         log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
                                  strempty(res->decisions[i].message));
+        events_pod_decisions(p->c, rd);
         rd->next = 0;
         rd->step = STEP_IDLE;
         round_next(p);

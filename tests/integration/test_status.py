@@ -12,7 +12,10 @@
      `kubectl get ec2nodeclasses` Ready True.
   3. Someone overwrites the status: the leader writes it back (level-triggered); an unchanged
      status is not written again (lastTransitionTime kept, no write counted).
-  4. A second coordinator, standing by, writes nothing; the leader keeps writing.
+  4. Events: kubectl describe pod shows Nominated on a placed pod and FailedScheduling with the
+     solver's reason in words on a pod nothing can hold (once, not every round); a spot
+     interruption notice and the drain it calls for show on kubectl describe node.
+  5. A second coordinator, standing by, writes nothing; the leader keeps writing.
 """
 import json
 import os
@@ -22,7 +25,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import Checklist, TestDir, http_get, metric, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
-from workload import apply_objs, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
+from workload import Queue, apply_objs, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
 
 CLUSTER = "status-test"
 POOLS = node_class_yaml(CLUSTER) + nodepool_yaml("general") + nodepool_yaml(
@@ -62,8 +65,10 @@ def run(s):
     s.setup_network()
     s.start_kube(grace_scale=0.05)
     s.apply(POOLS)
+    queue = Queue(s)
     s.start_coordinator("--batch-idle", "700ms", "--identity", "leader", "--lease-duration", "3s",
-                        "--instance-profile", "nodesmith-test-profile")
+                        "--instance-profile", "nodesmith-test-profile", "--interruption-queue", queue.url,
+                        "--sqs-endpoint", s.ec2_endpoint)
     leader = s.coordinator_http
     s.start_emulator(boot_delay=0.3)
     wait_for("the coordinator to lead", lambda: metric(http_get(leader + "/metrics")[1], "nodesmith_leader") == 1, 30, 0.3)
@@ -135,7 +140,34 @@ def run(s):
     check("lastTransitionTime of an unchanged condition kept", cond(after, "Ready")["lastTransitionTime"] == since,
           (since, cond(after, "Ready")))
 
-    # ---- 4. a standby writes nothing ----
+    # ---- 4. events a person reads ----
+    web = running_of(s, "web")[0]["metadata"]["name"]
+    out = wait_for("Nominated on a web pod", lambda: (lambda o: o if "Nominated" in o else None)(
+        s.kubectl("describe", "pod", web)), 15, 0.5)
+    check("kubectl describe pod (placed): Nominated to the launched instance",
+          "Pod should schedule on instance i-" in out, out[-800:])
+    apply_objs(s, deployment("huge", 1, "900", "1Ti"))
+    huge = wait_for("the huge pod", lambda: [p["metadata"]["name"] for p in s.pods("default")
+                                             if p["metadata"]["labels"].get("app") == "huge"], 15, 0.3)[0]
+    out = wait_for("nodesmith's reason on the huge pod", lambda: (lambda o: o if "nodesmith cannot launch" in o else None)(
+        s.kubectl("describe", "pod", huge)), 30, 0.5)
+    print(out[out.find("Events:"):])
+    check("kubectl describe pod (unplaceable): FailedScheduling with the solver's reason in words",
+          "FailedScheduling" in out and "nodesmith cannot launch a node for this pod" in out, out[-800:])
+    time.sleep(4)  # more rounds: the same reason is not posted again
+    events = json.loads(s.kubectl("get", "events", "--field-selector", f"involvedObject.name={huge}", "-o", "json"))["items"]
+    mine = [e for e in events if "nodesmith cannot launch" in e.get("message", "")]
+    check(f"the reason is posted once, not every round ({len(mine)})", len(mine) == 1, [e["message"] for e in mine])
+    node = next(iter(s.nodes()))
+    iid = s.nodes()[node]["spec"]["providerID"].rsplit("/", 1)[-1]
+    queue.send_spot_warning(iid)
+    out = wait_for("the spot notice on the Node", lambda: (lambda o: o if "NodesmithInterruptionNotice" in o else None)(
+        s.kubectl("describe", "node", node)), 30, 0.5)
+    print(out[out.find("Events:"):])
+    check("kubectl describe node: the interruption notice and the drain decided",
+          f"Instance {iid} has a spot_interruption notice" in out and "NodesmithDrainDecided" in out, out[-1200:])
+
+    # ---- 5. a standby writes nothing ----
     s.start_coordinator("--batch-idle", "700ms", "--identity", "standby", "--lease-duration", "3s",
                         "--instance-profile", "nodesmith-test-profile", name="standby")
     standby = s.coordinator_http
