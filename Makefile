@@ -109,7 +109,12 @@ BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
 
 .PHONY: all test test-unit test-integration demo chaos bench install clean fuzz fuzz-build helm
-all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN)
+KUBECTL_PLUGIN := $(BUILD)/kubectl-nodesmith
+all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(KUBECTL_PLUGIN)
+
+# nodesmithctl as the kubectl plugin `kubectl nodesmith` (docs/observability.md): the same binary
+$(KUBECTL_PLUGIN): $(CTL_BIN)
+	$(Q)ln -sf nodesmithctl $@
 
 # ---- rules ---------------------------------------------------------------------------------
 $(PROTO_H): $(PROTO_SRC)
@@ -236,6 +241,7 @@ fuzz:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	ln -sf nodesmithctl $(DESTDIR)$(PREFIX)/bin/kubectl-nodesmith
 
 include packaging/packages.mk
 
