@@ -20,6 +20,7 @@
 #include "agents/proxydrain.h"
 #include "provisioner-internal.h"
 #include "status/events.h"
+#include "status/nodeclaims.h"
 #include "solver/solver.h"
 #include "model/userdata.h"
 
@@ -619,6 +620,10 @@ static void resolved_free(Resolved *r) {
 }
 
 static void launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+        Round *rd = p->round;
+        if (rd->result && rd->next < rd->result->n_launches)
+                nodeclaims_launch_failed(p->c->status, rd, &rd->result->launches[rd->next], what,
+                                         err ? err->code : NULL, err ? err->message : NULL);
         p->launch_errors++;
         set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
         log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
@@ -1014,6 +1019,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                 log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
                                            strempty(in->instance_type), solver_capacity_type_to_name(ct),
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
+                                nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
+                                                    solver_capacity_type_to_name(ct), rd, l);
                         }
                 }
         }
@@ -1044,6 +1051,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
         if (launched == 0) {
+                nodeclaims_launch_failed(p->c->status, rd, l, "CreateFleet", res->n_errors ? res->errors[0].code : NULL,
+                                         res->n_errors ? res->errors[0].message : NULL);
                 rd->launched_nothing = true;
                 p->launch_errors++;
                 set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);

@@ -8,28 +8,16 @@
 #include "macro.h"
 #include "model/nodepool.h"
 #include "provision/provisioner-internal.h"
-#include "status/status.h"
+#include "status/status-internal.h"
 
 #define STATUS_INTERVAL_USEC (5 * USEC_PER_SEC)
 #define STATUS_RETRY_USEC USEC_PER_SEC
-#define STATUS_WRITES_MAX 64 /* in flight at once; the rest waits for the next tick */
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
-
-typedef struct Pending Pending;
-
-struct StatusWriter {
-        Coordinator *c;
-        sd_event_source *timer;
-        Pending *pending;    /* writes in flight, cancelled when the writer goes */
-        unsigned in_flight;
-        uint64_t written, unchanged, conflicts, errors;
-};
 
 struct Pending {
         StatusWriter *s;
         Pending *next, *prev;
-        char *what;          /* "NodePool general" */
+        StatusOp op;
+        char *what;          /* "Status of NodePool general" */
 };
 
 static void pending_free(Pending *pd) {
@@ -49,14 +37,13 @@ static Provisioner *provisioner(StatusWriter *s) {
         return s->c->provisioner;
 }
 
-static void now_rfc3339(char *buf, size_t size) {
+void status_now_rfc3339(char *buf, size_t size) {
         time_t t = time(NULL);
         struct tm tm;
         strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
 }
 
-/* The condition `type` of a status (NULL when absent). */
-static const cJSON *condition_find(const cJSON *status, const char *type) {
+const cJSON *status_condition_find(const cJSON *status, const char *type) {
         const cJSON *c;
         cJSON_ArrayForEach(c, jget(status, "conditions"))
                 if (streq_ptr(jstr(c, "type"), type))
@@ -64,16 +51,15 @@ static const cJSON *condition_find(const cJSON *status, const char *type) {
         return NULL;
 }
 
-/* Adds a condition; its lastTransitionTime is the old one's when the status did not change. */
-static int condition_add(cJSON *conds, const cJSON *old_status, int64_t generation, const char *type,
+int status_condition_add(cJSON *conds, const cJSON *old_status, int64_t generation, const char *type,
                          const char *status, const char *reason, const char *message) {
-        const cJSON *old = condition_find(old_status, type);
+        const cJSON *old = status_condition_find(old_status, type);
         char now[32];
         const char *since = NULL;
         if (old && streq_ptr(jstr(old, "status"), status))
                 since = jstr(old, "lastTransitionTime");
         if (!since) {
-                now_rfc3339(now, sizeof now);
+                status_now_rfc3339(now, sizeof now);
                 since = now;
         }
         cJSON *c = cJSON_CreateObject();
@@ -89,9 +75,7 @@ static int condition_add(cJSON *conds, const cJSON *old_status, int64_t generati
         return 0;
 }
 
-/* Ready: True when every other condition is True; else False after the first False one, or
- * Unknown after the first Unknown one. */
-static int condition_ready(cJSON *conds, const cJSON *old_status, int64_t generation) {
+int status_condition_ready(cJSON *conds, const cJSON *old_status, int64_t generation) {
         const cJSON *c, *first = NULL;
         cJSON_ArrayForEach(c, conds)
                 if (streq_ptr(jstr(c, "status"), "False")) {
@@ -100,35 +84,73 @@ static int condition_ready(cJSON *conds, const cJSON *old_status, int64_t genera
                 } else if (!first && !streq_ptr(jstr(c, "status"), "True"))
                         first = c;
         if (!first)
-                return condition_add(conds, old_status, generation, "Ready", "True", "Ready", "");
+                return status_condition_add(conds, old_status, generation, "Ready", "True", "Ready", "");
         char msg[1100];
         snprintf(msg, sizeof msg, "%s: %s", jstr(first, "type"), strempty(jstr(first, "message")));
-        return condition_add(conds, old_status, generation, "Ready", jstr(first, "status"), jstr(first, "reason"), msg);
+        return status_condition_add(conds, old_status, generation, "Ready", jstr(first, "status"), jstr(first, "reason"), msg);
 }
 
-static void on_written(KubeResponse *resp, void *userdata) {
+static void on_sent(KubeResponse *resp, void *userdata) {
         Pending *pd = userdata;
         StatusWriter *s = pd->s;
-        if (resp->error == 0) {
+        if (resp->error == 0 || (pd->op == STATUS_DELETE && resp->http_status == 404)) {
                 s->written++;
-                log_debug("Status of %s written.", pd->what);
+                log_debug("%s: done.", pd->what);
         } else if (resp->http_status == 409) {
                 s->conflicts++;
-                log_debug("Status of %s: conflict; written again from the newer object.", pd->what);
+                log_debug("%s: conflict; done again from the newer object.", pd->what);
                 (void) sd_event_source_set_time_relative(s->timer, STATUS_RETRY_USEC);
         } else {
                 s->errors++;
-                log_warning("Failed to write the status of %s: HTTP %ld (%s)", pd->what, resp->http_status,
-                            strerror(-resp->error));
+                log_warning("%s failed: HTTP %ld (%s)", pd->what, resp->http_status, strerror(-resp->error));
         }
         pending_free(pd);
+}
+
+int status_send(StatusWriter *s, StatusOp op, const char *path, cJSON *body, const char *what) {
+        _cleanup_(cJSON_Deletep) cJSON *b = body;
+        _cleanup_free_ char *text = NULL;
+        int r;
+        if (s->in_flight >= STATUS_WRITES_MAX) {
+                (void) sd_event_source_set_time_relative(s->timer, STATUS_RETRY_USEC);
+                return 0;
+        }
+        if (b && !(text = cJSON_PrintUnformatted(b)))
+                return -ENOMEM;
+        Pending *pd = calloc(1, sizeof *pd);
+        if (!pd || !(pd->what = strdup(what))) {
+                free(pd);
+                return -ENOMEM;
+        }
+        pd->s = s;
+        pd->op = op;
+        pd->next = s->pending;
+        if (s->pending)
+                s->pending->prev = pd;
+        s->pending = pd;
+        s->in_flight++;
+        KubeClient *kube = provisioner(s)->kube;
+        switch (op) {
+        case STATUS_PATCH:
+                r = kube_patch(kube, path, KUBE_PATCH_MERGE, text, on_sent, pd, NULL);
+                break;
+        case STATUS_CREATE:
+                r = kube_create(kube, path, b, on_sent, pd, NULL);
+                break;
+        default:
+                r = kube_delete(kube, path, NULL, on_sent, pd, NULL);
+                break;
+        }
+        if (r < 0)
+                pending_free(pd);
+        return r;
 }
 
 /* PATCH the status subresource when `status` differs from the object's; takes ownership of
  * status. */
 static int status_write(StatusWriter *s, const char *resource, const char *kind, const cJSON *obj, cJSON *status) {
         _cleanup_(cJSON_Deletep) cJSON *st = status, *body = NULL;
-        _cleanup_free_ char *path = NULL, *text = NULL;
+        _cleanup_free_ char *path = NULL, *what = NULL;
         const char *name = kube_object_meta(obj, "name"), *rv = kube_object_meta(obj, "resourceVersion");
         const cJSON *old = jget(obj, "status");
         int r;
@@ -140,10 +162,6 @@ static int status_write(StatusWriter *s, const char *resource, const char *kind,
         if (log_get_max_level() >= LOG_DEBUG) {
                 _cleanup_free_ char *a = old ? cJSON_PrintUnformatted(old) : NULL, *b = cJSON_PrintUnformatted(st);
                 log_debug("Status of %s %s changes from %s to %s", kind, name, a ? a : "nothing", strempty(b));
-        }
-        if (s->in_flight >= STATUS_WRITES_MAX) {
-                (void) sd_event_source_set_time_relative(s->timer, STATUS_RETRY_USEC);
-                return 0;
         }
         r = kube_path("nodesmith.io/v1", NULL, resource, name, "status", &path);
         if (r < 0)
@@ -158,22 +176,9 @@ static int status_write(StatusWriter *s, const char *resource, const char *kind,
                 if (!jget(st, f->string) && !cJSON_AddNullToObject(st, f->string))
                         return -ENOMEM;
         cJSON_AddItemToObject(body, "status", TAKE_PTR(st));
-        text = cJSON_PrintUnformatted(body);
-        Pending *pd = calloc(1, sizeof *pd);
-        if (!text || !pd || asprintf(&pd->what, "%s %s", kind, name) < 0) {
-                free(pd);
+        if (asprintf(&what, "Status of %s %s", kind, name) < 0)
                 return -ENOMEM;
-        }
-        pd->s = s;
-        pd->next = s->pending;
-        if (s->pending)
-                s->pending->prev = pd;
-        s->pending = pd;
-        s->in_flight++;
-        r = kube_patch(provisioner(s)->kube, path, KUBE_PATCH_MERGE, text, on_written, pd, NULL);
-        if (r < 0)
-                pending_free(pd);
-        return r;
+        return status_send(s, STATUS_PATCH, path, TAKE_PTR(body), what);
 }
 
 static int64_t generation(const cJSON *obj) {
@@ -256,35 +261,35 @@ static int nodepool_status(const cJSON *np, void *userdata) {
         r = nodepool_parse_nodepool(a, np, &pool, &extra, &err);
         const char *class_name = jstr(jget(jget(jget(jget(np, "spec"), "template"), "spec"), "nodeClassRef"), "name");
         if (r < 0)
-                r = condition_add(conds, old, gen, "ValidationSucceeded", "False", "ValidationFailed",
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "False", "ValidationFailed",
                                   err ? err : strerror(-r));
         else
-                r = condition_add(conds, old, gen, "ValidationSucceeded", "True", "ValidationSucceeded", "");
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "True", "ValidationSucceeded", "");
         cJSON_Delete(extra.budgets);
         solver_arena_free(a);
         if (r < 0)
                 return r;
 
         const cJSON *nc = class_name ? kube_watch_get(p->nodeclasses, NULL, class_name) : NULL;
-        const cJSON *ready = nc ? condition_find(jget(nc, "status"), "Ready") : NULL;
+        const cJSON *ready = nc ? status_condition_find(jget(nc, "status"), "Ready") : NULL;
         char msg[400];
         if (!class_name)
-                r = condition_add(conds, old, gen, "NodeClassReady", "False", "NodeClassNotSet",
+                r = status_condition_add(conds, old, gen, "NodeClassReady", "False", "NodeClassNotSet",
                                   "spec.template.spec.nodeClassRef names no EC2NodeClass");
         else if (!nc) {
                 snprintf(msg, sizeof msg, "EC2NodeClass %s not found", class_name);
-                r = condition_add(conds, old, gen, "NodeClassReady", "False", "NodeClassNotFound", msg);
+                r = status_condition_add(conds, old, gen, "NodeClassReady", "False", "NodeClassNotFound", msg);
         } else if (!ready)
-                r = condition_add(conds, old, gen, "NodeClassReady", "Unknown", "AwaitingReconciliation",
+                r = status_condition_add(conds, old, gen, "NodeClassReady", "Unknown", "AwaitingReconciliation",
                                   "the EC2NodeClass has no Ready condition yet");
         else {
                 snprintf(msg, sizeof msg, "EC2NodeClass %s: %s", class_name, strempty(jstr(ready, "message")));
                 bool ok = streq_ptr(jstr(ready, "status"), "True");
-                r = condition_add(conds, old, gen, "NodeClassReady", strempty(jstr(ready, "status")),
+                r = status_condition_add(conds, old, gen, "NodeClassReady", strempty(jstr(ready, "status")),
                                   ok ? "NodeClassReady" : "NodeClassNotReady", ok ? "" : msg);
         }
         if (r >= 0)
-                r = condition_ready(conds, old, gen);
+                r = status_condition_ready(conds, old, gen);
         if (r >= 0)
                 r = pool_resources(s, kube_object_meta(np, "name"), status);
         if (r < 0)
@@ -312,13 +317,13 @@ static int resolved_condition(cJSON *conds, const cJSON *old, int64_t gen, const
                               size_t found, const char *what, bool none_is_final) {
         char msg[200];
         if (res && res->resolved_usec && found > 0)
-                return condition_add(conds, old, gen, type, "True", type, "");
+                return status_condition_add(conds, old, gen, type, "True", type, "");
         if (res && res->resolved_usec && none_is_final) {
                 snprintf(msg, sizeof msg, "no %s matches the selector terms", what);
-                return condition_add(conds, old, gen, type, "False", "NotFound", msg);
+                return status_condition_add(conds, old, gen, type, "False", "NotFound", msg);
         }
         snprintf(msg, sizeof msg, "the %ss are looked up in EC2 for the first launch of a NodePool of this class", what);
-        return condition_add(conds, old, gen, type, "Unknown", "NotResolved", msg);
+        return status_condition_add(conds, old, gen, type, "Unknown", "NotResolved", msg);
 }
 
 static int nodeclass_resolved(const Resolved *res, cJSON *status) {
@@ -384,10 +389,10 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
         cJSON_Delete(parsed.spec);
         solver_arena_free(a);
         if (r < 0)
-                r = condition_add(conds, old, gen, "ValidationSucceeded", "False", "ValidationFailed",
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "False", "ValidationFailed",
                                   err ? err : strerror(-r));
         else
-                r = condition_add(conds, old, gen, "ValidationSucceeded", "True", "ValidationSucceeded", "");
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "True", "ValidationSucceeded", "");
 
         const Resolved *res = resolved_find(p, name);
         size_t n_sgs = 0;
@@ -403,11 +408,11 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
         const char *profile = s->c->cfg.instance_profile;
         if (r >= 0)
                 r = isempty(profile) ?
-                        condition_add(conds, old, gen, "InstanceProfileReady", "False", "NotConfigured",
+                        status_condition_add(conds, old, gen, "InstanceProfileReady", "False", "NotConfigured",
                                       "the coordinator's instance-profile setting is empty: nodes launch without one") :
-                        condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
+                        status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
         if (r >= 0)
-                r = condition_ready(conds, old, gen);
+                r = status_condition_ready(conds, old, gen);
         if (r >= 0 && res && res->resolved_usec)
                 r = nodeclass_resolved(res, status);
         if (r >= 0 && !isempty(profile) && !cJSON_AddStringToObject(status, "instanceProfile", profile))
@@ -429,6 +434,7 @@ static int on_tick(sd_event_source *src, uint64_t usec, void *userdata) {
         /* classes first: a pool's NodeClassReady follows its class's Ready */
         (void) kube_watch_foreach(p->nodeclasses, nodeclass_status, s);
         (void) kube_watch_foreach(p->nodepools, nodepool_status, s);
+        nodeclaims_reconcile(s);
         return 0;
 }
 
@@ -438,8 +444,10 @@ int status_writer_new(Coordinator *c, StatusWriter **ret) {
                 return -ENOMEM;
         s->c = c;
         int r = sd_event_add_time_relative(c->event, &s->timer, CLOCK_MONOTONIC, STATUS_RETRY_USEC, 0, on_tick, s);
+        if (r >= 0)
+                r = nodeclaims_start(s);
         if (r < 0) {
-                free(s);
+                status_writer_free(s);
                 return r;
         }
         (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ON);
@@ -454,6 +462,7 @@ StatusWriter *status_writer_free(StatusWriter *s) {
                 (void) kube_client_cancel(s->c->provisioner->kube, s->pending);
                 pending_free(s->pending);
         }
+        nodeclaims_done(s);
         sd_event_source_disable_unref(s->timer);
         free(s);
         return NULL;
@@ -467,7 +476,7 @@ void status_writer_poke(StatusWriter *s) {
 void status_writer_metrics(const StatusWriter *s, StrBuf *b) {
         if (!s)
                 return;
-        strbuf_printf(b, "# HELP nodesmith_status_writes_total NodePool and EC2NodeClass status writes, by result.\n"
+        strbuf_printf(b, "# HELP nodesmith_status_writes_total NodePool and EC2NodeClass status writes and NodeClaim changes, by result.\n"
                          "# TYPE nodesmith_status_writes_total counter\n"
                          "nodesmith_status_writes_total{result=\"written\"} %llu\n"
                          "nodesmith_status_writes_total{result=\"conflict\"} %llu\n"

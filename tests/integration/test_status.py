@@ -6,7 +6,9 @@
      Ready Unknown (its class is not looked up in EC2 yet); NodePool `orphan` names a missing
      EC2NodeClass: NodeClassReady=False NodeClassNotFound, Ready=False; status.resources counts
      0 nodes.
-  2. After a scale-up: the EC2NodeClass is Ready with the subnets, security groups and AMI it
+  2. A scale-up (the first CreateFleet without capacity): a failed NodeClaim with EC2's error;
+     the launched instance's NodeClaim in kubectl before any Node exists (type, zone, capacity
+     type, the pods it is for), then naming its Node, Ready. The EC2NodeClass is Ready with the subnets, security groups and AMI it
      resolved and the instance profile; `general` is Ready and status.resources has the node's
      capacity; `kubectl get nodepools` shows the Nodes and Ready columns filled, and
      `kubectl get ec2nodeclasses` Ready True.
@@ -14,7 +16,8 @@
      status is not written again (lastTransitionTime kept, no write counted).
   4. Events: kubectl describe pod shows Nominated on a placed pod and FailedScheduling with the
      solver's reason in words on a pod nothing can hold (once, not every round); a spot
-     interruption notice and the drain it calls for show on kubectl describe node.
+     interruption notice and the drain it calls for show on kubectl describe node; once the
+     instance is gone, its NodeClaim is deleted.
   5. A second coordinator, standing by, writes nothing; the leader keeps writing.
 """
 import json
@@ -49,6 +52,10 @@ def conds(obj):
     return {c["type"]: (c["status"], c.get("reason")) for c in (obj.get("status") or {}).get("conditions", [])}
 
 
+def claims(s):
+    return json.loads(s.kubectl("get", "nodeclaims", "-o", "json"))["items"]
+
+
 def writes(url):
     return metric(http_get(url + "/metrics")[1], "nodesmith_status_writes_total", {"result": "written"}) or 0
 
@@ -70,7 +77,7 @@ def run(s):
                         "--instance-profile", "nodesmith-test-profile", "--interruption-queue", queue.url,
                         "--sqs-endpoint", s.ec2_endpoint)
     leader = s.coordinator_http
-    s.start_emulator(boot_delay=0.3)
+    s.start_emulator(boot_delay=4)  # a window in which launched instances are not Nodes yet
     wait_for("the coordinator to lead", lambda: metric(http_get(leader + "/metrics")[1], "nodesmith_leader") == 1, 30, 0.3)
 
     # ---- 1. before any launch ----
@@ -87,9 +94,36 @@ def run(s):
           all(c.get("observedGeneration") == g["metadata"].get("generation") and c.get("lastTransitionTime")
               for c in g["status"]["conditions"]), g["status"]["conditions"])
 
-    # ---- 2. after a scale-up ----
+    # ---- 2. after a scale-up: NodeClaims in flight, then the Node they became ----
+    # the first CreateFleet finds no capacity at all: a failed NodeClaim, then another launch
+    s.proxy("POST", "rules", {"kind": "ice", "instance_type": "*", "zone": "*", "count": 1})
     apply_objs(s, deployment("web", 4, "1", "2Gi"))
+    inflight = wait_for("a NodeClaim launched and not registered", lambda: [
+        c for c in claims(s) if cond(c, "Launched").get("status") == "True" and not c["status"].get("nodeName")], 60, 0.2)
+    nodes_then = s.nodes()
+    out = s.kubectl("get", "nodeclaims", "-o", "wide")
+    print(out)
+    c = inflight[0]
+    lbl = c["metadata"]["labels"]
+    check("in flight before any Node exists: a NodeClaim with type, zone, capacity type and the pods it is for",
+          not nodes_then and lbl.get("node.kubernetes.io/instance-type") and lbl.get("topology.kubernetes.io/zone")
+          and lbl.get("nodesmith.io/capacity-type") == "on-demand" and c["status"].get("providerID", "").startswith("aws:///")
+          and c["status"].get("nominatedPodCount") == 4 and all(p.startswith("default/web-") for p in c["status"]["nominatedPods"])
+          and cond(c, "Registered").get("status") == "Unknown", (nodes_then, c))
+    row = next(l.split() for l in out.splitlines() if l.startswith(c["metadata"]["name"]))
+    check("kubectl get nodeclaims: Type, Capacity, Zone filled, no Node yet",
+          row[1:4] == [lbl["node.kubernetes.io/instance-type"], "on-demand", lbl["topology.kubernetes.io/zone"]], row)
+    failed = [c for c in claims(s) if cond(c, "Launched").get("status") == "False"]
+    check("the failed launch: a NodeClaim with Launched=False and EC2's error",
+          len(failed) == 1 and "InsufficientInstanceCapacity" in cond(failed[0], "Launched").get("reason", "") +
+          cond(failed[0], "Launched").get("message", ""), failed)
     wait_for("4 web pods Running", lambda: len(running_of(s, "web")) == 4, 120, 0.5)
+    node_of = {n: s.nodes()[n]["spec"]["providerID"].rsplit("/", 1)[-1] for n in s.nodes()}
+    wait_for("the NodeClaim names its Node and is Ready", lambda: [c for c in claims(s) if c["status"].get("nodeName") in node_of
+                                                                  and cond(c, "Ready").get("status") == "True"], 30, 0.3)
+    c = next(c for c in claims(s) if c["metadata"]["name"] == inflight[0]["metadata"]["name"])
+    check("the same NodeClaim, registered: nodeName and Ready", c["status"].get("nodeName") in node_of
+          and node_of[c["status"]["nodeName"]] == c["status"]["instanceID"], c)
     n_nodes = len(s.nodes())
     wait_for("EC2NodeClass default Ready", lambda: cond(get(s, "ec2nodeclass", "default"), "Ready").get("status") == "True", 30, 0.3)
     nc = get(s, "ec2nodeclass", "default")
@@ -166,6 +200,11 @@ def run(s):
     print(out[out.find("Events:"):])
     check("kubectl describe node: the interruption notice and the drain decided",
           f"Instance {iid} has a spot_interruption notice" in out and "NodesmithDrainDecided" in out, out[-1200:])
+
+    claim = next(c["metadata"]["name"] for c in claims(s) if c["status"].get("instanceID") == iid)
+    wait_for("the interrupted instance's NodeClaim deleted with its Node", lambda: claim not in
+             [c["metadata"]["name"] for c in claims(s)] and node not in s.nodes(), 90, 0.5)
+    check("garbage-collected with the instance", True)
 
     # ---- 5. a standby writes nothing ----
     s.start_coordinator("--batch-idle", "700ms", "--identity", "standby", "--lease-duration", "3s",
