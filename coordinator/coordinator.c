@@ -12,6 +12,7 @@
 #include "interruption/interruption.h"
 #include "leader.h"
 #include "provision/provisioner.h"
+#include "status/status.h"
 #include "log.h"
 #include "macro.h"
 
@@ -118,6 +119,9 @@ int coordinator_new(Coordinator **ret) {
                 free(c);
                 return r;
         }
+        histogram_init(&c->metrics.round_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.solver_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.registration_seconds, histogram_bounds_lifecycle);
         *ret = c;
         return 0;
 }
@@ -126,6 +130,7 @@ Coordinator *coordinator_free(Coordinator *c) {
         if (!c)
                 return NULL;
         interruption_free(c->interruption);
+        status_writer_free(c->status); /* before the provisioner: it writes through its client */
         provisioner_free(c->provisioner);
         attestor_free(c->attest);
         leader_free(c->leader);
@@ -284,6 +289,8 @@ static void on_leading(Leader *l, bool leading, void *userdata) {
         c->leading = leading;
         provisioner_set_leading(c->provisioner, leading);
         interruption_set_active(c->interruption, leading);
+        if (leading)
+                status_writer_poke(c->status);
         (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
 }
 
@@ -388,6 +395,9 @@ int coordinator_start(Coordinator *c) {
                 r = provisioner_new(c, &c->provisioner);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up provisioning: %m");
+                r = status_writer_new(c, &c->status);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up status writing: %m");
                 r = coordinator_elect(c);
                 if (r < 0)
                         return r;

@@ -10,6 +10,7 @@
 #include "kube.h"
 #include "agents/policy.h"
 #include "agents/registry.h"
+#include "http/promtext.h"
 
 #define COORDINATOR_VERSION "0.1.0"
 
@@ -95,6 +96,9 @@ typedef struct Metrics {
         uint64_t nodes_registered_total;
         uint64_t http_requests_total;
         uint64_t http_rejected_total;
+        Histogram round_seconds;          /* observe.c renders these */
+        Histogram solver_seconds;
+        Histogram registration_seconds;
 } Metrics;
 
 typedef struct HttpServer HttpServer;
@@ -104,6 +108,7 @@ typedef struct Leader Leader;
 typedef struct ProxyDrains ProxyDrains;
 typedef struct Interruption Interruption;
 typedef struct FastPath FastPath;
+typedef struct StatusWriter StatusWriter;
 
 typedef struct Coordinator {
         sd_event *event;
@@ -115,6 +120,7 @@ typedef struct Coordinator {
         KubeClient *kube;              /* for the Lease */
         Leader *leader;
         Provisioner *provisioner;
+        StatusWriter *status;          /* NodePool and EC2NodeClass status, with the provisioner */
         ProxyDrains *proxy_drains;     /* drains for silent agents; set up with the provisioner */
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
@@ -159,6 +165,7 @@ int http_server_new(Coordinator *c, const char *url, HttpServer **ret);
 HttpServer *http_server_free(HttpServer *h);
 
 /* api.c: what the HTTP endpoints answer. */
+const char *capacity_type_name(Nodesmith__V1__CapacityType t); /* "spot", "on-demand" or "" */
 int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len);

@@ -158,6 +158,8 @@ static inline const char *jstr(const cJSON *o, const char *k) {
  * leaving nodes), nodes with the pods their agents report, instances in flight. */
 int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 void provisioner_round_free(Round *rd);
+/* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
+bool pod_unschedulable(const cJSON *pod);
 /* Open (or extend) a batch: a solve follows soon. */
 void provisioner_poke(Provisioner *p);
 /* Leading, with the Lease renewed within its renew deadline: asked before every action. */

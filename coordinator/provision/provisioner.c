@@ -20,6 +20,8 @@
 #include "model/nodepool.h"
 #include "agents/proxydrain.h"
 #include "provisioner-internal.h"
+#include "status/events.h"
+#include "status/nodeclaims.h"
 #include "solver/solver.h"
 #include "model/userdata.h"
 
@@ -51,7 +53,7 @@ const char *provisioner_acting_as(const Provisioner *p) {
  * reason Unschedulable) and nobody is deleting it. As Karpenter's IsProvisionable: a pod with
  * status.nominatedNodeName is being placed by the scheduler's preemption (its victims are
  * going), and DaemonSet or static pods follow their node, so none of these gets capacity. */
-static bool pod_unschedulable(const cJSON *pod) {
+bool pod_unschedulable(const cJSON *pod) {
         const cJSON *md = jget(pod, "metadata"), *status = jget(pod, "status");
         if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
                 return false;
@@ -145,7 +147,8 @@ static void on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata)
 static void on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
         /* a changed EC2NodeClass (AMI, security groups...) is resolved again before the next launch */
-        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED) {
+        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED &&
+            !cJSON_Compare(jget(ev->object, "spec"), jget(ev->old, "spec"), true)) { /* not a status write */
                 const char *name = jstr(jget(ev->object, "metadata"), "name");
                 for (size_t i = 0; name && i < p->n_resolved; i++)
                         if (streq(p->resolved[i]->node_class, name))
@@ -291,6 +294,9 @@ static int forget_registered(const cJSON *node, void *userdata) {
                         continue;
                 if (!f->node_name) {
                         log_info("Instance %s registered as Node %s.", id, strempty(name));
+                        if (!f->learned)
+                                histogram_observe(&p->c->metrics.registration_seconds,
+                                                  (double) (now_usec(p) - f->launched_usec) / 1e6);
                         (void) free_and_strdup(&f->node_name, name);
                 }
                 if (node_initialized(p, node, f)) {
@@ -773,6 +779,10 @@ static void resolved_free(Resolved *r) {
 }
 
 static void launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+        Round *rd = p->round;
+        if (rd->result && rd->next < rd->result->n_launches)
+                nodeclaims_launch_failed(p->c->status, rd, &rd->result->launches[rd->next], what,
+                                         err ? err->code : NULL, err ? err->message : NULL);
         p->launch_errors++;
         set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
         log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
@@ -1169,6 +1179,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                 log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
                                            strempty(in->instance_type), solver_capacity_type_to_name(ct),
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
+                                nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
+                                                    solver_capacity_type_to_name(ct), rd, l);
                         }
                 }
         }
@@ -1186,7 +1198,7 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s",
                          first_id, strempty(first_type), strempty(first_zone), pool->name);
                 KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
-                                     .name = sp->name, .uid = rd->pod_uids[l->pods[i]], .reason = "Nominated",
+                                     .name = sp->name, .uid = events_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
                                      .message = msg, .component = "nodesmith-coordinator" };
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
@@ -1199,6 +1211,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
         if (launched == 0) {
+                nodeclaims_launch_failed(p->c->status, rd, l, "CreateFleet", res->n_errors ? res->errors[0].code : NULL,
+                                         res->n_errors ? res->errors[0].message : NULL);
                 rd->launched_nothing = true;
                 p->launch_errors++;
                 set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);
@@ -1374,6 +1388,7 @@ static void round_finish(Provisioner *p) {
         if (!rd)
                 return;
         p->last_round_seconds = (double) (now_usec(p) - rd->started_usec) / 1e6;
+        histogram_observe(&p->c->metrics.round_seconds, p->last_round_seconds);
         bool again = rd->launched_nothing || rd->budget_cut;
         p->round = NULL;
         provisioner_round_free(rd);
@@ -1459,6 +1474,7 @@ static void round_start(Provisioner *p) {
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
         p->last_decision_seconds = (double) (clock_usec() - t0) / 1e6;
+        histogram_observe(&p->c->metrics.solver_seconds, p->last_decision_seconds);
         if (r < 0) {
                 log_warning("Solver failed: %s", err ? err : strerror(-r));
                 set_error(p, "solver: %s", err ? err : strerror(-r));
@@ -1489,6 +1505,7 @@ static void round_start(Provisioner *p) {
                 if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
                         log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
                                  strempty(res->decisions[i].message));
+        events_pod_decisions(p->c, rd);
         rd->next = 0;
         rd->step = STEP_IDLE;
         round_next(p);
