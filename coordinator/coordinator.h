@@ -80,6 +80,7 @@ typedef enum ReportResult {
         REPORT_VERSION_MISMATCH,
         REPORT_OVERLOADED,
         REPORT_PENDING,                /* attestation waits for EC2: the agent sends again */
+        REPORT_NODE_MISMATCH,          /* names a Node that is not its instance's (nodebind.h) */
         _REPORT_RESULT_MAX,
 } ReportResult;
 

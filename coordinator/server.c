@@ -9,6 +9,7 @@
 #include "provisioner.h"
 #include "proxydrain.h"
 #include "log.h"
+#include "nodebind.h"
 #include "macro.h"
 
 static const char *const result_names[_REPORT_RESULT_MAX] = {
@@ -19,6 +20,7 @@ static const char *const result_names[_REPORT_RESULT_MAX] = {
         [REPORT_VERSION_MISMATCH] = "version_mismatch",
         [REPORT_OVERLOADED] = "overloaded",
         [REPORT_PENDING] = "pending",
+        [REPORT_NODE_MISMATCH] = "node_mismatch",
 };
 
 const char *report_result_to_string(ReportResult r) {
@@ -252,6 +254,12 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed node state");
         if (!state_valid(c, env, st, &why))
                 REFUSE(REPORT_INVALID, STATUS_INVALID, why);
+        /* the Node it speaks for must be its instance's (providerID), never one it merely names */
+        if (node_binding_check(provisioner_nodes(c->provisioner), env->instance_id, st->identity->node_name,
+                               &why) < 0) {
+                snprintf(errbuf, sizeof errbuf, "node_name %.64s: %s", st->identity->node_name, why);
+                REFUSE(REPORT_NODE_MISMATCH, STATUS_UNAUTHENTICATED, errbuf);
+        }
 
         bool is_new = false;
         int k = registry_put(&c->registry, env->instance_id, env->sequence, st, arena, env->state.data,
