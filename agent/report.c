@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "agent.h"
@@ -271,6 +272,8 @@ static WireEnvelope envelope(Manager *m) {
                 .token = m->token,
                 .instance_id = m->cfg.instance_id,
                 .boot_id = m->boot_id,
+                .boot_secret = m->boot_secret,
+                .boot_secret_len = m->boot_secret_len,
                 .sequence = m->sequence,
                 .sent_unix_ms = now_unix_ms(),
                 .report_interval_ms = (uint32_t) (m->interval_usec / 1000),
@@ -345,6 +348,13 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 goto out;
         }
 
+        if (d->boot_secret.len == sizeof m->boot_secret &&
+            (m->boot_secret_len != sizeof m->boot_secret ||
+             memcmp(m->boot_secret, d->boot_secret.data, sizeof m->boot_secret) != 0)) {
+                log_debug("Coordinator issued this agent boot a new secret.");
+                memcpy(m->boot_secret, d->boot_secret.data, sizeof m->boot_secret);
+                m->boot_secret_len = sizeof m->boot_secret;
+        }
         if (d->attested != m->attested) {
                 log_debug("Coordinator %s this agent's attestation: the identity document is %s.",
                           d->attested ? "holds" : "does not hold", d->attested ? "left out" : "sent");

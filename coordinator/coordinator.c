@@ -33,7 +33,20 @@ const Option coord_options[] = {
         { "max-pods-per-node", OPTION_UINT, OPT(max_pods_per_node), "1000", "hard cap on pods in one report" },
         { "max-notices-per-node", OPTION_UINT, OPT(max_notices_per_node), "64",
           "hard cap on notices in one report" },
-        { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest agent message accepted" },
+        { "max-message", OPTION_BYTES, OPT(max_message), "1Mi", "largest agent message accepted" },
+        { "max-connections", OPTION_UINT, OPT(max_connections), "10000",
+          "agent connections at once; more are closed as they arrive" },
+        { "max-connections-per-source", OPTION_UINT, OPT(max_connections_per_source), "16",
+          "agent connections at once from one source address" },
+        { "max-unauthenticated", OPTION_UINT, OPT(max_unauthenticated), "64",
+          "agent connections at once that have not presented the token yet (each may hold up to "
+          "max-message of memory)" },
+        { "auth-timeout", OPTION_MSEC, OPT(auth_timeout_ms), "10s",
+          "an agent connection without an accepted report by then is closed" },
+        { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
+          "an authenticated agent connection silent this long is closed (0: 6 report intervals, 60s at least)" },
+        { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
+          "memory for the nodes' stored reports; a report that would exceed it is refused (overloaded)" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
         { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
@@ -249,6 +262,12 @@ int coordinator_validate(Coordinator *c) {
                 return log_error_errno(EINVAL, "max-proxy-drains must be at most 1000 (0: never drain for a silent agent).");
         if (cfg->max_message < 4096 || cfg->max_message > 64 * 1024 * 1024)
                 return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
+        if (cfg->max_connections < 1 || cfg->max_connections_per_source < 1 || cfg->max_unauthenticated < 1)
+                return log_error_errno(EINVAL, "max-connections, max-connections-per-source and max-unauthenticated must be 1 at least.");
+        if (cfg->auth_timeout_ms < 100)
+                return log_error_errno(EINVAL, "auth-timeout must be 100ms at least.");
+        if (cfg->max_state_memory < cfg->max_message)
+                return log_error_errno(EINVAL, "max-state-memory must be at least max-message.");
         if (!isempty(cfg->cluster_name) && !isempty(cfg->agent_endpoint) &&
             link_url_check(cfg->agent_endpoint, false, NULL) < 0 && !cfg->insecure)
                 return log_error_errno(EINVAL, "agent-endpoint must be tls+tcp://HOST:PORT.");
@@ -330,12 +349,21 @@ int coordinator_start(Coordinator *c) {
         r = registry_init(&c->registry, c->cfg.max_nodes);
         if (r < 0)
                 return log_oom();
+        c->registry.max_state_memory = c->cfg.max_state_memory;
         c->scratch = pb_arena_new(64 * 1024);
         if (!c->scratch)
                 return log_oom();
 
         LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };
-        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message,
+        uint64_t idle_ms = c->cfg.idle_timeout_ms ?: MAX(60 * 1000, 6 * c->cfg.report_interval_ms);
+        LinkLimits limits = {
+                .max_pipes = c->cfg.max_connections,
+                .max_pipes_per_source = c->cfg.max_connections_per_source,
+                .max_unauthenticated = c->cfg.max_unauthenticated,
+                .auth_timeout_usec = c->cfg.auth_timeout_ms * USEC_PER_MSEC,
+                .idle_timeout_usec = idle_ms * USEC_PER_MSEC,
+        };
+        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message, &limits,
                             coordinator_handle_report, c, &c->link);
         if (r < 0)
                 return log_error_errno(r, "Failed to listen on %s: %m", c->cfg.listen);

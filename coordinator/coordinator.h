@@ -26,6 +26,12 @@ typedef struct CoordConfig {
         uint64_t max_pods_per_node;
         uint64_t max_notices_per_node;
         uint64_t max_message;
+        uint64_t max_connections;
+        uint64_t max_connections_per_source;
+        uint64_t max_unauthenticated;
+        uint64_t auth_timeout_ms;
+        uint64_t idle_timeout_ms;
+        uint64_t max_state_memory;
         uint64_t stale_after_ms;
         bool fast_answers;
         char *drain_on;
