@@ -5,8 +5,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "coordinator/disruption-policy.h"
-#include "coordinator/nodepool.h"
+#include "disruption-policy.h"
+#include "nodepool.h"
 #include "log.h"
 #include "macro.h"
 

@@ -11,8 +11,8 @@
 #include "json-util.h"
 #include "kubenode.h"
 #include "log.h"
+#include "model/nodepool.h"
 #include "nodebind.h"
-#include "nodepool.h"
 #include "proxydrain.h"
 
 #define COMPONENT "nodesmith-coordinator"
