@@ -29,6 +29,7 @@ typedef struct CoordConfig {
         uint64_t max_connections;
         uint64_t max_connections_per_source;
         uint64_t max_unauthenticated;
+        uint64_t max_unauthenticated_per_source;
         uint64_t auth_timeout_ms;
         uint64_t idle_timeout_ms;
         uint64_t max_state_memory;

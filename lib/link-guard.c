@@ -13,7 +13,7 @@ typedef struct Source Source;
 struct Source {
         Source *next;
         uint8_t addr[17]; /* family, then up to 16 bytes */
-        size_t pipes;
+        size_t pipes, unauthenticated;
 };
 
 typedef struct Pipe Pipe;
@@ -117,6 +117,10 @@ static void on_add(LinkGuard *g, nng_pipe pipe) {
         } else if (l->max_unauthenticated && g->stats.unauthenticated >= l->max_unauthenticated) {
                 g->stats.refused_unauthenticated++;
                 refuse = true;
+        } else if (l->max_unauthenticated_per_source && *ss &&
+                   (*ss)->unauthenticated >= l->max_unauthenticated_per_source) {
+                g->stats.refused_unauthenticated_per_source++;
+                refuse = true;
         }
         Pipe *p = refuse ? NULL : calloc(1, sizeof *p);
         if (p && !*ss && !(*ss = calloc(1, sizeof **ss))) {
@@ -126,6 +130,7 @@ static void on_add(LinkGuard *g, nng_pipe pipe) {
         if (p) {
                 memcpy((*ss)->addr, key, sizeof key);
                 (*ss)->pipes++;
+                (*ss)->unauthenticated++;
                 p->id = nng_pipe_id(pipe);
                 p->source = *ss;
                 p->added_usec = p->seen_usec = now_usec();
@@ -147,8 +152,10 @@ static void on_remove(LinkGuard *g, nng_pipe pipe) {
         if (p) {
                 *slot = p->next;
                 g->stats.pipes--;
-                if (!p->authenticated)
+                if (!p->authenticated) {
                         g->stats.unauthenticated--;
+                        p->source->unauthenticated--;
+                }
                 if (--p->source->pipes == 0) {
                         Source **ss = source_slot(g, p->source->addr);
                         Source *s = *ss;
@@ -182,6 +189,7 @@ void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t n
                 if (authenticated && !p->authenticated) {
                         p->authenticated = true;
                         g->stats.unauthenticated--;
+                        p->source->unauthenticated--;
                 }
         }
         pthread_mutex_unlock(&g->lock);

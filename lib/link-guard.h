@@ -12,8 +12,8 @@
  *
  * NNG hands a connection (a pipe) to the socket once its TLS handshake and SP header are done,
  * and allocates a message as soon as its length has arrived. The guard admits each new pipe
- * against a total cap, a per-source-address cap and a cap on pipes that have not authenticated
- * yet (their messages are the only memory an anonymous peer can hold: at most
+ * against a total cap, a per-source-address cap and caps, in total and per source, on pipes that
+ * have not authenticated yet (their messages are the only memory an anonymous peer can hold: at most
  * max_unauthenticated × the receive limit), and closes a pipe that has not authenticated within
  * auth_timeout or, once authenticated, has been silent for idle_timeout. "Authenticated" is the
  * server handler's verdict on a request that arrived on the pipe. Thread-safe: NNG's threads admit
@@ -23,13 +23,14 @@ typedef struct LinkLimits {
         size_t max_pipes;              /* 0: no cap */
         size_t max_pipes_per_source;   /* 0: no cap */
         size_t max_unauthenticated;    /* 0: no cap */
+        size_t max_unauthenticated_per_source; /* 0: no cap */
         uint64_t auth_timeout_usec;    /* 0: never closed for that */
         uint64_t idle_timeout_usec;    /* 0: never closed for that */
 } LinkLimits;
 
 typedef struct LinkGuardStats {
         uint64_t pipes, unauthenticated;                   /* now */
-        uint64_t refused_total, refused_per_source, refused_unauthenticated;
+        uint64_t refused_total, refused_per_source, refused_unauthenticated, refused_unauthenticated_per_source;
         uint64_t closed_auth_timeout, closed_idle;
 } LinkGuardStats;
 

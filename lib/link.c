@@ -134,7 +134,7 @@ static int tls_config_build(const LinkTls *tls, bool server, const char *url, nn
                 r = read_file_bounded(tls->cert_file, LINK_PEM_MAX, &cert, NULL);
                 if (r < 0)
                         return r;
-                r = read_file_bounded(tls->key_file, LINK_PEM_MAX, &key, NULL);
+                r = read_secret_file(tls->key_file, LINK_PEM_MAX, &key, NULL); /* -EPERM: others may read it */
                 if (r < 0)
                         return r;
                 r = nng_tls_config_own_cert(cfg, cert, key, NULL);

@@ -118,10 +118,6 @@ void pb_arena_reset(PbArena *a) {
         a->chunks = keep;
 }
 
-size_t pb_arena_size(const PbArena *a) {
-        return a ? a->total : 0;
-}
-
 void pb_arena_trim(PbArena *a, size_t max_keep) {
         pb_arena_reset(a);
         if (a->chunks && a->chunks->size > max_keep) {

@@ -63,13 +63,15 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                                   "nodesmith_link_connections_refused_total{limit=\"max-connections\"} %llu\n"
                                   "nodesmith_link_connections_refused_total{limit=\"max-connections-per-source\"} %llu\n"
                                   "nodesmith_link_connections_refused_total{limit=\"max-unauthenticated\"} %llu\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-unauthenticated-per-source\"} %llu\n"
                                   "# HELP nodesmith_link_connections_closed_total Agent connections closed by a timeout.\n"
                                   "# TYPE nodesmith_link_connections_closed_total counter\n"
                                   "nodesmith_link_connections_closed_total{reason=\"auth-timeout\"} %llu\n"
                                   "nodesmith_link_connections_closed_total{reason=\"idle-timeout\"} %llu\n",
                               (unsigned long long) (g.pipes - g.unauthenticated), (unsigned long long) g.unauthenticated,
                               (unsigned long long) g.refused_total, (unsigned long long) g.refused_per_source,
-                              (unsigned long long) g.refused_unauthenticated, (unsigned long long) g.closed_auth_timeout,
+                              (unsigned long long) g.refused_unauthenticated,
+                              (unsigned long long) g.refused_unauthenticated_per_source, (unsigned long long) g.closed_auth_timeout,
                               (unsigned long long) g.closed_idle);
         }
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
