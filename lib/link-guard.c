@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "link-guard.h"
@@ -17,9 +21,21 @@ struct Source {
 };
 
 typedef struct Pipe Pipe;
+/* A peer: family, address, port (network order), comparable with memcmp. */
+typedef struct Peer {
+        uint8_t b[19];
+} Peer;
+
+/* A connection to the listening port that is not a pipe yet. */
+typedef struct Handshake {
+        Peer peer;
+        uint64_t first_usec;
+} Handshake;
+
 struct Pipe {
         Pipe *next;
         uint32_t id;
+        Peer peer;
         Source *source;
         uint64_t added_usec, seen_usec;
         bool authenticated;
@@ -32,6 +48,9 @@ struct LinkGuard {
         Pipe *pipes[BUCKETS];
         Source *sources[SOURCES];
         LinkGuardStats stats;
+        uint16_t port;                /* network order; 0: no handshake sweep */
+        Handshake *handshakes;        /* sorted by peer, from the last sweep */
+        size_t n_handshakes;
 };
 
 static uint64_t now_usec(void) {
@@ -66,20 +85,26 @@ LinkGuard *link_guard_free(LinkGuard *g) {
                         free(s);
                 }
         pthread_mutex_destroy(&g->lock);
+        free(g->handshakes);
         free(g);
         return NULL;
 }
 
-static void source_key(nng_pipe p, uint8_t key[17]) {
+static void source_key(nng_pipe p, uint8_t key[17], Peer *peer) {
         nng_sockaddr sa;
         memset(key, 0, 17);
+        memset(peer, 0, sizeof *peer);
         if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
                 return; /* unknown: all such pipes share one source */
         key[0] = (uint8_t) sa.s_family;
-        if (sa.s_family == NNG_AF_INET)
+        if (sa.s_family == NNG_AF_INET) {
                 memcpy(key + 1, &sa.s_in.sa_addr, sizeof sa.s_in.sa_addr);
-        else if (sa.s_family == NNG_AF_INET6)
+                memcpy(peer->b + 17, &sa.s_in.sa_port, 2);
+        } else if (sa.s_family == NNG_AF_INET6) {
                 memcpy(key + 1, sa.s_in6.sa_addr, sizeof sa.s_in6.sa_addr);
+                memcpy(peer->b + 17, &sa.s_in6.sa_port, 2);
+        }
+        memcpy(peer->b, key, 17);
 }
 
 static Source **source_slot(LinkGuard *g, const uint8_t key[17]) {
@@ -102,10 +127,11 @@ static Pipe **pipe_slot(LinkGuard *g, uint32_t id) {
 /* NNG's thread, before the pipe joins the socket: admit it or close it. */
 static void on_add(LinkGuard *g, nng_pipe pipe) {
         uint8_t key[17];
+        Peer peer;
         const LinkLimits *l = &g->limits;
         bool refuse = false;
 
-        source_key(pipe, key);
+        source_key(pipe, key, &peer);
         pthread_mutex_lock(&g->lock);
         Source **ss = source_slot(g, key);
         if (l->max_pipes && g->stats.pipes >= l->max_pipes) {
@@ -132,6 +158,7 @@ static void on_add(LinkGuard *g, nng_pipe pipe) {
                 (*ss)->pipes++;
                 (*ss)->unauthenticated++;
                 p->id = nng_pipe_id(pipe);
+                p->peer = peer;
                 p->source = *ss;
                 p->added_usec = p->seen_usec = now_usec();
                 Pipe **slot = pipe_slot(g, p->id);
@@ -195,6 +222,8 @@ void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t n
         pthread_mutex_unlock(&g->lock);
 }
 
+static void sweep_handshakes(LinkGuard *g, uint64_t now);
+
 size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
         const LinkLimits *l = &g->limits;
         uint32_t close_ids[256];
@@ -218,7 +247,130 @@ size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
         /* outside the lock: closing calls on_remove() */
         for (size_t i = 0; i < n; i++)
                 nng_pipe_close((nng_pipe) { .id = close_ids[i] });
+        sweep_handshakes(g, now);
         return n;
+}
+
+void link_guard_set_port(LinkGuard *g, uint16_t port) {
+        pthread_mutex_lock(&g->lock);
+        g->port = port;
+        pthread_mutex_unlock(&g->lock);
+}
+
+static int peer_cmp(const void *a, const void *b) {
+        return memcmp(a, b, sizeof(Peer));
+}
+
+/* The peer of fd when it is a TCP connection to our port; false otherwise. */
+static bool fd_peer(int fd, uint16_t port, Peer *ret) {
+        struct sockaddr_storage local, remote;
+        socklen_t ll = sizeof local, rl = sizeof remote;
+        memset(ret, 0, sizeof *ret);
+        if (getsockname(fd, (struct sockaddr *) &local, &ll) < 0 || getpeername(fd, (struct sockaddr *) &remote, &rl) < 0)
+                return false;
+        if (local.ss_family == AF_INET && remote.ss_family == AF_INET) {
+                const struct sockaddr_in *lo = (const void *) &local, *re = (const void *) &remote;
+                if (lo->sin_port != port)
+                        return false;
+                ret->b[0] = NNG_AF_INET;
+                memcpy(ret->b + 1, &re->sin_addr, 4);
+                memcpy(ret->b + 17, &re->sin_port, 2);
+                return true;
+        }
+        if (local.ss_family == AF_INET6 && remote.ss_family == AF_INET6) {
+                const struct sockaddr_in6 *lo = (const void *) &local, *re = (const void *) &remote;
+                if (lo->sin6_port != port)
+                        return false;
+                ret->b[0] = NNG_AF_INET6;
+                memcpy(ret->b + 1, &re->sin6_addr, 16);
+                memcpy(ret->b + 17, &re->sin6_port, 2);
+                return true;
+        }
+        return false;
+}
+
+typedef struct Found {
+        Handshake h;
+        int fd;
+} Found;
+
+static int found_by_age(const void *a, const void *b) {
+        const Found *x = a, *y = b;
+        return x->h.first_usec < y->h.first_usec ? -1 : x->h.first_usec > y->h.first_usec;
+}
+
+/* Connections to our port that are not pipes: shut down what is too old or beyond the caps
+ * (the youngest first). Runs on the loop, outside the lock but for the pipe snapshot. */
+static void sweep_handshakes(LinkGuard *g, uint64_t now) {
+        const LinkLimits *l = &g->limits;
+        Peer *pipes = NULL;
+        size_t n_pipes = 0, unauth_pipes, total;
+        uint16_t port;
+
+        pthread_mutex_lock(&g->lock);
+        port = g->port;
+        unauth_pipes = g->stats.unauthenticated;
+        total = g->stats.pipes;
+        if (port && total > 0 && (pipes = malloc(total * sizeof *pipes)))
+                for (size_t i = 0; i < BUCKETS; i++)
+                        for (Pipe *p = g->pipes[i]; p; p = p->next)
+                                pipes[n_pipes++] = p->peer;
+        pthread_mutex_unlock(&g->lock);
+        if (!port || (total > 0 && !pipes))
+                return;
+        qsort(pipes, n_pipes, sizeof *pipes, peer_cmp);
+
+        DIR *d = opendir("/proc/self/fd");
+        Found *found = NULL;
+        size_t n = 0, alloc = 0;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                int fd = atoi(de->d_name);
+                Peer peer;
+                if (de->d_name[0] == '.' || fd == dirfd(d) || !fd_peer(fd, port, &peer) ||
+                    bsearch(&peer, pipes, n_pipes, sizeof *pipes, peer_cmp))
+                        continue;
+                if (n == alloc) {
+                        Found *f = realloc(found, (alloc = alloc ? alloc * 2 : 64) * sizeof *found);
+                        if (!f)
+                                break;
+                        found = f;
+                }
+                Handshake *prev = bsearch(&peer, g->handshakes, g->n_handshakes, sizeof *g->handshakes, peer_cmp);
+                found[n++] = (Found) { { peer, prev ? prev->first_usec : now }, fd };
+        }
+        if (d)
+                closedir(d);
+        free(pipes);
+
+        /* oldest first: they keep their places, the youngest go beyond the caps */
+        qsort(found, n, sizeof *found, found_by_age);
+        size_t kept = 0, timed_out = 0, over = 0;
+        Handshake *next = n ? malloc(n * sizeof *next) : NULL;
+        for (size_t i = 0; i < n; i++) {
+                size_t same_source = 0;
+                for (size_t k = 0; k < kept; k++)
+                        same_source += memcmp(next[k].peer.b, found[i].h.peer.b, 17) == 0;
+                bool old = l->auth_timeout_usec && now - found[i].h.first_usec > l->auth_timeout_usec;
+                bool beyond = (l->max_unauthenticated && unauth_pipes + kept >= l->max_unauthenticated) ||
+                              (l->max_unauthenticated_per_source && same_source >= l->max_unauthenticated_per_source);
+                if (old || beyond || !next) {
+                        (void) shutdown(found[i].fd, SHUT_RDWR);
+                        old ? timed_out++ : over++;
+                        continue;
+                }
+                next[kept++] = found[i].h;
+        }
+        free(found);
+        qsort(next, kept, sizeof *next, peer_cmp);
+        pthread_mutex_lock(&g->lock);
+        free(g->handshakes);
+        g->handshakes = next;
+        g->n_handshakes = kept;
+        g->stats.handshakes = kept;
+        g->stats.handshakes_closed_timeout += timed_out;
+        g->stats.handshakes_closed_limit += over;
+        pthread_mutex_unlock(&g->lock);
 }
 
 void link_guard_stats(LinkGuard *g, LinkGuardStats *ret) {

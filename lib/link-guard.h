@@ -17,7 +17,13 @@
  * max_unauthenticated × the receive limit), and closes a pipe that has not authenticated within
  * auth_timeout or, once authenticated, has been silent for idle_timeout. "Authenticated" is the
  * server handler's verdict on a request that arrived on the pipe. Thread-safe: NNG's threads admit
- * and release pipes and record requests; the loop sweeps. */
+ * and release pipes and record requests; the loop sweeps.
+ *
+ * A TCP connection still in its TLS handshake (or SP header) is not a pipe yet, and NNG 1.5 holds
+ * it forever. For a TCP listener, every sweep also looks at the process's own sockets connected to
+ * the listening port: one that has not become a pipe within auth_timeout, or beyond the caps on
+ * unauthenticated connections (in total, per source), is shut down (shutdown(2): NNG sees the end
+ * of the stream and closes it itself; the descriptor stays NNG's). */
 
 typedef struct LinkLimits {
         size_t max_pipes;              /* 0: no cap */
@@ -32,6 +38,8 @@ typedef struct LinkGuardStats {
         uint64_t pipes, unauthenticated;                   /* now */
         uint64_t refused_total, refused_per_source, refused_unauthenticated, refused_unauthenticated_per_source;
         uint64_t closed_auth_timeout, closed_idle;
+        uint64_t handshakes;                               /* connections not yet pipes, at the last sweep */
+        uint64_t handshakes_closed_timeout, handshakes_closed_limit;
 } LinkGuardStats;
 
 typedef struct LinkGuard LinkGuard;
@@ -42,6 +50,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(LinkGuard *, link_guard_free);
 
 /* Registers NNG_PIPE_EV_ADD_PRE / REM_POST on sock. */
 int link_guard_attach(LinkGuard *g, nng_socket sock);
+/* The TCP port the listener is bound to (0: not TCP): enables the handshake sweep. */
+void link_guard_set_port(LinkGuard *g, uint16_t port_network_order);
 /* A request arrived on pipe (authenticated: the handler accepted its credentials). */
 void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t now_usec);
 /* Close what timed out; returns how many pipes were closed. */

@@ -436,6 +436,13 @@ int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max
         r = nng_listener_start(l, 0);
         if (r != 0)
                 return link_errno(r);
+        if (s->guard) {
+                nng_sockaddr sa;
+                if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0)
+                        link_guard_set_port(s->guard, sa.s_family == NNG_AF_INET    ? sa.s_in.sa_port
+                                                      : sa.s_family == NNG_AF_INET6 ? sa.s_in6.sa_port
+                                                                                    : 0);
+        }
         for (size_t i = 0; i < LINK_SERVER_CONTEXTS; i++)
                 ctx_recv(&s->ctxs[i]);
         *ret = TAKE_PTR(s);

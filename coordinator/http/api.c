@@ -67,12 +67,18 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                                   "# HELP nodesmith_link_connections_closed_total Agent connections closed by a timeout.\n"
                                   "# TYPE nodesmith_link_connections_closed_total counter\n"
                                   "nodesmith_link_connections_closed_total{reason=\"auth-timeout\"} %llu\n"
-                                  "nodesmith_link_connections_closed_total{reason=\"idle-timeout\"} %llu\n",
+                                  "nodesmith_link_connections_closed_total{reason=\"idle-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"handshake-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"handshake-limit\"} %llu\n"
+                                  "# HELP nodesmith_link_handshakes TCP connections still in their TLS handshake, at the last sweep.\n"
+                                  "# TYPE nodesmith_link_handshakes gauge\n"
+                                  "nodesmith_link_handshakes %llu\n",
                               (unsigned long long) (g.pipes - g.unauthenticated), (unsigned long long) g.unauthenticated,
                               (unsigned long long) g.refused_total, (unsigned long long) g.refused_per_source,
                               (unsigned long long) g.refused_unauthenticated,
                               (unsigned long long) g.refused_unauthenticated_per_source, (unsigned long long) g.closed_auth_timeout,
-                              (unsigned long long) g.closed_idle);
+                              (unsigned long long) g.closed_idle, (unsigned long long) g.handshakes_closed_timeout,
+                              (unsigned long long) g.handshakes_closed_limit, (unsigned long long) g.handshakes);
         }
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
                           "# TYPE nodesmith_notices_total counter\n");
