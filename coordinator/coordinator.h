@@ -131,8 +131,8 @@ typedef struct Coordinator {
         Attestor *attest;              /* NULL when attestation is off */
         Metrics metrics;
         uint64_t start_usec;
-        uint64_t auth_log_usec;        /* rate limit for refusal logs */
-        uint64_t auth_suppressed;
+        uint64_t auth_log_usec[_REPORT_RESULT_MAX];   /* rate limit for refusal logs, per result */
+        uint64_t auth_suppressed[_REPORT_RESULT_MAX];
 } Coordinator;
 
 int coordinator_new(Coordinator **ret);

@@ -49,18 +49,19 @@ static uint64_t implausible_sequence(void) {
         return (uint64_t) (now_unix_ms() + 24LL * 3600 * 1000) * 1000;
 }
 
-/* A refused agent is logged, but at most once every 10 s with a count of what was suppressed, so
- * a misconfigured fleet cannot flood the journal. */
-static void log_refusal(Coordinator *c, const char *what, const char *instance) {
+/* A refused agent is logged, but at most once every 10 s per kind of refusal with a count of what
+ * was suppressed, so a misconfigured fleet cannot flood the journal, and a flood of one kind (a
+ * wrong token) does not hide another (a report naming another node's Node). */
+static void log_refusal(Coordinator *c, ReportResult res, const char *what, const char *instance) {
         uint64_t now = coordinator_now(c);
-        if (c->auth_log_usec && now - c->auth_log_usec < 10 * USEC_PER_SEC) {
-                c->auth_suppressed++;
+        if (c->auth_log_usec[res] && now - c->auth_log_usec[res] < 10 * USEC_PER_SEC) {
+                c->auth_suppressed[res]++;
                 return;
         }
         log_warning("Refused report from %s: %s%s", isempty(instance) ? "unidentified agent" : instance,
-                    what, c->auth_suppressed ? " (and earlier refusals not logged)" : "");
-        c->auth_log_usec = now;
-        c->auth_suppressed = 0;
+                    what, c->auth_suppressed[res] ? " (and earlier refusals not logged)" : "");
+        c->auth_log_usec[res] = now;
+        c->auth_suppressed[res] = 0;
 }
 
 void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata) {
@@ -199,7 +200,7 @@ static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, 
                 result = (res);                                                       \
                 d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__##code;             \
                 d.error = (char *) (text);                                            \
-                log_refusal(c, d.error, instance);                                    \
+                log_refusal(c, result, d.error, instance);                            \
                 goto reply;                                                           \
         } while (0)
 
