@@ -494,7 +494,8 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                         sp->node_name = move ? NULL : solver_arena_strdup(a, node);
                         sp->priority = pp->priority;
                         sp->daemonset = pp->daemonset;
-                        sp->do_not_disrupt = pp->do_not_disrupt;
+                        /* constraints the agent left out (proto Pod.scheduling_truncated): not moved */
+                        sp->do_not_disrupt = pp->do_not_disrupt || pp->scheduling_truncated;
                         sp->deletion_cost = pp->deletion_cost;
                         resources_from_pb(pp->requests, &sp->requests);
                         sp->requests.v[SOLVER_RES_PODS] = 1;
