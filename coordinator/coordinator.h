@@ -27,6 +27,13 @@ typedef struct CoordConfig {
         uint64_t max_pods_per_node;
         uint64_t max_notices_per_node;
         uint64_t max_message;
+        uint64_t max_connections;
+        uint64_t max_connections_per_source;
+        uint64_t max_unauthenticated;
+        uint64_t max_unauthenticated_per_source;
+        uint64_t auth_timeout_ms;
+        uint64_t idle_timeout_ms;
+        uint64_t max_state_memory;
         uint64_t stale_after_ms;
         bool fast_answers;
         char *drain_on;
@@ -83,6 +90,7 @@ typedef enum ReportResult {
         REPORT_VERSION_MISMATCH,
         REPORT_OVERLOADED,
         REPORT_PENDING,                /* attestation waits for EC2: the agent sends again */
+        REPORT_NODE_MISMATCH,          /* names a Node that is not its instance's (nodebind.h) */
         _REPORT_RESULT_MAX,
 } ReportResult;
 
@@ -131,8 +139,8 @@ typedef struct Coordinator {
         Attestor *attest;              /* NULL when attestation is off */
         Metrics metrics;
         uint64_t start_usec;
-        uint64_t auth_log_usec;        /* rate limit for refusal logs */
-        uint64_t auth_suppressed;
+        uint64_t auth_log_usec[_REPORT_RESULT_MAX];   /* rate limit for refusal logs, per result */
+        uint64_t auth_suppressed[_REPORT_RESULT_MAX];
 } Coordinator;
 
 int coordinator_new(Coordinator **ret);

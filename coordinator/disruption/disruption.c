@@ -147,7 +147,7 @@ void disruption_class_hash(const cJSON *nc, char out[17]) {
 static NodeEntry *entry_for_node(Provisioner *p, const char *name) {
         NodeEntry *e;
         REGISTRY_FOREACH(e, &p->c->registry)
-                if (streq_ptr(provisioner_node_name(e), name))
+                if (streq_ptr(provisioner_node_name(p, e), name))
                         return e;
         return NULL;
 }
@@ -200,7 +200,7 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
         e->force = false;
         e->replace_started_usec = 0;
         p->disruptions++;
-        const char *node = provisioner_node_name(e);
+        const char *node = provisioner_node_name(p, e);
         log_notice("Disrupting Node %s (%s): %s; acting replica %s.", strempty(node), reason, why,
                    provisioner_acting_as(p));
         node_event(p, node, "Disrupting", why);
@@ -216,7 +216,7 @@ static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char
         e->replace_started_usec = provisioner_now(p);
         e->replace_round = p->rounds;
         snprintf(e->replace_reason, sizeof e->replace_reason, "%s", reason);
-        const char *node = provisioner_node_name(e);
+        const char *node = provisioner_node_name(p, e);
         log_notice("Replacing Node %s (%s): %s.", strempty(node), reason, why);
         node_event(p, node, "Replacing", why);
         provisioner_poke(p);

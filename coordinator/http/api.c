@@ -41,6 +41,35 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         for (int i = 0; i < _REPORT_RESULT_MAX; i++)
                 strbuf_printf(&b, "nodesmith_reports_total{result=\"%s\"} %llu\n",
                               report_result_to_string(i), (unsigned long long) c->metrics.reports[i]);
+        {
+                LinkGuardStats g;
+                link_server_guard_stats(c->link, &g);
+                strbuf_printf(&b, "# HELP nodesmith_link_connections Agent connections now, by state.\n"
+                                  "# TYPE nodesmith_link_connections gauge\n"
+                                  "nodesmith_link_connections{state=\"authenticated\"} %llu\n"
+                                  "nodesmith_link_connections{state=\"unauthenticated\"} %llu\n"
+                                  "# HELP nodesmith_link_connections_refused_total Agent connections closed as they arrived, by the limit they met.\n"
+                                  "# TYPE nodesmith_link_connections_refused_total counter\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-connections\"} %llu\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-connections-per-source\"} %llu\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-unauthenticated\"} %llu\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-unauthenticated-per-source\"} %llu\n"
+                                  "# HELP nodesmith_link_connections_closed_total Agent connections closed by a timeout.\n"
+                                  "# TYPE nodesmith_link_connections_closed_total counter\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"auth-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"idle-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"handshake-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"handshake-limit\"} %llu\n"
+                                  "# HELP nodesmith_link_handshakes TCP connections still in their TLS handshake, at the last sweep.\n"
+                                  "# TYPE nodesmith_link_handshakes gauge\n"
+                                  "nodesmith_link_handshakes %llu\n",
+                              (unsigned long long) (g.pipes - g.unauthenticated), (unsigned long long) g.unauthenticated,
+                              (unsigned long long) g.refused_total, (unsigned long long) g.refused_per_source,
+                              (unsigned long long) g.refused_unauthenticated,
+                              (unsigned long long) g.refused_unauthenticated_per_source, (unsigned long long) g.closed_auth_timeout,
+                              (unsigned long long) g.closed_idle, (unsigned long long) g.handshakes_closed_timeout,
+                              (unsigned long long) g.handshakes_closed_limit, (unsigned long long) g.handshakes);
+        }
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
                           "# TYPE nodesmith_notices_total counter\n");
         for (int k = 1; k < NOTICE_KINDS; k++)

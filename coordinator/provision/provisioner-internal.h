@@ -167,4 +167,5 @@ bool provisioner_acting(const Provisioner *p);
 const char *provisioner_acting_as(const Provisioner *p);
 /* Hex SHA-256 of data into out (65 bytes for all of it). */
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
-const char *provisioner_node_name(const NodeEntry *e);
+/* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
+const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);

@@ -17,8 +17,9 @@
 #include "leader.h"
 #include "log.h"
 #include "macro.h"
-#include "model/nodepool.h"
+#include "agents/nodebind.h"
 #include "agents/proxydrain.h"
+#include "model/nodepool.h"
 #include "provisioner-internal.h"
 #include "status/events.h"
 #include "status/nodeclaims.h"
@@ -226,12 +227,6 @@ static void inflight_remove(Provisioner *p, size_t i) {
         p->inflight[i] = p->inflight[--p->n_inflight];
 }
 
-/* The instance id of a Node, from spec.providerID "aws:///us-east-1a/i-0abc". */
-static const char *node_instance_id(const cJSON *node) {
-        const char *pid = jstr(jget(node, "spec"), "providerID");
-        const char *slash = pid ? strrchr(pid, '/') : NULL;
-        return slash && slash[1] == 'i' ? slash + 1 : NULL;
-}
 
 /* Taints a new Node carries while it starts, which go away by themselves: the kubelet's and the
  * node lifecycle controller's (not-ready, unreachable, network-unavailable) and the cloud
@@ -257,10 +252,11 @@ static bool taint_startup(Provisioner *p, const char *pool, const char *key) {
         return false;
 }
 
+/* An agent reports for the Node (the Node its attested instance is bound to). */
 static bool node_reported(Provisioner *p, const char *name) {
         NodeEntry *ne;
         REGISTRY_FOREACH(ne, &p->c->registry)
-                if (ne->state && ne->state->identity && streq_ptr(ne->state->identity->node_name, name))
+                if (streq_ptr(provisioner_node_name(p, ne), name))
                         return true;
         return false;
 }
@@ -286,7 +282,7 @@ static bool node_initialized(Provisioner *p, const cJSON *node, const InFlight *
 
 static int forget_registered(const cJSON *node, void *userdata) {
         Provisioner *p = userdata;
-        const char *id = node_instance_id(node);
+        const char *id = node_provider_instance(node);
         const char *name = kube_object_meta(node, "name");
         for (size_t i = 0; id && i < p->n_inflight; i++) {
                 InFlight *f = &p->inflight[i];
@@ -345,7 +341,7 @@ static void on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata
         if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED)
                 (void) forget_registered(ev->object, p);
         if (ev->type == KUBE_WATCH_DELETED)
-                forget_orphan(p, node_instance_id(ev->object));
+                forget_orphan(p, node_provider_instance(ev->object));
 }
 
 /* ---- insufficient capacity ---------------------------------------------------------------- */
@@ -611,7 +607,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         /* Nodes told to drain are leaving: they take no pods, and theirs need a place. */
         NodeEntry *e;
         REGISTRY_FOREACH(e, &p->c->registry) {
-                const char *node = e->state && e->state->identity ? e->state->identity->node_name : NULL;
+                const char *node = provisioner_node_name(p, e);
                 if ((e->action != NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN && !e->replace_started_usec) || !node)
                         continue;
                 for (size_t i = 0; i < o->n_nodes; i++)
@@ -631,7 +627,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         size_t np = o->n_pods;
         REGISTRY_FOREACH(e, &p->c->registry) {
                 const Nodesmith__V1__NodeState *st = e->state;
-                const char *node = st && st->identity ? st->identity->node_name : NULL;
+                const char *node = provisioner_node_name(p, e);
                 bool known = false;
                 for (size_t i = 0; node && i < o->n_nodes && !known; i++)
                         known = streq(nodes[i].name, node);
@@ -664,7 +660,8 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                         sp->node_name = move ? NULL : solver_arena_strdup(a, node);
                         sp->priority = pp->priority;
                         sp->daemonset = pp->daemonset;
-                        sp->do_not_disrupt = pp->do_not_disrupt;
+                        /* constraints the agent left out (proto Pod.scheduling_truncated): not moved */
+                        sp->do_not_disrupt = pp->do_not_disrupt || pp->scheduling_truncated;
                         sp->deletion_cost = pp->deletion_cost;
                         resources_from_pb(pp->requests, &sp->requests);
                         sp->requests.v[SOLVER_RES_PODS] = 1;
@@ -1524,8 +1521,12 @@ void provisioner_node_leaving(Provisioner *p, const NodeEntry *e) {
         provisioner_poke(p);
 }
 
-const char *provisioner_node_name(const NodeEntry *e) {
-        return e->state && e->state->identity ? e->state->identity->node_name : NULL;
+const char *provisioner_node_name(Provisioner *p, const NodeEntry *e) {
+        return node_bound_name(p ? p->nodes : NULL, e);
+}
+
+const KubeWatch *provisioner_nodes(Provisioner *p) {
+        return p ? p->nodes : NULL;
 }
 
 static bool has_finalizer(const cJSON *node) {
@@ -1568,7 +1569,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
         }
         for (char **id = res ? res->terminated : NULL; id && *id; id++) {
                 NodeEntry *e = registry_get(&p->c->registry, *id);
-                const char *node = e ? provisioner_node_name(e) : NULL;
+                const char *node = e ? provisioner_node_name(p, e) : NULL;
                 log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
                 p->terminated++;
                 if (node)
@@ -1632,7 +1633,7 @@ static void on_orphan_described(Ec2Client *ec2, const Ec2Error *err, Ec2Instance
 static int scan_orphan(const cJSON *node, void *userdata) {
         OrphanScan *s = userdata;
         Provisioner *p = s->p;
-        const char *name = kube_object_meta(node, "name"), *id = node_instance_id(node);
+        const char *name = kube_object_meta(node, "name"), *id = node_provider_instance(node);
         const cJSON *dts = jget(jget(node, "metadata"), "deletionTimestamp");
         if (!name || !id || !cJSON_IsString(dts) || !has_finalizer(node))
                 return 0;
@@ -1684,7 +1685,7 @@ static void termination_pass(Provisioner *p) {
         REGISTRY_FOREACH(e, &p->c->registry) {
                 if (n >= ELEMENTSOF(todo) || e->terminate_sent_usec)
                         continue;
-                const char *node = provisioner_node_name(e);
+                const char *node = provisioner_node_name(p, e);
                 const cJSON *obj = node ? kube_watch_get(p->nodes, NULL, node) : NULL;
                 bool deleting = obj && cJSON_IsString(jget(jget(obj, "metadata"), "deletionTimestamp"));
                 bool draining = e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN || deleting;
@@ -2089,27 +2090,13 @@ char *provisioner_api(Provisioner *p) {
 
 /* ---- Nodes by instance (the interruption queue) ------------------------------------------- */
 
-typedef struct NodeByInstance {
-        const char *instance_id;
-        const cJSON *node;
-} NodeByInstance;
-
-static int match_instance(const cJSON *node, void *userdata) {
-        NodeByInstance *k = userdata;
-        if (!streq_ptr(node_instance_id(node), k->instance_id))
-                return 0;
-        k->node = node;
-        return -EEXIST; /* found: stop */
-}
-
 int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON **ret) {
-        NodeByInstance k = { .instance_id = instance_id };
         if (!p || !kube_watch_synced(p->nodes))
                 return -EAGAIN;
-        (void) kube_watch_foreach(p->nodes, match_instance, &k);
-        if (!k.node)
+        const cJSON *node = node_of_instance(p->nodes, instance_id);
+        if (!node)
                 return -ENOENT;
-        *ret = k.node;
+        *ret = node;
         return 0;
 }
 

@@ -83,7 +83,7 @@ void events_pod_decisions(Coordinator *c, const Round *rd) {
 
 static void node_event(Coordinator *c, const NodeEntry *e, const char *type, const char *reason, const char *msg) {
         KubeClient *kube = leader_client(c);
-        const char *node = provisioner_node_name(e);
+        const char *node = provisioner_node_name(c->provisioner, e);
         if (!kube || isempty(node))
                 return;
         const cJSON *obj = kube_watch_get(c->provisioner->nodes, NULL, node);

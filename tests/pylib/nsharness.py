@@ -258,6 +258,9 @@ class Coordinator:
             argv.append("--insecure")
         else:
             argv += ["--tls-cert", self.pki["cert"], "--tls-key", self.pki["key"]]
+        if not any(a.startswith("--attestation") for a in self.extra) and "--cluster-name" not in self.extra:
+            # no EC2 here to attest against: say so (attestation is required by default)
+            argv += ["--attestation", "off"]
         self.proc = Proc(self.name, argv + self.extra, self.workdir, env=self.env)
         wait_for("coordinator /healthz", lambda: http_get(self.http + "/healthz")[0] == 200, 10)
         return self

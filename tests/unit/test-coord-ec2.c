@@ -273,6 +273,18 @@ static void test_parse_errors(void **state) {
         assert_true(ec2_error_kind_retryable(e.kind));
         /* garbage with 200 */
         assert_int_equal(ec2_xml_parse("<a><b>", 6, 200, &d, &e), -EBADMSG);
+        /* a DTD (entity expansion: "billion laughs", an external entity): refused, nothing expanded */
+        static const char laughs[] =
+                "<?xml version=\"1.0\"?><!DOCTYPE r [<!ENTITY a \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\">"
+                "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\"><!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\">"
+                "<!ENTITY d \"&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;\"><!ENTITY e \"&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;\">]>"
+                "<DescribeInstancesResponse><requestId>&e;&e;&e;&e;</requestId></DescribeInstancesResponse>";
+        static const char external[] =
+                "<?xml version=\"1.0\"?><!DOCTYPE r SYSTEM \"file:///etc/passwd\"><r>x</r>";
+        assert_int_equal(ec2_xml_parse(laughs, strlen(laughs), 200, &d, &e), -EBADMSG);
+        assert_null(d);
+        assert_int_equal(ec2_xml_parse(external, strlen(external), 200, &d, &e), -EBADMSG);
+        assert_null(ec2_xml_read(laughs, strlen(laughs)));
         /* SSM JSON errors */
         assert_int_equal(ec2_json_error("{\"__type\":\"com.amazonaws#ThrottlingException\",\"message\":\"slow\"}", 400, &e), 0);
         assert_int_equal(e.kind, EC2_ERROR_THROTTLED);
