@@ -61,6 +61,24 @@ char *ec2_xml_text(xmlNode *parent, const char *name) {
         return s;
 }
 
+static xmlNode *find_element(xmlNode *n, const char *name) {
+        for (; n; n = n->next) {
+                if (n->type != XML_ELEMENT_NODE)
+                        continue;
+                if (xmlStrEqual(n->name, (const xmlChar *) name))
+                        return n;
+                xmlNode *f = find_element(n->children, name);
+                if (f)
+                        return f;
+        }
+        return NULL;
+}
+
+char *ec2_parse_iam_role(xmlDoc *doc) {
+        xmlNode *n = find_element(xmlDocGetRootElement(doc), "RoleName");
+        return n ? ec2_xml_text(n, NULL) : NULL;
+}
+
 /* Text of a path of children, e.g. "placement/availabilityZone". */
 static char *text_path(xmlNode *n, const char *path) {
         char buf[128];

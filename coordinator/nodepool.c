@@ -6,7 +6,9 @@
 #include <stdio.h>
 
 #include "coordinator/disruption-policy.h"
+#include "coordinator/nodeclass-check.h"
 #include "coordinator/nodepool.h"
+#include "quantity.h"
 #include "log.h"
 #include "macro.h"
 
@@ -1183,6 +1185,30 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         return 0;
 }
 
+static const char *jstr_(const cJSON *o, const char *k) {
+        const cJSON *v = get(o, k);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* An eviction threshold: a quantity, or a percentage of the resource's capacity. */
+static int eviction_threshold(Ctx *c, const cJSON *v, SolverResource res, const char *path, bool *ret_set,
+                              int64_t *ret, bool *ret_pct_set, double *ret_pct) {
+        if (!present(v))
+                return 0;
+        if (cJSON_IsString(v) && strchr(v->valuestring, '%')) {
+                double pct;
+                if (quantity_parse_percent(v->valuestring, &pct) < 0 || pct < 0 || pct > 100)
+                        return fail(c, path, "\"%s\" is not a percentage", v->valuestring);
+                *ret_pct_set = true;
+                *ret_pct = pct;
+                return 0;
+        }
+        int r = parse_quantity(c, v, res, path, ret);
+        if (r >= 0)
+                *ret_set = true;
+        return r;
+}
+
 int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char **ret_error) {
         char what[300], path[512];
         const cJSON *n = get(get(j, "metadata"), "name");
@@ -1195,6 +1221,9 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
         const cJSON *spec = get(j, "spec");
         if (!cJSON_IsObject(spec))
                 return fail(&c, "spec", "is required");
+        r = nodeclass_check(spec, what, ret_error);
+        if (r < 0)
+                return r;
         r = get_str(&c, spec, "amiFamily", "spec.amiFamily", &nc->ami_family);
         if (r < 0)
                 return r;
@@ -1252,14 +1281,18 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
                 return r;
         size_t k = 0;
         const cJSON *d;
+        /* the kubelet's volume: the one marked rootVolume, else the family's root device
+         * (Bottlerocket keeps it on its data volume /dev/xvdb) */
+        bool marked = false;
+        cJSON_ArrayForEach(d, bdm)
+                marked = marked || cJSON_IsTrue(get(d, "rootVolume"));
+        const char *root_dev = streq(nc->ami_family, "Bottlerocket") ? "/dev/xvdb" : "/dev/xvda";
         cJSON_ArrayForEach(d, bdm) {
                 const cJSON *ebs = get(d, "ebs");
-                const cJSON *root = get(d, "rootVolume");
                 const cJSON *size = get(ebs, "volumeSize");
                 const cJSON *dev = get(d, "deviceName");
-                bool is_root = cJSON_IsTrue(root) ||
-                               (!root && cJSON_IsString(dev) &&
-                                (streq(dev->valuestring, "/dev/xvda") || streq(dev->valuestring, "/dev/xvdb")));
+                bool is_root = marked ? cJSON_IsTrue(get(d, "rootVolume"))
+                                      : cJSON_IsString(dev) && streq(dev->valuestring, root_dev);
                 if (present(size) && is_root) {
                         int64_t v;
                         r = parse_quantity(&c, size, SOLVER_RES_EPHEMERAL,
@@ -1316,6 +1349,8 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
                 kb->kube_reserved_cpu = res.v[SOLVER_RES_CPU];
                 kb->has_kube_reserved_memory = rs[SOLVER_RES_MEMORY];
                 kb->kube_reserved_memory = res.v[SOLVER_RES_MEMORY];
+                kb->has_kube_reserved_ephemeral = rs[SOLVER_RES_EPHEMERAL];
+                kb->kube_reserved_ephemeral = res.v[SOLVER_RES_EPHEMERAL];
                 res = (SolverResources) {};
                 r = parse_resource_map(&c, get(kl, "systemReserved"), "spec.kubelet.systemReserved", &res, rs);
                 if (r < 0)
@@ -1324,18 +1359,32 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
                 kb->system_reserved_cpu = res.v[SOLVER_RES_CPU];
                 kb->has_system_reserved_memory = rs[SOLVER_RES_MEMORY];
                 kb->system_reserved_memory = res.v[SOLVER_RES_MEMORY];
+                kb->has_kube_reserved_ephemeral = rs[SOLVER_RES_EPHEMERAL];
+                kb->kube_reserved_ephemeral = res.v[SOLVER_RES_EPHEMERAL];
+                r = parse_resource_map(&c, get(kl, "systemReserved"), "spec.kubelet.systemReserved", &res, rs);
+                if (r < 0)
+                        return r;
+                kb->has_system_reserved_ephemeral = rs[SOLVER_RES_EPHEMERAL];
+                kb->system_reserved_ephemeral = res.v[SOLVER_RES_EPHEMERAL];
+                /* hard thresholds shape allocatable; soft ones only make the kubelet evict sooner */
                 const cJSON *ev = get(kl, "evictionHard");
                 r = want(&c, ev, false, "spec.kubelet.evictionHard");
                 if (r < 0)
                         return r;
-                const cJSON *ma = get(ev, "memory.available");
-                if (present(ma)) {
-                        r = parse_quantity(&c, ma, SOLVER_RES_MEMORY, "spec.kubelet.evictionHard[\"memory.available\"]", &v);
-                        if (r < 0)
-                                return r;
-                        kb->has_eviction_memory = true;
-                        kb->eviction_memory = v;
-                }
+                r = eviction_threshold(&c, get(ev, "memory.available"), SOLVER_RES_MEMORY,
+                                       "spec.kubelet.evictionHard[\"memory.available\"]", &kb->has_eviction_memory,
+                                       &kb->eviction_memory, &kb->has_eviction_memory_pct, &kb->eviction_memory_pct);
+                if (r < 0)
+                        return r;
+                r = eviction_threshold(&c, get(ev, "nodefs.available"), SOLVER_RES_EPHEMERAL,
+                                       "spec.kubelet.evictionHard[\"nodefs.available\"]", &kb->has_eviction_nodefs,
+                                       &kb->eviction_nodefs, &kb->has_eviction_nodefs_pct, &kb->eviction_nodefs_pct);
+                if (r < 0)
+                        return r;
+        }
+        if (streq_ptr(jstr_(spec, "instanceStorePolicy"), "RAID0")) {
+                nc->has_kubelet = true;
+                nc->kubelet.instance_store_raid0 = true;
         }
         nc->spec = cJSON_Duplicate(spec, true);
         return nc->spec ? 0 : -ENOMEM;

@@ -54,6 +54,7 @@ typedef struct Resolved {
         size_t n_subnets;
         char *sgs[MAX_SGS + 1];  /* NULL-terminated */
         char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
+        char *profile;           /* the instance profile ("" for none), NULL until known */
         char *template_name[2];
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
@@ -72,6 +73,7 @@ typedef enum Step {
         STEP_IDLE,
         STEP_SUBNETS,
         STEP_SGS,
+        STEP_PROFILE,
         STEP_AMI,
         STEP_TEMPLATE,
         STEP_FLEET,

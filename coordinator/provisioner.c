@@ -13,7 +13,9 @@
 #include "ec2.h"
 #include "fileio.h"
 #include "http.h"
+#include "instanceprofile.h"
 #include "kube.h"
+#include "launchclass.h"
 #include "log.h"
 #include "macro.h"
 #include "nodepool.h"
@@ -599,6 +601,8 @@ static void resolved_reset(Resolved *r) {
                 free(r->ami[a]);
                 r->ami[a] = NULL;
         }
+        free(r->profile);
+        r->profile = NULL;
         r->resolved_usec = 0;
 }
 
@@ -783,8 +787,60 @@ static void on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *li
         }
         resolved_add_sgs(rd->res, list);
         ec2_security_group_list_free(list);
-        rd->step = STEP_AMI;
+        rd->step = STEP_PROFILE;
         round_next(p);
+}
+
+/* The node class's spec (NULL: none) and what it puts into a launch (in the round's arena). */
+static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_class, const cJSON **ret_spec) {
+        const cJSON *spec = node_class ? jget(kube_watch_get(p->nodeclasses, NULL, node_class), "spec") : NULL;
+        LaunchClass *lc = solver_arena_alloc(rd->arena, sizeof *lc);
+        if (!lc || launchclass_from_spec(spec, lc) < 0)
+                return NULL;
+        if (ret_spec)
+                *ret_spec = spec;
+        return lc;
+}
+
+static void on_profile(const Ec2Error *err, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err)
+                return launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+        round_next(p);
+}
+
+/* The instance profile the class's nodes get: spec.instanceProfile as it is; for spec.role one
+ * made and kept by nodesmith; no class: the coordinator's --instance-profile. Returns 1 when a
+ * look-up was started (on_profile continues). */
+static int profile_resolve(Provisioner *p, Round *rd, const char *node_class) {
+        const CoordConfig *cfg = &p->c->cfg;
+        const cJSON *spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, node_class, &spec);
+        if (!lc)
+                return -ENOMEM;
+        const char *role = lc->role, *named = lc->instance_profile;
+        char name[160];
+        if (!role) {
+                rd->res->profile = strdup(named ?: strempty(cfg->instance_profile));
+                return rd->res->profile ? 0 : -ENOMEM;
+        }
+        int r = launchclass_profile_name(cfg->cluster_name, cfg->region, node_class, name, sizeof name);
+        if (r < 0)
+                return r;
+        rd->res->profile = strdup(name);
+        if (!rd->res->profile)
+                return -ENOMEM;
+        InstanceProfileSpec ips = { .name = name, .role = role, .cluster = cfg->cluster_name, .region = cfg->region,
+                                    .nodeclass = node_class, .tags = lc->tags, .n_tags = lc->n_tags };
+        r = instance_profile_ensure(p->ec2, &ips, on_profile, p);
+        if (r < 0) {
+                free(rd->res->profile);
+                rd->res->profile = NULL;
+                return r;
+        }
+        return 1;
 }
 
 static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
@@ -940,15 +996,27 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                 .token = p->c->token,
                 .nodepool = pool->name,
         };
-        int r = userdata_render(&uds, &ud);
+        const cJSON *class_spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, &class_spec);
+        if (!lc)
+                return -ENOMEM;
+        int r;
+        uds.kubelet = lc->kubelet;
+        uds.user_data = lc->user_data;
+        uds.raid0 = lc->raid0;
+        if (streq(lc->ami_family, "Custom"))
+                r = (ud = strdup(strempty(lc->user_data))) ? 0 : -ENOMEM; /* as given, as Karpenter does */
+        else
+                r = userdata_render(&uds, &ud);
         if (r < 0)
                 return r;
+        _cleanup_free_ char *class_json = class_spec ? cJSON_PrintUnformatted(class_spec) : NULL;
 
         /* The template's name carries a hash of what it holds: a change makes a new one. */
         char hash[65];
         StrBuf b;
         strbuf_init(&b, 1u << 20);
-        strbuf_printf(&b, "%s|%s|", strempty(res->ami[rd->arch]), ud);
+        strbuf_printf(&b, "%s|%s|%s|%s|", strempty(res->ami[rd->arch]), ud, strempty(res->profile), strempty(class_json));
         for (size_t i = 0; res->sgs[i]; i++)
                 strbuf_printf(&b, "%s,", res->sgs[i]);
         provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
@@ -964,9 +1032,21 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
         *spec = (Ec2LaunchTemplateSpec) {
                 .name = name,
                 .image_id = res->ami[rd->arch],
-                .instance_profile_name = cfg->instance_profile,
+                .instance_profile_name = isempty(res->profile) ? NULL : res->profile,
                 .security_group_ids = (const char *const *) res->sgs,
-                .metadata_hop_limit = 1,
+                .block_devices = lc->devices,
+                .n_block_devices = lc->n_devices,
+                .metadata_hop_limit = lc->hop_limit,
+                .http_tokens = lc->http_tokens,
+                .http_endpoint = lc->http_endpoint,
+                .http_protocol_ipv6 = lc->http_protocol_ipv6,
+                .detailed_monitoring = lc->detailed_monitoring,
+                .enclave = lc->enclave,
+                .associate_public_ip = lc->associate_public_ip,
+                .tags = lc->tags,
+                .n_tags = lc->n_tags,
+                .interface_tags = lc->tags,
+                .n_interface_tags = lc->n_tags,
                 .client_token = solver_arena_printf(rd->arena, "%.32s", hash),
         };
         *ret_userdata = TAKE_PTR(ud);
@@ -1099,7 +1179,13 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
         char token[48], name[128];
         snprintf(token, sizeof token, "nodesmith-%.32s", hash);
         snprintf(name, sizeof name, "nodesmith-%s-%s", p->c->cfg.cluster_name, pool->name);
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, NULL);
+        if (!lc)
+                return -ENOMEM;
         Ec2FleetSpec spec = {
+                .context = lc->context,
+                .extra_tags = lc->tags,
+                .n_extra_tags = lc->n_tags,
                 .launch_template_name = res->template_name[rd->arch],
                 .overrides = ov,
                 .n_overrides = n,
@@ -1137,7 +1223,9 @@ static void round_next(Provisioner *p) {
                         if (rd->res->resolved_usec == 0 || now_usec(p) - rd->res->resolved_usec > RESOLVE_TTL_USEC) {
                                 resolved_reset(rd->res);
                                 rd->step = STEP_SUBNETS;
-                        } else if (!rd->res->ami[rd->arch])
+                        } else if (!rd->res->profile)
+                                rd->step = STEP_PROFILE;
+                        else if (!rd->res->ami[rd->arch])
                                 rd->step = STEP_AMI;
                         else
                                 rd->step = STEP_TEMPLATE;
@@ -1158,6 +1246,13 @@ static void round_next(Provisioner *p) {
                         r = ec2_describe_security_groups(p->ec2, NULL, f, nf, on_sgs, p);
                         break;
                 }
+                case STEP_PROFILE:
+                        r = profile_resolve(p, rd, pool->node_class);
+                        if (r == 0) {
+                                rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+                                continue;
+                        }
+                        break;
                 case STEP_AMI:
                         r = ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
                         break;
@@ -1723,7 +1818,8 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         if (r < 0)
                 goto fail;
         Ec2Config ec = { .region = cfg->region, .ec2_endpoint = cfg->ec2_endpoint,
-                         .ssm_endpoint = cfg->ssm_endpoint, .cluster_name = cfg->cluster_name };
+                         .ssm_endpoint = cfg->ssm_endpoint, .iam_endpoint = cfg->iam_endpoint,
+                         .cluster_name = cfg->cluster_name };
         r = ec2_client_new(c->event, p->http, p->creds, &ec, &p->ec2);
         if (r < 0)
                 goto fail;

@@ -291,11 +291,11 @@ static void test_nodeclass_and_node(void **state) {
         nodepool_objects_free(o);
 
         expect_error("apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n"
-                     "spec: {amiSelectorTerms: [{alias: a}], subnetSelectorTerms: [{id: s}], securityGroupSelectorTerms: [{id: g}]}\n",
-                     "EC2NodeClass x: spec.role: exactly one of role and instanceProfile must be set");
+                     "spec: {amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{id: subnet-1}], securityGroupSelectorTerms: [{id: sg-1}]}\n",
+                     "EC2NodeClass x: spec: must specify exactly one of ['role', 'instanceProfile']");
         expect_error("apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n"
-                     "spec: {role: r, subnetSelectorTerms: [], securityGroupSelectorTerms: [{id: g}]}\n",
-                     "spec.subnetSelectorTerms: needs at least one term");
+                     "spec: {role: r, subnetSelectorTerms: [], securityGroupSelectorTerms: [{id: sg-1}]}\n",
+                     "spec.subnetSelectorTerms: subnetSelectorTerms cannot be empty");
         expect_error("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n", "Node n: status.allocatable: is required");
 }
 
@@ -341,8 +341,8 @@ static void test_convert_v1beta1_with_kubelet(void **state) {
                          "  disruption: {consolidationPolicy: WhenUnderutilized, expireAfter: 48h}\n"
                          "---\n"
                          "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: nc}\n"
-                         "spec: {role: r, amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{id: s}],"
-                         " securityGroupSelectorTerms: [{id: g}]}\n"
+                         "spec: {role: r, amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{id: subnet-1}],"
+                         " securityGroupSelectorTerms: [{id: sg-1}]}\n"
                          "---\n"
                          "apiVersion: v1\nkind: Service\nmetadata: {name: untouched}\n");
         cJSON *out = NULL;
