@@ -1359,11 +1359,6 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
                 kb->system_reserved_cpu = res.v[SOLVER_RES_CPU];
                 kb->has_system_reserved_memory = rs[SOLVER_RES_MEMORY];
                 kb->system_reserved_memory = res.v[SOLVER_RES_MEMORY];
-                kb->has_kube_reserved_ephemeral = rs[SOLVER_RES_EPHEMERAL];
-                kb->kube_reserved_ephemeral = res.v[SOLVER_RES_EPHEMERAL];
-                r = parse_resource_map(&c, get(kl, "systemReserved"), "spec.kubelet.systemReserved", &res, rs);
-                if (r < 0)
-                        return r;
                 kb->has_system_reserved_ephemeral = rs[SOLVER_RES_EPHEMERAL];
                 kb->system_reserved_ephemeral = res.v[SOLVER_RES_EPHEMERAL];
                 /* hard thresholds shape allocatable; soft ones only make the kubelet evict sooner */
