@@ -108,6 +108,34 @@ int launchclass_from_spec(const cJSON *spec, LaunchClass *lc) {
         return 0;
 }
 
+static const char *tag_value(const Ec2Tag *tags, size_t n, const char *key) {
+        for (size_t i = 0; i < n; i++)
+                if (streq_ptr(tags[i].key, key))
+                        return strempty(tags[i].value);
+        return NULL;
+}
+
+bool launchclass_terms_match(const cJSON *terms, const char *id, const char *name, const Ec2Tag *tags, size_t n_tags) {
+        const cJSON *t;
+        if (!cJSON_IsArray(terms) || cJSON_GetArraySize(terms) == 0)
+                return true;
+        cJSON_ArrayForEach(t, terms) {
+                bool ok = true;
+                if (jstr(t, "id"))
+                        ok = streq_ptr(id, jstr(t, "id"));
+                if (ok && jstr(t, "name"))
+                        ok = streq_ptr(name, jstr(t, "name"));
+                const cJSON *tag;
+                cJSON_ArrayForEach(tag, jget(t, "tags")) {
+                        const char *v = tag_value(tags, n_tags, tag->string);
+                        ok = ok && v && cJSON_IsString(tag) && (streq(tag->valuestring, "*") || streq(v, tag->valuestring));
+                }
+                if (ok)
+                        return true;
+        }
+        return false;
+}
+
 int launchclass_profile_name(const char *cluster, const char *region, const char *nodeclass, char *buf,
                              size_t size) {
         char in[512];

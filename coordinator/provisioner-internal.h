@@ -90,6 +90,9 @@ typedef struct Round {
         Step step;
         Resolved *res;              /* of the launch under way */
         int arch;                   /* 0 amd64, 1 arm64 */
+        size_t ami_term;            /* amiSelectorTerms: the term looked up now */
+        char *ami_best;             /* the newest image of the terms so far */
+        int64_t ami_best_date;
         bool launched_nothing;      /* a launch failed for capacity: solve again */
         uint64_t started_usec;
         char **pod_uids;            /* per snapshot pod */

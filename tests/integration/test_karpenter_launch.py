@@ -116,6 +116,9 @@ def run(s, d):
     iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(
         {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
                                                  "Action": "sts:AssumeRole"}]}))
+    # selector terms ORed: a subnet by id or by a tag nothing has; the group by its name
+    CLASS["spec"]["subnetSelectorTerms"] = [{"id": net["subnets"]["us-east-1b"]}, {"tags": {"no-such-tag": "*"}}]
+    CLASS["spec"]["securityGroupSelectorTerms"] = [{"name": f"{CLUSTER}-nodes"}, {"id": "sg-0000000000"}]
     s.start_kube(grace_scale=0.05)
     s.apply(docs(CLASS, POOL))
     s.start_coordinator("--batch-idle", "500ms")
@@ -154,6 +157,7 @@ def run(s, d):
     check("metadata HttpPutResponseHopLimit", md["HttpPutResponseHopLimit"], 2)
     check("metadata HttpTokens", md["HttpTokens"], "required")
     check("metadata HttpEndpoint", md["HttpEndpoint"], "enabled")
+    check("subnet (by the id term)", inst["SubnetId"], net["subnets"]["us-east-1b"])
     check("security group", sorted(g["GroupId"] for g in inst["SecurityGroups"]), [net["security_group"]])
     check("public address", inst.get("PublicIpAddress"), None)
 
