@@ -50,6 +50,11 @@ static const cJSON *get(const cJSON *o, const char *k) {
         return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
 }
 
+static const char *jstr_(const cJSON *o, const char *k) {
+        const cJSON *v = get(o, k);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 static bool present(const cJSON *v) {
         return v && !cJSON_IsNull(v);
 }
@@ -223,10 +228,12 @@ static int parse_requirement(Ctx *c, const cJSON *j, const char *path, bool labe
                 return r;
         if (!opname)
                 return fail(c, P(p, "%s.operator", path), "is required");
-        int op = solver_operator_from_name(opname);
+        /* Karpenter v1's NodePools add Gte and Lte (integers): Gte N is Gt N-1, Lte N is Lt N+1 */
+        bool inclusive = min_values && (streq(opname, "Gte") || streq(opname, "Lte"));
+        int op = inclusive ? (streq(opname, "Gte") ? SOLVER_OP_GT : SOLVER_OP_LT) : solver_operator_from_name(opname);
         if (op < 0 || (label_selector && (op == SOLVER_OP_GT || op == SOLVER_OP_LT)))
                 return fail(c, P(p, "%s.operator", path), "\"%s\" is not one of In, NotIn, Exists, DoesNotExist%s",
-                            opname, label_selector ? "" : ", Gt, Lt");
+                            opname, label_selector ? "" : min_values ? ", Gt, Lt, Gte, Lte" : ", Gt, Lt");
         *ret = (SolverRequirement) { .key = key, .op = (SolverOperator) op };
         const char **vals;
         r = parse_string_list(c, get(j, "values"), P(p, "%s.values", path), &vals, &ret->n_values);
@@ -247,8 +254,15 @@ static int parse_requirement(Ctx *c, const cJSON *j, const char *path, bool labe
         case SOLVER_OP_GT:
         case SOLVER_OP_LT: {
                 char *end = NULL;
-                if (ret->n_values != 1 || (strtoll(ret->values[0], &end, 10), *end) || !*ret->values[0])
+                long long v = ret->n_values == 1 ? strtoll(ret->values[0], &end, 10) : 0;
+                if (ret->n_values != 1 || *end || !*ret->values[0])
                         return fail(c, P(p, "%s.values", path), "%s needs exactly one integer value", opname);
+                if (inclusive) {
+                        const char **nv = solver_arena_alloc(c->a, sizeof *nv);
+                        if (!nv || !(nv[0] = solver_arena_printf(c->a, "%lld", op == SOLVER_OP_GT ? v - 1 : v + 1)))
+                                return -ENOMEM;
+                        ret->values = nv;
+                }
                 break;
         }
         }
@@ -1008,6 +1022,80 @@ static bool api_group_is(const cJSON *obj, const char *group) {
         return strncmp(v->valuestring, group, n) == 0 && v->valuestring[n] == '/';
 }
 
+/* Karpenter v1 NodePool fields nodesmith does not carry out, with the reason; and the fields it
+ * knows at each level. Anything else is not a v1 field. */
+typedef struct PoolField {
+        const char *path; /* "spec", "spec.template.spec"... */
+        const char *const *known;
+} PoolField;
+
+typedef struct PoolRefusal {
+        const char *path, *why;
+} PoolRefusal;
+
+static const PoolRefusal pool_refused[] = {
+        { "spec.replicas", "static NodePools (a fixed number of nodes) are not supported yet: nodesmith launches for "
+                           "pending pods only; remove replicas and keep the pool dynamic" },
+        { "spec.template.metadata.annotations", "nodesmith does not put annotations on the nodes it launches yet; they "
+                                                "would be lost" },
+        { "spec.limits.nodes", "a limit on the number of nodes is not supported yet; limit cpu or memory instead" },
+        { "spec.template.spec.kubelet", "belongs to the EC2NodeClass in v1 (spec.kubelet); `nodesmithctl convert` moves it" },
+        {}
+};
+
+static int pool_fields(Ctx *c, const cJSON *j) {
+        static const char *const spec[] = { "template", "disruption", "limits", "weight", "headroom", "replicas", NULL };
+        static const char *const tmpl[] = { "metadata", "spec", NULL };
+        static const char *const meta[] = { "labels", "annotations", NULL };
+        static const char *const tspec[] = { "requirements", "taints", "startupTaints", "nodeClassRef", "expireAfter",
+                                             "terminationGracePeriod", "kubelet", NULL };
+        static const char *const ref[] = { "group", "kind", "name", NULL };
+        static const char *const dis[] = { "consolidationPolicy", "consolidateAfter", "budgets", "consolidationThreshold",
+                                           "churnGuard", NULL };
+        static const PoolField levels[] = {
+                { "spec", spec }, { "spec.template", tmpl }, { "spec.template.metadata", meta },
+                { "spec.template.spec", tspec }, { "spec.template.spec.nodeClassRef", ref }, { "spec.disruption", dis },
+        };
+        char p[300];
+        for (size_t i = 0; i < ELEMENTSOF(levels); i++) {
+                const cJSON *o = j;
+                char path[128], *save = NULL;
+                snprintf(path, sizeof path, "%s", levels[i].path);
+                for (char *part = strtok_r(path, ".", &save); part && o; part = strtok_r(NULL, ".", &save))
+                        o = get(o, part);
+                const cJSON *k, *obj = cJSON_IsObject(o) ? o : NULL;
+                cJSON_ArrayForEach(k, obj) {
+                        bool ok = false;
+                        for (const char *const *n = levels[i].known; *n && !ok; n++)
+                                ok = streq(*n, k->string);
+                        snprintf(p, sizeof p, "%s.%s", levels[i].path, k->string);
+                        if (!ok)
+                                return fail(c, p, "is not a field of Karpenter v1's NodePool");
+                }
+        }
+        for (const PoolRefusal *r = pool_refused; r->path; r++) {
+                const cJSON *o = j;
+                char path[128], *save = NULL;
+                snprintf(path, sizeof path, "%s", r->path);
+                for (char *part = strtok_r(path, ".", &save); part && o; part = strtok_r(NULL, ".", &save))
+                        o = get(o, part);
+                if (present(o))
+                        return fail(c, r->path, "is not supported: %s", r->why);
+        }
+        const char *policy = jstr_(get(get(j, "spec"), "disruption"), "consolidationPolicy");
+        if (streq_ptr(policy, "Balanced"))
+                return fail(c, "spec.disruption.consolidationPolicy",
+                            "Balanced is not supported yet: nodesmith does not score a consolidation's savings against its "
+                            "disruption cost; use WhenEmptyOrUnderutilized with spec.disruption.consolidationThreshold "
+                            "(the least saving worth a replace) instead");
+        const cJSON *th = get(get(get(j, "spec"), "disruption"), "consolidationThreshold");
+        if (cJSON_IsNumber(th))
+                return fail(c, "spec.disruption.consolidationThreshold",
+                            "an integer is Balanced consolidation's threshold in Karpenter, which nodesmith does not "
+                            "support; nodesmith's consolidationThreshold is a saving such as \"15%%\"");
+        return 0;
+}
+
 int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, NodePoolExtra *x, char **ret_error) {
         char what[300], path[512];
         const cJSON *n = get(get(j, "metadata"), "name");
@@ -1023,6 +1111,9 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         const cJSON *spec = get(j, "spec");
         if (!cJSON_IsObject(spec))
                 return fail(&c, "spec", "is required");
+        r = pool_fields(&c, j);
+        if (r < 0)
+                return r;
         bool set;
         int64_t w;
         r = get_int(&c, spec, "weight", "spec.weight", 1, 100, &set, &w);
@@ -1183,11 +1274,6 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         if (p->headroom.v[SOLVER_RES_PODS] > 1000)
                 return fail(&c, "spec.headroom.pods", "must be at most 1000");
         return 0;
-}
-
-static const char *jstr_(const cJSON *o, const char *k) {
-        const cJSON *v = get(o, k);
-        return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 /* An eviction threshold: a quantity, or a percentage of the resource's capacity. */
