@@ -50,7 +50,20 @@ SAN_LDFLAGS := -fsanitize=address,undefined
 endif
 
 ALL_CFLAGS  := -std=gnu11 $(OPT) $(WARN) $(OPT_DEFS) -D_GNU_SOURCE -MMD -MP -pthread \
-               -Ilib -Iagent -Icoordinator -I$(BUILD)/proto -I. $(PKG_CFLAGS) $(CFLAGS)
+               $(PKG_CFLAGS) $(CFLAGS)
+# Each layer sees only what it may use (docs/architecture.md; tests/layers.sh checks the
+# sources): lib/ itself; node/ lib; agent/ node and lib; the solver lib; the rest of the
+# coordinator its own folders (spelled "aws/ec2.h"), node and lib. Tests, tools, fuzz targets
+# and benchmarks see everything. A header in the including file's own folder needs no -I.
+LAYER_INC_lib         := -Ilib -I$(BUILD)/proto
+LAYER_INC_node        := -Inode -Ilib -I$(BUILD)/proto
+LAYER_INC_agent       := -Iagent -Inode -Ilib -I$(BUILD)/proto
+LAYER_INC_solver      := -Ilib
+LAYER_INC_coordinator := -Icoordinator -Inode -Ilib -I$(BUILD)/proto
+LAYER_INC_test        := -Ilib -Inode -Iagent -Icoordinator -I$(BUILD)/proto -I.
+layer_of = $(firstword $(if $(filter coordinator/solver/%,$(1)),solver) \
+             $(foreach l,lib node agent coordinator,$(if $(filter $(l)/%,$(1)),$(l))) test)
+layer_inc = $(LAYER_INC_$(call layer_of,$(1)))
 ALL_LDFLAGS := -pthread -Wl,--as-needed $(SAN_LDFLAGS) $(LDFLAGS)
 LIBS        := -lnng -lmbedx509 -lmbedcrypto $(PKG_LIBS) -lm
 
@@ -63,21 +76,24 @@ PROTO_O   := $(BUILD)/proto/nodesmith.pb-c.o
 # lib/http.h has two backends (docs/http.md): libcurl for the coordinator and the tools, NNG's
 # HTTP client for the agent, which then maps neither libcurl nor OpenSSL.
 LIB_SRCS    := $(filter-out lib/http-curl.c lib/http-nng.c,$(wildcard lib/*.c))
+NODE_SRCS   := $(wildcard node/*.c)
 SOLVER_SRCS := $(wildcard coordinator/solver/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
-COORD_SRCS  := $(filter-out coordinator/main.c,$(wildcard coordinator/*.c))
 CTL_SRCS    := $(wildcard coordinator/ctl/*.c)
+COORD_SRCS  := $(filter-out coordinator/main.c $(SOLVER_SRCS) $(CTL_SRCS), \
+                 $(wildcard coordinator/*.c coordinator/*/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 LIB_A    := $(BUILD)/libnodesmith.a
+NODE_A   := $(BUILD)/libnode.a
 SOLVER_A := $(BUILD)/libsolver.a
 AGENT_A  := $(BUILD)/libagent.a
 COORD_A  := $(BUILD)/libcoordinator.a
 # objects, not archives: linked whole, ahead of the archives that resolve what they use
 HTTP_CURL_O := $(BUILD)/lib/http-curl.o
 HTTP_NNG_O  := $(BUILD)/lib/http-nng.o
-ALL_LINK_LIBS := $(HTTP_CURL_O) $(COORD_A) $(AGENT_A) $(SOLVER_A) $(LIB_A)
+ALL_LINK_LIBS := $(HTTP_CURL_O) $(COORD_A) $(AGENT_A) $(SOLVER_A) $(NODE_A) $(LIB_A)
 
 AGENT_BIN := $(BUILD)/nodesmith-agent
 COORD_BIN := $(BUILD)/nodesmith-coordinator
@@ -106,32 +122,33 @@ $(PROTO_C): $(PROTO_H)
 $(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) $(call layer_inc,$<) -c -o $@ $<
 
 $(PROTO_O): $(PROTO_C)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(filter-out -Wshadow -Wmissing-prototypes,$(ALL_CFLAGS)) -c -o $@ $<
+	$(Q)$(CC) $(filter-out -Wshadow -Wmissing-prototypes,$(ALL_CFLAGS)) -I$(BUILD)/proto -c -o $@ $<
 
 $(LIB_A): $(call obj,$(LIB_SRCS)) $(PROTO_O)
 $(SOLVER_A): $(call obj,$(SOLVER_SRCS))
+$(NODE_A): $(call obj,$(NODE_SRCS))
 $(AGENT_A): $(call obj,$(AGENT_SRCS))
 $(COORD_A): $(call obj,$(COORD_SRCS))
-$(LIB_A) $(SOLVER_A) $(AGENT_A) $(COORD_A):
+$(LIB_A) $(NODE_A) $(SOLVER_A) $(AGENT_A) $(COORD_A):
 	@mkdir -p $(@D)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(AGENT_BIN): $(BUILD)/agent/main.o $(HTTP_NNG_O) $(AGENT_A) $(LIB_A)
-$(COORD_BIN): $(BUILD)/coordinator/main.o $(HTTP_CURL_O) $(COORD_A) $(SOLVER_A) $(LIB_A)
-$(CTL_BIN): $(call obj,$(CTL_SRCS)) $(HTTP_CURL_O) $(COORD_A) $(SOLVER_A) $(LIB_A)
+$(AGENT_BIN): $(BUILD)/agent/main.o $(HTTP_NNG_O) $(AGENT_A) $(NODE_A) $(LIB_A)
+$(COORD_BIN): $(BUILD)/coordinator/main.o $(HTTP_CURL_O) $(COORD_A) $(SOLVER_A) $(NODE_A) $(LIB_A)
+$(CTL_BIN): $(call obj,$(CTL_SRCS)) $(HTTP_CURL_O) $(COORD_A) $(SOLVER_A) $(NODE_A) $(LIB_A)
 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN):
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # Unit tests: one binary per module, named test-<area>-<module>.c; the area picks what it links
-# (lib, solver, agent, anything else: everything). Optional seams in tests/unit/test-X.wrap
+# (lib, solver, agent with node, anything else: everything). Optional seams in tests/unit/test-X.wrap
 # (one symbol a line, linked with -Wl,--wrap=).
-test_libs = $(if $(filter test-lib-%,$(1)),$(HTTP_CURL_O) $(LIB_A),$(if $(filter test-solver-%,$(1)),$(SOLVER_A) $(LIB_A),$(if $(filter test-agent-%,$(1)),$(HTTP_NNG_O) $(AGENT_A) $(LIB_A),$(ALL_LINK_LIBS))))
+test_libs = $(if $(filter test-lib-%,$(1)),$(HTTP_CURL_O) $(LIB_A),$(if $(filter test-solver-%,$(1)),$(SOLVER_A) $(LIB_A),$(if $(filter test-agent-%,$(1)),$(HTTP_NNG_O) $(AGENT_A) $(NODE_A) $(LIB_A),$(ALL_LINK_LIBS))))
 .SECONDARY:
 .SECONDEXPANSION:
 $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $$(call test_libs,$$*)

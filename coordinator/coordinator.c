@@ -5,13 +5,13 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
-#include "attest.h"
+#include "agents/attest.h"
 #include "coordinator.h"
-#include "fastpath.h"
+#include "agents/fastpath.h"
 #include "daemon.h"
-#include "interruption.h"
+#include "interruption/interruption.h"
 #include "leader.h"
-#include "provisioner.h"
+#include "provision/provisioner.h"
 #include "log.h"
 #include "macro.h"
 

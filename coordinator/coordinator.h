@@ -8,8 +8,8 @@
 #include "config.h"
 #include "link.h"
 #include "kube.h"
-#include "policy.h"
-#include "registry.h"
+#include "agents/policy.h"
+#include "agents/registry.h"
 
 #define COORDINATOR_VERSION "0.1.0"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs nodesmith's tests: every cmocka unit binary, then every integration script in
-# tests/integration (test_*.py with $PYTHON, test_*.sh with bash), each under a time limit.
+# Runs nodesmith's tests: the layer check (tests/layers.sh), every cmocka unit binary, then every
+# integration script in tests/integration (test_*.py with $PYTHON, test_*.sh with bash), each
+# under a time limit.
 # Prints one line per test and closes with "N passed, N failed". Exit status 1 on any failure.
 #   tests/run.sh [--unit|--integration] [NAME-FILTER]
 set -u
@@ -40,6 +41,9 @@ run_one() { # name timeout cmd...
 }
 
 if [ "$mode" != integration ]; then
+  # which layer may include which (docs/architecture.md); static, no build needed
+  run_one "layers-self-test" 120 bash tests/layers.sh --self-test
+  run_one "layers" 300 bash tests/layers.sh
   for t in "$BUILD"/unit/test-*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" 300 "$t"

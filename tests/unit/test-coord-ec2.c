@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "aws-credentials.h"
-#include "ec2-internal.h"
+#include "aws/aws-credentials.h"
+#include "aws/ec2-internal.h"
 
 static bool has(const StrBuf *b, const char *kv) {
         /* exact "&key=value" (or at the start) */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/nodepool.h"
+#include "coordinator/model/nodepool.h"
 #include "yaml-json.h"
 
 #define MI ((int64_t) 1024 * 1024)

@@ -12,8 +12,8 @@
 #include <time.h>
 
 #include "attest.h"
-#include "aws-credentials.h"
-#include "ec2.h"
+#include "aws/aws-credentials.h"
+#include "aws/ec2.h"
 #include "fileio.h"
 #include "http.h"
 #include "log.h"

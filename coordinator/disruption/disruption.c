@@ -5,10 +5,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "coordinator/disruption-policy.h"
+#include "model/disruption-policy.h"
 #include "log.h"
 #include "macro.h"
-#include "provisioner-internal.h"
+#include "provision/provisioner-internal.h"
 
 #define DEFAULT_THRESHOLD 0.15
 #define DEFAULT_CHURN_GUARD_S (15 * 60)

@@ -6,23 +6,23 @@
 #include <string.h>
 #include <time.h>
 
-#include "aws-credentials.h"
-#include "catalog.h"
+#include "aws/aws-credentials.h"
+#include "model/catalog.h"
 #include "catalog-ec2.h"
 #include "coordinator.h"
-#include "ec2.h"
+#include "aws/ec2.h"
 #include "fileio.h"
 #include "http.h"
-#include "instanceprofile.h"
+#include "aws/instanceprofile.h"
 #include "kube.h"
 #include "launchclass.h"
 #include "log.h"
 #include "macro.h"
-#include "nodepool.h"
-#include "proxydrain.h"
+#include "model/nodepool.h"
+#include "agents/proxydrain.h"
 #include "provisioner-internal.h"
 #include "solver/solver.h"
-#include "userdata.h"
+#include "model/userdata.h"
 
 static uint64_t now_usec(Provisioner *p) {
         return provisioner_now(p);

@@ -11,7 +11,7 @@
 #include "json-util.h"
 #include "kubenode.h"
 #include "log.h"
-#include "nodepool.h"
+#include "model/nodepool.h"
 #include "proxydrain.h"
 
 #define COMPONENT "nodesmith-coordinator"

@@ -14,8 +14,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "coordinator/catalog.h"
-#include "coordinator/solver/solver.h"
+#include "catalog.h"
+#include "solver/solver.h"
 #include "macro.h"
 
 /* Hard caps on what one set of objects may expand to. */

@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attest.h"
+#include "agents/attest.h"
 #include "coordinator.h"
-#include "interruption.h"
-#include "provisioner.h"
-#include "proxydrain.h"
+#include "interruption/interruption.h"
+#include "provision/provisioner.h"
+#include "agents/proxydrain.h"
 #include "macro.h"
 #include "pbjson.h"
 #include "strbuf.h"

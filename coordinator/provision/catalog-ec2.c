@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coordinator/catalog-ec2.h"
+#include "catalog-ec2.h"
 #include "log.h"
 #include "macro.h"
 
@@ -123,7 +123,7 @@ static const char *fallback_label(const SolverInstanceType *t, const char *key) 
         return NULL;
 }
 
-/* Fields DescribeInstanceTypes carries but coordinator/ec2.c does not parse (CPU manufacturer,
+/* Fields DescribeInstanceTypes carries but coordinator/aws/ec2.c does not parse (CPU manufacturer,
  * encryption in transit, baseline bandwidth, NVMe, Neuron devices): from the fallback's type. */
 static bool add_fallback_fields(cJSON *e, const SolverInstanceType *ft) {
         const char *s;
@@ -221,7 +221,7 @@ int catalog_ec2_assemble(const char *region, const Ec2InstanceTypeList *types,
         cJSON *sources = cJSON_AddObjectToObject(doc, "sources");
         cJSON *all_zones = cJSON_CreateArray(), *skipped = cJSON_CreateArray(), *entries = cJSON_CreateArray();
         bool ok = cJSON_AddStringToObject(doc, "region", region) &&
-                  cJSON_AddStringToObject(doc, "generated_by", "coordinator/catalog-ec2.c") && sources &&
+                  cJSON_AddStringToObject(doc, "generated_by", "coordinator/provision/catalog-ec2.c") && sources &&
                   all_zones && skipped && entries;
         if (ok)
                 ok = cJSON_AddItemToObject(doc, "zones", all_zones);

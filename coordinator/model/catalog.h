@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "coordinator/solver/solver.h"
+#include "solver/solver.h"
 #include "macro.h"
 
 typedef struct Catalog Catalog;

@@ -7,14 +7,14 @@
 #include <cjson/cJSON.h>
 #include <systemd/sd-event.h>
 
-#include "aws-credentials.h"
-#include "catalog.h"
+#include "aws/aws-credentials.h"
+#include "model/catalog.h"
 #include "coordinator.h"
-#include "disruption.h"
-#include "ec2.h"
+#include "disruption/disruption.h"
+#include "aws/ec2.h"
 #include "http.h"
 #include "kube.h"
-#include "nodepool.h"
+#include "model/nodepool.h"
 #include "provisioner.h"
 #include "solver/solver.h"
 

@@ -5,9 +5,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "coordinator/disruption-policy.h"
-#include "coordinator/nodeclass-check.h"
-#include "coordinator/nodepool.h"
+#include "disruption-policy.h"
+#include "nodeclass-check.h"
+#include "nodepool.h"
 #include "quantity.h"
 #include "log.h"
 #include "macro.h"

@@ -24,8 +24,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "coordinator/catalog.h"
-#include "coordinator/ec2.h"
+#include "model/catalog.h"
+#include "aws/ec2.h"
 
 #define CATALOG_EC2_SPOT_FACTOR 0.35                     /* as SPOT_FACTOR in data/gen-catalog.py */
 #define CATALOG_EC2_SPOT_MIN_PRICE 0.0005                /* USD per hour */

@@ -6,7 +6,7 @@
 #include "attest.h"
 #include "coordinator.h"
 #include "fastpath.h"
-#include "provisioner.h"
+#include "provision/provisioner.h"
 #include "proxydrain.h"
 #include "log.h"
 #include "macro.h"

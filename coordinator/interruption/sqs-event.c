@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "aws-credentials.h"
+#include "aws/aws-credentials.h"
 #include "json-util.h"
 #include "macro.h"
 #include "nodesmith.pb-c.h"

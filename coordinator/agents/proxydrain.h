@@ -12,8 +12,8 @@
  *
  * A node must drain when its directive is DRAIN (a notice, a disruption) or its Node is being
  * deleted. Its agent does that; when the agent has not reported for agent-silent-intervals
- * report intervals, the coordinator runs the agent's drain itself (lib/drain.c on a Node + pods
- * informer, lib/kubenode.c): the same taint, cordon and annotation, evictions through the
+ * report intervals, the coordinator runs the agent's drain itself (node/drain.c on a Node + pods
+ * informer, node/kubenode.c): the same taint, cordon and annotation, evictions through the
  * Eviction API with PDB refusals retried, DaemonSet and mirror pods left, do-not-disrupt pods
  * held unless forced, grace periods capped to the deadline. The deadline is the notice's, capped
  * by the NodePool's terminationGracePeriod (else termination-grace-period) counted from the

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "sqs-event.h"
-#include "sqs.h"
+#include "aws/sqs.h"
 #include "strbuf.h"
 
 /* The interruption queue ("interruption-queue"): EventBridge events delivered to SQS, a second

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coordinator/disruption-policy.h"
-#include "coordinator/nodepool.h"
+#include "disruption-policy.h"
+#include "nodepool.h"
 #include "macro.h"
 #include "strbuf.h"
 

@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aws-credentials.h"
+#include "aws/aws-credentials.h"
 #include "coordinator.h"
 #include "interruption.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
-#include "provisioner.h"
+#include "provision/provisioner.h"
 #include "quantity.h"
 
 #define NODEPOOL_LABEL "nodesmith.io/nodepool"

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "coordinator/catalog.h"
+#include "catalog.h"
 #include "log.h"
 #include "macro.h"
 

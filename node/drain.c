@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Draining one node: taint and cordon, evict, wait for the pods to go. Run by the agent on its
- * own node, and by the coordinator for a node whose agent is silent (coordinator/proxydrain.c).
- * Unlike the rest of lib/, it logs its steps at info and above: it is the daemon's drain. */
+ * own node, and by the coordinator for a node whose agent is silent
+ * (coordinator/agents/proxydrain.c). Unlike lib/, it logs its steps at info and above: it is the
+ * daemon's drain. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

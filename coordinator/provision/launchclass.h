@@ -9,7 +9,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-#include "ec2.h"
+#include "aws/ec2.h"
 
 #define LAUNCHCLASS_MAX_DEVICES 16
 #define LAUNCHCLASS_MAX_TAGS 40
