@@ -393,7 +393,7 @@ int nodeclass_check(const cJSON *spec, const char *what, char **ret_error) {
                 {}
         };
         static const char *const subnet_keys[] = { "tags", "id", NULL }, *const subnet_excl[] = { "id", NULL };
-        static const char *const sg_keys[] = { "tags", "id", "name", NULL }, *const sg_excl[] = { "id", "name", NULL };
+        static const char *const sg_keys[] = { "tags", "id", "name", "vpcID", NULL }, *const sg_excl[] = { "id", NULL };
         int r = keys(&c, spec, "spec", known, refused);
         if (r < 0)
                 return r;

@@ -135,8 +135,8 @@ static int user_parts(const char *ud, StrBuf *b) {
         const char *p = strstr(ud, delim);
         while (p) {
                 p += dl;
-                if (strncmp(p, "--", 2) == 0)
-                        break; /* the closing delimiter */
+                if (strncmp(p, "--", 2) == 0 || !p[strspn(p, " \t\r\n")])
+                        break; /* the closing delimiter, or a last one left unclosed as Karpenter's examples do */
                 p += strspn(p, " \t");
                 if (*p == '\r')
                         p++;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <fnmatch.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
@@ -115,7 +116,13 @@ static const char *tag_value(const Ec2Tag *tags, size_t n, const char *key) {
         return NULL;
 }
 
-bool launchclass_terms_match(const cJSON *terms, const char *id, const char *name, const Ec2Tag *tags, size_t n_tags) {
+/* Karpenter's selectors take wildcards ("*Public*") in names and tag values. */
+static bool glob(const char *pattern, const char *s) {
+        return s && fnmatch(pattern, s, 0) == 0;
+}
+
+bool launchclass_terms_match(const cJSON *terms, const char *id, const char *name, const char *vpc, const Ec2Tag *tags,
+                             size_t n_tags) {
         const cJSON *t;
         if (!cJSON_IsArray(terms) || cJSON_GetArraySize(terms) == 0)
                 return true;
@@ -124,11 +131,13 @@ bool launchclass_terms_match(const cJSON *terms, const char *id, const char *nam
                 if (jstr(t, "id"))
                         ok = streq_ptr(id, jstr(t, "id"));
                 if (ok && jstr(t, "name"))
-                        ok = streq_ptr(name, jstr(t, "name"));
+                        ok = glob(jstr(t, "name"), name);
+                if (ok && jstr(t, "vpcID"))
+                        ok = streq_ptr(vpc, jstr(t, "vpcID"));
                 const cJSON *tag;
                 cJSON_ArrayForEach(tag, jget(t, "tags")) {
                         const char *v = tag_value(tags, n_tags, tag->string);
-                        ok = ok && v && cJSON_IsString(tag) && (streq(tag->valuestring, "*") || streq(v, tag->valuestring));
+                        ok = ok && cJSON_IsString(tag) && glob(tag->valuestring, v);
                 }
                 if (ok)
                         return true;

@@ -36,10 +36,11 @@ typedef struct LaunchClass {
 /* spec: the EC2NodeClass's spec (NULL: Karpenter's defaults for AL2023). */
 int launchclass_from_spec(const cJSON *spec, LaunchClass *ret);
 
-/* Whether a subnet, security group or image (id, name, tags) matches selector terms as
- * Karpenter reads them: terms ORed; within a term id, name and every tag ANDed, a tag value "*"
- * matching any value. No terms (NULL): true. */
-bool launchclass_terms_match(const cJSON *terms, const char *id, const char *name, const Ec2Tag *tags, size_t n_tags);
+/* Whether a subnet or security group (id, name, VPC, tags) matches selector terms as Karpenter
+ * reads them: terms ORed; within a term id, name, vpcID and every tag ANDed; names and tag
+ * values may hold wildcards ("*", "*Public*"). No terms (NULL): true. */
+bool launchclass_terms_match(const cJSON *terms, const char *id, const char *name, const char *vpc, const Ec2Tag *tags,
+                             size_t n_tags);
 
 /* The instance profile kept for a role: "<cluster>_<16 hex of sha256(region/nodeclass)>". */
 int launchclass_profile_name(const char *cluster, const char *region, const char *nodeclass, char *buf,

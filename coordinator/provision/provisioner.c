@@ -643,7 +643,7 @@ static size_t selector_filters(Provisioner *p, const char *node_class, const cha
         const cJSON *t;
         bool plain = cJSON_GetArraySize(terms) == 1 && cJSON_GetArraySize(first) == 1 && cJSON_GetArraySize(tags) <= 4;
         cJSON_ArrayForEach(t, tags)
-                plain = plain && cJSON_IsString(t) && !streq(t->valuestring, "*");
+                plain = plain && cJSON_IsString(t) && !strpbrk(t->valuestring, "*?[");
         if (terms && !plain)
                 return 0;
         cJSON_ArrayForEach(t, tags) {
@@ -667,7 +667,8 @@ static size_t selector_filters(Provisioner *p, const char *node_class, const cha
 /* What DescribeSubnets and DescribeSecurityGroups found, kept for the node class. */
 static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list, const cJSON *terms) {
         for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
-                if (!launchclass_terms_match(terms, list->items[i].id, NULL, list->items[i].tags, list->items[i].n_tags))
+                if (!launchclass_terms_match(terms, list->items[i].id, NULL, list->items[i].vpc_id, list->items[i].tags,
+                                             list->items[i].n_tags))
                         continue;
                 res->subnets[res->n_subnets].id = strdup(list->items[i].id);
                 res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
@@ -679,8 +680,8 @@ static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list, const
 static void resolved_add_sgs(Resolved *res, const Ec2SecurityGroupList *list, const cJSON *terms) {
         size_t k = 0;
         for (size_t i = 0; i < list->n && k < MAX_SGS; i++)
-                if (launchclass_terms_match(terms, list->items[i].id, list->items[i].name, list->items[i].tags,
-                                            list->items[i].n_tags))
+                if (launchclass_terms_match(terms, list->items[i].id, list->items[i].name, list->items[i].vpc_id,
+                                            list->items[i].tags, list->items[i].n_tags))
                         res->sgs[k++] = strdup(list->items[i].id);
 }
 
@@ -806,6 +807,13 @@ static void on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *li
         resolved_add_sgs(rd->res, list, class_terms(p, isempty(rd->res->node_class) ? NULL : rd->res->node_class,
                                                     "securityGroupSelectorTerms"));
         ec2_security_group_list_free(list);
+        if (!rd->res->sgs[0]) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
+                snprintf(e.code, sizeof e.code, "NoSecurityGroups");
+                snprintf(e.message, sizeof e.message, "no security group matches the node class's selector");
+                rd->res->resolved_usec = 0; /* looked up again next time */
+                return launch_failed(p, "DescribeSecurityGroups", &e);
+        }
         rd->step = STEP_PROFILE;
         round_next(p);
 }
@@ -954,7 +962,9 @@ static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *s
         if (!first || alias) {
                 const char *at = alias ? strchr(alias, '@') : NULL;
                 const char *ver = at ? at + 1 : "latest";
-                if (streq(ver, "latest"))
+                if (alias && strncmp(alias, "bottlerocket@", 13) == 0) /* amiFamily Custom with this alias */
+                        snprintf(ssm, size, "/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, ver);
+                else if (streq(ver, "latest"))
                         snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
                                  k8s, arch);
                 else
