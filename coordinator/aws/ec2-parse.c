@@ -288,7 +288,14 @@ int ec2_parse_instance_types(xmlDoc *doc, Ec2InstanceTypeList *list, size_t max)
                                 .memory_mib = u64_path(g, "memoryInfo/sizeInMiB"),
                         };
                 }
+                /* pods get addresses on the default network card's interfaces only (the EKS
+                 * max-pods calculation, and Karpenter's): a multi-card type's total overcounts */
                 t->max_enis = (unsigned) u64_path(item, "networkInfo/maximumNetworkInterfaces");
+                uint64_t default_card = u64_path(item, "networkInfo/defaultNetworkCardIndex");
+                FOREACH_ITEM(card, ec2_xml_child(ec2_xml_child(item, "networkInfo"), "networkCards"))
+                        if (u64_path(card, "networkCardIndex") == default_card &&
+                            u64_path(card, "maximumNetworkInterfaces") > 0)
+                                t->max_enis = (unsigned) u64_path(card, "maximumNetworkInterfaces");
                 t->ipv4_per_eni = (unsigned) u64_path(item, "networkInfo/ipv4AddressesPerInterface");
                 t->network_performance = text_path(item, "networkInfo/networkPerformance");
                 t->hypervisor = ec2_xml_text(item, "hypervisor");
