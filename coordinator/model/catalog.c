@@ -235,7 +235,7 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         compute_allocatable(ti, NULL, 0, &t->capacity, &t->allocatable);
 
         /* labels */
-        SolverLabel *l = solver_arena_alloc(a, 24 * sizeof(SolverLabel));
+        SolverLabel *l = solver_arena_alloc(a, 32 * sizeof(SolverLabel));
         if (!l)
                 return -ENOMEM;
         size_t nl = 0;
@@ -270,6 +270,21 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
                 r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-network-bandwidth", "%.0f", d);
         if (json_num(j, "local_nvme_gib", &d))
                 r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-local-nvme", "%.0f", d);
+        if (json_num(j, "sustained_clock_mhz", &d))
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-cpu-sustained-clock-speed-mhz", "%.0f", d);
+        if (json_num(j, "ebs_bandwidth_mbps", &d))
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-ebs-bandwidth", "%.0f", d);
+        if (json_num(j, "accelerator_count", &d) && d > 0) {
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-count", "%.0f", d);
+                if ((s = json_str(j, "accelerator_name")) && *s)
+                        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-name", "%s", s);
+                if ((s = json_str(j, "accelerator_manufacturer")) && *s)
+                        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-manufacturer", "%s", s);
+        }
+        /* nodesmith launches shared-tenancy instances only; flex types are the "-flex" families */
+        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-tenancy", "default");
+        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-capability-flex", "%s",
+                           strstr(family, "-flex") ? "true" : "false");
         r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-gpu-count", "%.0f", gpus);
         if (gpus > 0) {
                 if ((s = json_str(j, "gpu_name")) && *s)

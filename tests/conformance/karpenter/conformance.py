@@ -32,7 +32,8 @@ from nsharness import TestDir, binary  # noqa: E402
 
 CLUSTER = "conformance"
 CATALOG = os.path.join(ROOT, "data", "catalog-us-east-1.json")
-CANON = {"karpenter.k8s.aws/": "nodesmith.io/", "karpenter.sh/capacity-type": "nodesmith.io/capacity-type"}
+CANON = {"karpenter.k8s.aws/": "nodesmith.io/", "karpenter.sh/capacity-type": "nodesmith.io/capacity-type",
+         "topology.ebs.csi.aws.com/zone": "topology.kubernetes.io/zone"}
 
 
 class Case:
@@ -76,7 +77,14 @@ def type_labels(t, capacity_type, zone):
               "nodesmith.io/instance-family": family, "nodesmith.io/instance-size": size,
               "nodesmith.io/instance-cpu": str(t["vcpu"]), "nodesmith.io/instance-memory": str(t["memory_mib"]),
               "nodesmith.io/instance-hypervisor": t.get("hypervisor", ""),
-              "nodesmith.io/instance-local-nvme": str(int(t.get("local_nvme_gib") or 0))}
+              "nodesmith.io/instance-local-nvme": str(int(t.get("local_nvme_gib") or 0)),
+              "nodesmith.io/instance-tenancy": "default",
+              "nodesmith.io/instance-capability-flex": "true" if "-flex" in family else "false"}
+    for key, field in (("cpu-sustained-clock-speed-mhz", "sustained_clock_mhz"), ("ebs-bandwidth", "ebs_bandwidth_mbps"),
+                       ("accelerator-name", "accelerator_name"), ("accelerator-count", "accelerator_count"),
+                       ("accelerator-manufacturer", "accelerator_manufacturer")):
+        if t.get(field) is not None:
+            labels["nodesmith.io/instance-" + key] = str(t[field])
     if m:
         labels["nodesmith.io/instance-category"], labels["nodesmith.io/instance-generation"] = m.group(1), m.group(2)
     if zone:
