@@ -65,6 +65,8 @@ const Option coord_options[] = {
         { "region", OPTION_STRING, OPT(region), "us-east-1", "AWS region" },
         { "ec2-endpoint", OPTION_STRING, OPT(ec2_endpoint), NULL, "EC2 endpoint (default: the region's)" },
         { "ssm-endpoint", OPTION_STRING, OPT(ssm_endpoint), NULL, "SSM endpoint (default: the region's)" },
+        { "iam-endpoint", OPTION_STRING, OPT(iam_endpoint), NULL,
+          "IAM endpoint, for the instance profiles of EC2NodeClass roles (default: IAM's)" },
         { "interruption-queue", OPTION_STRING, OPT(interruption_queue), NULL,
           "SQS queue URL of EventBridge interruption events (spot, rebalance, state change, scheduled change); empty: none" },
         { "sqs-endpoint", OPTION_STRING, OPT(sqs_endpoint), NULL, "SQS endpoint (default: the region's)" },

@@ -44,6 +44,7 @@ typedef struct CoordConfig {
         char *region;
         char *ec2_endpoint;
         char *ssm_endpoint;
+        char *iam_endpoint;
         char *interruption_queue;
         char *sqs_endpoint;
         char *catalog;

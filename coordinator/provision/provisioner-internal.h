@@ -60,6 +60,7 @@ typedef struct Resolved {
         size_t n_subnets;
         char *sgs[MAX_SGS + 1];  /* NULL-terminated */
         char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
+        char *profile;           /* the instance profile ("" for none), NULL until known */
         char *template_name[2];
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
@@ -78,6 +79,7 @@ typedef enum Step {
         STEP_IDLE,
         STEP_SUBNETS,
         STEP_SGS,
+        STEP_PROFILE,
         STEP_AMI,
         STEP_TEMPLATE,
         STEP_FLEET,
@@ -94,6 +96,9 @@ typedef struct Round {
         Step step;
         Resolved *res;              /* of the launch under way */
         int arch;                   /* 0 amd64, 1 arm64 */
+        size_t ami_term;            /* amiSelectorTerms: the term looked up now */
+        char *ami_best;             /* the newest image of the terms so far */
+        int64_t ami_best_date;
         bool launched_nothing;      /* a launch failed for capacity: solve again */
         bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;

@@ -13,7 +13,9 @@
 #include "aws/ec2.h"
 #include "fileio.h"
 #include "http.h"
+#include "aws/instanceprofile.h"
 #include "kube.h"
+#include "launchclass.h"
 #include "leader.h"
 #include "log.h"
 #include "macro.h"
@@ -760,6 +762,8 @@ static void resolved_reset(Resolved *r) {
                 free(r->ami[a]);
                 r->ami[a] = NULL;
         }
+        free(r->profile);
+        r->profile = NULL;
         r->resolved_usec = 0;
 }
 
@@ -788,15 +792,25 @@ static void launch_failed(Provisioner *p, const char *what, const Ec2Error *err)
         round_next(p);
 }
 
-/* The discovery filter for subnets and security groups: tag nodesmith.io/discovery=CLUSTER,
- * unless the EC2NodeClass names its own tags (subnetSelectorTerms[0].tags). */
+static const cJSON *class_terms(Provisioner *p, const char *node_class, const char *field) {
+        const cJSON *nc = node_class && p->nodeclasses ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
+        return jget(jget(nc, "spec"), field);
+}
+
+/* The filter for DescribeSubnets / DescribeSecurityGroups: the tag nodesmith.io/discovery=CLUSTER
+ * without a node class; a class's one term of plain tags as EC2 filters; else none, and the
+ * terms (ORed, with ids, names and "*" values) are matched on the answer. */
 static size_t selector_filters(Provisioner *p, const char *node_class, const char *field, Ec2Filter *f,
                                char names[][160], const char *values[][2]) {
-        const cJSON *nc = node_class && p->nodeclasses ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
-        const cJSON *terms = jget(jget(nc, "spec"), field);
-        const cJSON *tags = jget(cJSON_GetArrayItem(terms, 0), "tags");
+        const cJSON *terms = class_terms(p, node_class, field);
+        const cJSON *first = cJSON_GetArrayItem(terms, 0), *tags = jget(first, "tags");
         size_t n = 0;
         const cJSON *t;
+        bool plain = cJSON_GetArraySize(terms) == 1 && cJSON_GetArraySize(first) == 1 && cJSON_GetArraySize(tags) <= 4;
+        cJSON_ArrayForEach(t, tags)
+                plain = plain && cJSON_IsString(t) && !strpbrk(t->valuestring, "*?[");
+        if (terms && !plain)
+                return 0;
         cJSON_ArrayForEach(t, tags) {
                 if (n >= 4 || !cJSON_IsString(t))
                         break;
@@ -816,8 +830,11 @@ static size_t selector_filters(Provisioner *p, const char *node_class, const cha
 
 
 /* What DescribeSubnets and DescribeSecurityGroups found, kept for the node class. */
-static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list) {
+static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list, const cJSON *terms) {
         for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
+                if (!launchclass_terms_match(terms, list->items[i].id, NULL, list->items[i].vpc_id, list->items[i].tags,
+                                             list->items[i].n_tags))
+                        continue;
                 res->subnets[res->n_subnets].id = strdup(list->items[i].id);
                 res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
                 res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
@@ -825,9 +842,12 @@ static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list) {
         }
 }
 
-static void resolved_add_sgs(Resolved *res, const Ec2SecurityGroupList *list) {
-        for (size_t i = 0; i < list->n && i < MAX_SGS; i++)
-                res->sgs[i] = strdup(list->items[i].id);
+static void resolved_add_sgs(Resolved *res, const Ec2SecurityGroupList *list, const cJSON *terms) {
+        size_t k = 0;
+        for (size_t i = 0; i < list->n && k < MAX_SGS; i++)
+                if (launchclass_terms_match(terms, list->items[i].id, list->items[i].name, list->items[i].vpc_id,
+                                            list->items[i].tags, list->items[i].n_tags))
+                        res->sgs[k++] = strdup(list->items[i].id);
 }
 
 /* Subnets and security groups of a node class, looked up before the first solve: the solver
@@ -858,7 +878,8 @@ static void prefetch_done(Prefetch *pf, bool ok) {
 static void on_prefetch_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
         Prefetch *pf = userdata;
         if (!err)
-                resolved_add_sgs(pf->res, list);
+                resolved_add_sgs(pf->res, list, class_terms(pf->p, isempty(pf->node_class) ? NULL : pf->node_class,
+                                                              "securityGroupSelectorTerms"));
         else
                 log_warning("DescribeSecurityGroups failed: %s %s", err->code, err->message);
         ec2_security_group_list_free(list);
@@ -873,7 +894,8 @@ static void on_prefetch_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetLi
                 ec2_subnet_list_free(list);
                 return prefetch_done(pf, false);
         }
-        resolved_add_subnets(res, list);
+        resolved_add_subnets(res, list, class_terms(pf->p, isempty(pf->node_class) ? NULL : pf->node_class,
+                                                    "subnetSelectorTerms"));
         ec2_subnet_list_free(list);
         if (res->n_subnets == 0) {
                 log_warning("No subnet matches the selector of EC2NodeClass %s.",
@@ -927,7 +949,8 @@ static void on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list,
                 return launch_failed(p, "DescribeSubnets", err);
         }
         Resolved *res = rd->res;
-        resolved_add_subnets(res, list);
+        resolved_add_subnets(res, list, class_terms(p, isempty(res->node_class) ? NULL : res->node_class,
+                                                    "subnetSelectorTerms"));
         ec2_subnet_list_free(list);
         if (res->n_subnets == 0) {
                 Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
@@ -946,10 +969,70 @@ static void on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *li
                 ec2_security_group_list_free(list);
                 return launch_failed(p, "DescribeSecurityGroups", err);
         }
-        resolved_add_sgs(rd->res, list);
+        resolved_add_sgs(rd->res, list, class_terms(p, isempty(rd->res->node_class) ? NULL : rd->res->node_class,
+                                                    "securityGroupSelectorTerms"));
         ec2_security_group_list_free(list);
-        rd->step = STEP_AMI;
+        if (!rd->res->sgs[0]) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
+                snprintf(e.code, sizeof e.code, "NoSecurityGroups");
+                snprintf(e.message, sizeof e.message, "no security group matches the node class's selector");
+                rd->res->resolved_usec = 0; /* looked up again next time */
+                return launch_failed(p, "DescribeSecurityGroups", &e);
+        }
+        rd->step = STEP_PROFILE;
         round_next(p);
+}
+
+/* The node class's spec (NULL: none) and what it puts into a launch (in the round's arena). */
+static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_class, const cJSON **ret_spec) {
+        const cJSON *spec = node_class ? jget(kube_watch_get(p->nodeclasses, NULL, node_class), "spec") : NULL;
+        LaunchClass *lc = solver_arena_alloc(rd->arena, sizeof *lc);
+        if (!lc || launchclass_from_spec(spec, lc) < 0)
+                return NULL;
+        if (ret_spec)
+                *ret_spec = spec;
+        return lc;
+}
+
+static void on_profile(const Ec2Error *err, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err)
+                return launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+        round_next(p);
+}
+
+/* The instance profile the class's nodes get: spec.instanceProfile as it is; for spec.role one
+ * made and kept by nodesmith; no class: the coordinator's --instance-profile. Returns 1 when a
+ * look-up was started (on_profile continues). */
+static int profile_resolve(Provisioner *p, Round *rd, const char *node_class) {
+        const CoordConfig *cfg = &p->c->cfg;
+        const cJSON *spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, node_class, &spec);
+        if (!lc)
+                return -ENOMEM;
+        const char *role = lc->role, *named = lc->instance_profile;
+        char name[160];
+        if (!role) {
+                rd->res->profile = strdup(named ?: strempty(cfg->instance_profile));
+                return rd->res->profile ? 0 : -ENOMEM;
+        }
+        int r = launchclass_profile_name(cfg->cluster_name, cfg->region, node_class, name, sizeof name);
+        if (r < 0)
+                return r;
+        rd->res->profile = strdup(name);
+        if (!rd->res->profile)
+                return -ENOMEM;
+        InstanceProfileSpec ips = { .name = name, .role = role, .cluster = cfg->cluster_name, .region = cfg->region,
+                                    .nodeclass = node_class, .tags = lc->tags, .n_tags = lc->n_tags };
+        r = instance_profile_ensure(p->ec2, &ips, on_profile, p);
+        if (r < 0) {
+                free(rd->res->profile);
+                rd->res->profile = NULL;
+                return r;
+        }
+        return 1;
 }
 
 static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
@@ -966,22 +1049,44 @@ static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userd
         round_next(p);
 }
 
+static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size);
+
+/* One term's images: the newest available one of the architecture competes with the other
+ * terms' (terms are ORed); after the last term the newest of all is the image. */
 static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
         const char *arch = rd->arch ? "arm64" : "x86_64";
         if (err) {
                 ec2_image_list_free(list);
+                free(rd->ami_best);
+                rd->ami_best = NULL;
                 return launch_failed(p, "DescribeImages (amiSelectorTerms)", err);
         }
-        /* newest first: the first available one of the architecture */
         const Ec2Image *img = NULL;
         for (size_t i = 0; list && i < list->n && !img; i++)
                 if (streq_ptr(list->items[i].architecture, arch) &&
                     (!list->items[i].state || streq(list->items[i].state, "available")))
                         img = &list->items[i];
-        char *id = img ? strdup(img->id) : NULL;
+        if (img && (!rd->ami_best || img->creation_date > rd->ami_best_date)) {
+                free(rd->ami_best);
+                rd->ami_best = strdup(img->id);
+                rd->ami_best_date = img->creation_date;
+        }
         ec2_image_list_free(list);
+        const SolverNodePool *pool = &rd->snap.nodepools[rd->result->launches[rd->next].nodepool];
+        const cJSON *terms = class_terms(p, pool->node_class, "amiSelectorTerms");
+        if (++rd->ami_term < (size_t) cJSON_GetArraySize(terms)) {
+                char ssm[256];
+                int r = ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
+                if (r >= 0)
+                        return;
+                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                snprintf(e.code, sizeof e.code, "Local");
+                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                return launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+        char *id = TAKE_PTR(rd->ami_best);
         if (!id) {
                 Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND, .error = -ENOENT };
                 snprintf(e.code, sizeof e.code, "NoMatchingImage");
@@ -992,20 +1097,37 @@ static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, v
         on_ami(ec2, NULL, id, p);
 }
 
+/* An ssmParameter term's image id, then that image (its architecture and state). */
+static void on_term_parameter(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
+        Provisioner *p = userdata;
+        if (err) {
+                free(value);
+                return launch_failed(p, "GetParameter (amiSelectorTerms ssmParameter)", err);
+        }
+        const char *ids[2] = { value, NULL };
+        int r = ec2_describe_images(p->ec2, ids, NULL, NULL, 0, on_images, p);
+        free(value);
+        if (r < 0) {
+                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                snprintf(e.code, sizeof e.code, "Local");
+                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+}
+
 /* The image for the launch's architecture from the EC2NodeClass's amiSelectorTerms: an alias
- * (al2023@latest, al2023@vYYYYMMDD, bottlerocket@latest: the SSM parameters AWS publishes),
- * else the newest available image of the architecture among the terms' ids, or matching the
- * first term's name / tags (owner if given). No terms: al2023@latest. */
+ * (al2023@latest, al2023@vYYYYMMDD: the SSM parameters AWS publishes); else each term in turn
+ * (an id; an ssmParameter holding an id; a name, tags and owner), the newest available image
+ * of the architecture among them. No terms: al2023@latest. */
 static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size) {
-        const cJSON *nc = node_class ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
-        const cJSON *terms = jget(jget(nc, "spec"), "amiSelectorTerms"), *t;
+        const cJSON *terms = class_terms(p, node_class, "amiSelectorTerms");
         const char *arch = rd->arch ? "arm64" : "x86_64", *k8s = p->c->cfg.kubernetes_version;
         const cJSON *first = cJSON_GetArrayItem(terms, 0);
         const char *alias = jstr(first, "alias");
         if (!first || alias) {
                 const char *at = alias ? strchr(alias, '@') : NULL;
                 const char *ver = at ? at + 1 : "latest";
-                if (alias && strncmp(alias, "bottlerocket@", 13) == 0)
+                if (alias && strncmp(alias, "bottlerocket@", 13) == 0) /* amiFamily Custom with this alias */
                         snprintf(ssm, size, "/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, ver);
                 else if (streq(ver, "latest"))
                         snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
@@ -1015,31 +1137,32 @@ static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *s
                                             "amazon-eks-node-al2023-%s-standard-%s-%s/image_id", k8s, arch, arch, k8s, ver);
                 return ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
         }
-        const char *ids[17] = {}, *owners[2] = {}, *archv[1] = { arch };
-        size_t n_ids = 0;
-        cJSON_ArrayForEach(t, terms)
-                if (jstr(t, "id") && n_ids < 16)
-                        ids[n_ids++] = jstr(t, "id");
-        Ec2Filter f[6];
-        char names[5][160];
-        const char *values[5][1];
+        const cJSON *t = cJSON_GetArrayItem(terms, (int) rd->ami_term);
+        if (!t)
+                return -ENOENT;
+        if (jstr(t, "ssmParameter"))
+                return ec2_ssm_get_parameter(p->ec2, jstr(t, "ssmParameter"), on_term_parameter, p);
+        const char *ids[2] = { jstr(t, "id"), NULL }, *owners[2] = { jstr(t, "owner"), NULL }, *archv[1] = { arch };
+        Ec2Filter f[EC2_MAX_FILTERS];
+        char names[EC2_MAX_FILTERS][160];
+        const char *values[EC2_MAX_FILTERS][1];
         size_t nf = 0;
         f[nf++] = (Ec2Filter) { .name = "architecture", .values = archv, .n_values = 1 };
-        if (n_ids == 0) {
-                if (jstr(first, "name")) {
-                        values[0][0] = jstr(first, "name");
-                        f[nf++] = (Ec2Filter) { .name = "name", .values = values[0], .n_values = 1 };
-                }
-                cJSON_ArrayForEach(t, jget(first, "tags"))
-                        if (cJSON_IsString(t) && nf < ELEMENTSOF(f)) {
-                                snprintf(names[nf - 1], 160, "tag:%s", t->string);
-                                values[nf - 1][0] = t->valuestring;
-                                f[nf] = (Ec2Filter) { .name = names[nf - 1], .values = values[nf - 1], .n_values = 1 };
-                                nf++;
-                        }
-                owners[0] = jstr(first, "owner");
+        if (jstr(t, "name")) {
+                values[nf][0] = jstr(t, "name");
+                f[nf] = (Ec2Filter) { .name = "name", .values = values[nf], .n_values = 1 };
+                nf++;
         }
-        return ec2_describe_images(p->ec2, n_ids ? ids : NULL, owners[0] ? owners : NULL, f, nf, on_images, p);
+        const cJSON *tag;
+        cJSON_ArrayForEach(tag, jget(t, "tags")) {
+                if (!cJSON_IsString(tag) || nf >= ELEMENTSOF(f))
+                        return -E2BIG;
+                snprintf(names[nf], sizeof names[nf], "tag:%s", tag->string);
+                values[nf][0] = tag->valuestring;
+                f[nf] = (Ec2Filter) { .name = names[nf], .values = values[nf], .n_values = 1 };
+                nf++;
+        }
+        return ec2_describe_images(p->ec2, ids[0] ? ids : NULL, owners[0] ? owners : NULL, f, nf, on_images, p);
 }
 
 static void on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata) {
@@ -1105,15 +1228,27 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                 .token = p->c->token,
                 .nodepool = pool->name,
         };
-        int r = userdata_render(&uds, &ud);
+        const cJSON *class_spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, &class_spec);
+        if (!lc)
+                return -ENOMEM;
+        int r;
+        uds.kubelet = lc->kubelet;
+        uds.user_data = lc->user_data;
+        uds.raid0 = lc->raid0;
+        if (streq(lc->ami_family, "Custom"))
+                r = (ud = strdup(strempty(lc->user_data))) ? 0 : -ENOMEM; /* as given, as Karpenter does */
+        else
+                r = userdata_render(&uds, &ud);
         if (r < 0)
                 return r;
+        _cleanup_free_ char *class_json = class_spec ? cJSON_PrintUnformatted(class_spec) : NULL;
 
         /* The template's name carries a hash of what it holds: a change makes a new one. */
         char hash[65];
         StrBuf b;
         strbuf_init(&b, 1u << 20);
-        strbuf_printf(&b, "%s|%s|", strempty(res->ami[rd->arch]), ud);
+        strbuf_printf(&b, "%s|%s|%s|%s|", strempty(res->ami[rd->arch]), ud, strempty(res->profile), strempty(class_json));
         for (size_t i = 0; res->sgs[i]; i++)
                 strbuf_printf(&b, "%s,", res->sgs[i]);
         provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
@@ -1129,9 +1264,21 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
         *spec = (Ec2LaunchTemplateSpec) {
                 .name = name,
                 .image_id = res->ami[rd->arch],
-                .instance_profile_name = cfg->instance_profile,
+                .instance_profile_name = isempty(res->profile) ? NULL : res->profile,
                 .security_group_ids = (const char *const *) res->sgs,
-                .metadata_hop_limit = 1,
+                .block_devices = lc->devices,
+                .n_block_devices = lc->n_devices,
+                .metadata_hop_limit = lc->hop_limit,
+                .http_tokens = lc->http_tokens,
+                .http_endpoint = lc->http_endpoint,
+                .http_protocol_ipv6 = lc->http_protocol_ipv6,
+                .detailed_monitoring = lc->detailed_monitoring,
+                .enclave = lc->enclave,
+                .associate_public_ip = lc->associate_public_ip,
+                .tags = lc->tags,
+                .n_tags = lc->n_tags,
+                .interface_tags = lc->tags,
+                .n_interface_tags = lc->n_tags,
                 .client_token = solver_arena_printf(rd->arena, "%.32s", hash),
         };
         *ret_userdata = TAKE_PTR(ud);
@@ -1272,7 +1419,13 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
         char token[48], name[128];
         snprintf(token, sizeof token, "nodesmith-%.32s", hash);
         snprintf(name, sizeof name, "nodesmith-%s-%s", p->c->cfg.cluster_name, pool->name);
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, NULL);
+        if (!lc)
+                return -ENOMEM;
         Ec2FleetSpec spec = {
+                .context = lc->context,
+                .extra_tags = lc->tags,
+                .n_extra_tags = lc->n_tags,
                 .launch_template_name = res->template_name[rd->arch],
                 .overrides = ov,
                 .n_overrides = n,
@@ -1312,7 +1465,9 @@ static void round_next(Provisioner *p) {
                         if (rd->res->resolved_usec == 0 || now_usec(p) - rd->res->resolved_usec > RESOLVE_TTL_USEC) {
                                 resolved_reset(rd->res);
                                 rd->step = STEP_SUBNETS;
-                        } else if (!rd->res->ami[rd->arch])
+                        } else if (!rd->res->profile)
+                                rd->step = STEP_PROFILE;
+                        else if (!rd->res->ami[rd->arch])
                                 rd->step = STEP_AMI;
                         else
                                 rd->step = STEP_TEMPLATE;
@@ -1333,7 +1488,17 @@ static void round_next(Provisioner *p) {
                         r = ec2_describe_security_groups(p->ec2, NULL, f, nf, on_sgs, p);
                         break;
                 }
+                case STEP_PROFILE:
+                        r = profile_resolve(p, rd, pool->node_class);
+                        if (r == 0) {
+                                rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+                                continue;
+                        }
+                        break;
                 case STEP_AMI:
+                        rd->ami_term = 0;
+                        free(rd->ami_best);
+                        rd->ami_best = NULL;
                         r = ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
                         break;
                 case STEP_TEMPLATE: {
@@ -1373,6 +1538,7 @@ static void round_next(Provisioner *p) {
 void provisioner_round_free(Round *rd) {
         if (!rd)
                 return;
+        free(rd->ami_best);
         solver_result_free(rd->result);
         solver_free(rd->solver);
         nodepool_objects_free(rd->objects);
@@ -1929,7 +2095,8 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         if (r < 0)
                 goto fail;
         Ec2Config ec = { .region = cfg->region, .ec2_endpoint = cfg->ec2_endpoint,
-                         .ssm_endpoint = cfg->ssm_endpoint, .cluster_name = cfg->cluster_name };
+                         .ssm_endpoint = cfg->ssm_endpoint, .iam_endpoint = cfg->iam_endpoint,
+                         .cluster_name = cfg->cluster_name };
         r = ec2_client_new(c->event, p->http, p->creds, &ec, &p->ec2);
         if (r < 0)
                 goto fail;
