@@ -35,7 +35,8 @@ KNOWN_CIRCLES="coordinator>coordinator/agents coordinator>coordinator/interrupti
   coordinator/agents>coordinator/provision coordinator/interruption>coordinator
   coordinator/interruption>coordinator/provision coordinator/provision>coordinator
   coordinator/provision>coordinator/agents coordinator/provision>coordinator/disruption
-  coordinator/disruption>coordinator/provision"
+  coordinator/disruption>coordinator/provision
+  coordinator/agents>coordinator/status coordinator/http>coordinator coordinator/http>coordinator/agents coordinator/http>coordinator/interruption coordinator/http>coordinator/provision coordinator/http>coordinator/status coordinator/provision>coordinator/status coordinator/status>coordinator coordinator/status>coordinator/provision coordinator>coordinator/http coordinator>coordinator/status"
 KNOWN_CIRCLES=$(echo $KNOWN_CIRCLES) # on one line
 [ "${1:-}" = --self-test ] && KNOWN_CIRCLES=
 
