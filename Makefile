@@ -108,8 +108,13 @@ FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
 
-.PHONY: all test test-unit test-integration demo chaos bench install clean fuzz fuzz-build
-all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN)
+.PHONY: all test test-unit test-integration demo chaos bench install clean fuzz fuzz-build helm
+KUBECTL_PLUGIN := $(BUILD)/kubectl-nodesmith
+all: $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(KUBECTL_PLUGIN)
+
+# nodesmithctl as the kubectl plugin `kubectl nodesmith` (docs/observability.md): the same binary
+$(KUBECTL_PLUGIN): $(CTL_BIN)
+	$(Q)ln -sf nodesmithctl $@
 
 # ---- rules ---------------------------------------------------------------------------------
 $(PROTO_H): $(PROTO_SRC)
@@ -223,14 +228,27 @@ controlplane: $(CONTROLPLANE)
 .PHONY: FORCE controlplane
 FORCE:
 
+
+# Tools built from the Go module proxy, pinned by their go.mod/go.sum: helm (tools/helm) for the
+# chart's tests. The stamp rebuilds it when the pins change.
+GO   ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+HELM := $(BUILD)/tools/helm
+$(HELM): $(BUILD)/tools/helm.stamp ;
+$(BUILD)/tools/helm.stamp: tools/helm/go.mod tools/helm/go.sum
+	@mkdir -p $(@D)
+	@echo "  GO      helm.sh/helm/v3/cmd/helm"
+	$(Q)cd tools/helm && $(GO) build -trimpath -o $(abspath $(HELM)) helm.sh/helm/v3/cmd/helm
+	$(Q)touch $@
+helm: $(HELM)
+
 # ---- entry points --------------------------------------------------------------------------
-test: all $(UNIT_BINS) $(TOOL_BINS) $(CONTROLPLANE)
+test: all $(UNIT_BINS) $(TOOL_BINS) $(CONTROLPLANE) $(HELM)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
 test-unit: $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) bash tests/run.sh --unit
 
-test-integration: all $(TOOL_BINS) $(CONTROLPLANE)
+test-integration: all $(TOOL_BINS) $(CONTROLPLANE) $(HELM)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh --integration
 
 # Seeded chaos runs on the local stack, checked against invariants (docs/chaos.md): RUNS runs
@@ -256,6 +274,7 @@ fuzz:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(AGENT_BIN) $(COORD_BIN) $(CTL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	ln -sf nodesmithctl $(DESTDIR)$(PREFIX)/bin/kubectl-nodesmith
 
 include packaging/packages.mk
 include tools/aws.mk

@@ -11,13 +11,19 @@
 #include "agents/server.h"
 #include "coordinator.h"
 #include "daemon.h"
+#include "disruption/disruption.h"
+#include "fileio.h"
 #include "http/api.h"
 #include "http/httpd.h"
 #include "interruption/interruption.h"
 #include "leader.h"
 #include "log.h"
 #include "macro.h"
+#include "observe.h"
 #include "provision/provisioner.h"
+#include "status/events.h"
+#include "status/nodeclaims.h"
+#include "status/status.h"
 
 #define OPT(field) offsetof(CoordConfig, field)
 const Option coord_options[] = {
@@ -37,7 +43,22 @@ const Option coord_options[] = {
         { "max-pods-per-node", OPTION_UINT, OPT(max_pods_per_node), "1000", "hard cap on pods in one report" },
         { "max-notices-per-node", OPTION_UINT, OPT(max_notices_per_node), "64",
           "hard cap on notices in one report" },
-        { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest agent message accepted" },
+        { "max-message", OPTION_BYTES, OPT(max_message), "1Mi", "largest agent message accepted" },
+        { "max-connections", OPTION_UINT, OPT(max_connections), "10000",
+          "agent connections at once; more are closed as they arrive" },
+        { "max-connections-per-source", OPTION_UINT, OPT(max_connections_per_source), "256",
+          "agent connections at once from one source address" },
+        { "max-unauthenticated", OPTION_UINT, OPT(max_unauthenticated), "64",
+          "agent connections at once that have not presented the token yet (each may hold up to "
+          "max-message of memory)" },
+        { "max-unauthenticated-per-source", OPTION_UINT, OPT(max_unauthenticated_per_source), "8",
+          "of those, from one source address" },
+        { "auth-timeout", OPTION_MSEC, OPT(auth_timeout_ms), "10s",
+          "an agent connection without an accepted report by then is closed" },
+        { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
+          "an authenticated agent connection silent this long is closed (0: 6 report intervals, 60s at least)" },
+        { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
+          "memory for the nodes' stored reports; a report that would exceed it is refused (overloaded)" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
         { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
@@ -52,6 +73,8 @@ const Option coord_options[] = {
         { "region", OPTION_STRING, OPT(region), "us-east-1", "AWS region" },
         { "ec2-endpoint", OPTION_STRING, OPT(ec2_endpoint), NULL, "EC2 endpoint (default: the region's)" },
         { "ssm-endpoint", OPTION_STRING, OPT(ssm_endpoint), NULL, "SSM endpoint (default: the region's)" },
+        { "iam-endpoint", OPTION_STRING, OPT(iam_endpoint), NULL,
+          "IAM endpoint, for the instance profiles of EC2NodeClass roles (default: IAM's)" },
         { "interruption-queue", OPTION_STRING, OPT(interruption_queue), NULL,
           "SQS queue URL of EventBridge interruption events (spot, rebalance, state change, scheduled change); empty: none" },
         { "sqs-endpoint", OPTION_STRING, OPT(sqs_endpoint), NULL, "SQS endpoint (default: the region's)" },
@@ -103,10 +126,10 @@ const Option coord_options[] = {
           "how often the Lease is renewed or looked at (0: 2/15 of the Lease duration)" },
         { "identity", OPTION_STRING, OPT(identity), NULL, "this replica's identity (default: hostname_pid)" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
-        { "attestation", OPTION_STRING, OPT(attestation), "auto",
+        { "attestation", OPTION_STRING, OPT(attestation), "required",
           "agents prove they run on this cluster's instances with their signed instance identity "
-          "document: required, warn (check, log, accept anyway), off, or auto (required when "
-          "cluster-name is set, off otherwise)" },
+          "document: required (needs cluster-name and EC2), warn (check, log, accept anyway), or off "
+          "(any holder of the token reports as any instance; only when set explicitly)" },
         { "attestation-ca", OPTION_STRING, OPT(attestation_ca),
           "/usr/share/nodesmith/aws-identity-rsa2048.pem",
           "PEM bundle of AWS's regional RSA-2048 certificates that sign instance identity documents" },
@@ -130,6 +153,8 @@ Coordinator *coordinator_free(Coordinator *c) {
         if (!c)
                 return NULL;
         interruption_free(c->interruption);
+        status_writer_free(c->status); /* before the provisioner: it writes through its client */
+        disruption_free(c->disruption); /* before the provisioner it decides on */
         provisioner_free(c->provisioner);
         attestor_free(c->attest);
         leader_free(c->leader);
@@ -156,19 +181,18 @@ uint64_t coordinator_now(Coordinator *c) {
 }
 
 static int read_token_file(const char *path, char **ret) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        char buf[512];
-        if (!f)
-                return -errno;
-        if (!fgets(buf, sizeof buf, f))
-                return -ENODATA;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = read_secret_file(path, 4096, &buf, &len);
+        if (r < 0)
+                return r;
         buf[strcspn(buf, "\r\n")] = 0;
         if (strlen(buf) < 16) {
-                explicit_bzero(buf, sizeof buf);
+                explicit_bzero(buf, len);
                 return -EKEYREJECTED;
         }
         *ret = strdup(buf);
-        explicit_bzero(buf, sizeof buf);
+        explicit_bzero(buf, len);
         return *ret ? 0 : -ENOMEM;
 }
 
@@ -179,21 +203,17 @@ static int coordinator_validate_attestation(Coordinator *c) {
         AttestMode mode;
         int r;
 
-        if (streq_ptr(cfg->attestation, "auto"))
-                /* a coordinator that provisions has EC2 and a cluster tag to check against */
-                mode = isempty(cfg->cluster_name) ? ATTEST_OFF : ATTEST_REQUIRED;
-        else if (attest_mode_from_string(cfg->attestation, &mode) < 0)
-                return log_error_errno(EINVAL, "attestation '%s': expected auto, required, warn or off.",
+        if (attest_mode_from_string(cfg->attestation, &mode) < 0)
+                return log_error_errno(EINVAL, "attestation '%s': expected required, warn or off.",
                                        strempty(cfg->attestation));
         if (mode == ATTEST_OFF) {
-                log_notice("Attestation off%s: any holder of the bootstrap token can report as any instance.",
-                           streq_ptr(cfg->attestation, "auto") ? " (no cluster-name: nothing to attest against)" : "");
+                log_warning("Attestation off (set explicitly): any holder of the bootstrap token can report as any instance.");
                 return 0;
         }
         if (isempty(cfg->cluster_name))
                 return log_error_errno(EINVAL, "attestation=%s needs cluster-name (the nodesmith.io/cluster tag "
-                                       "instances must carry) and EC2; set attestation=off for a coordinator "
-                                       "that does not provision.", attest_mode_to_string(mode));
+                                       "instances must carry) and EC2; attestation=off, set explicitly, lets any "
+                                       "holder of the token report as any instance.", attest_mode_to_string(mode));
         r = attest_trust_from_file(strempty(cfg->attestation_ca), &trust);
         if (r < 0)
                 return log_error_errno(r, "attestation-ca %s: %s.", strempty(cfg->attestation_ca),
@@ -242,6 +262,9 @@ int coordinator_validate(Coordinator *c) {
                 if (r == -EKEYREJECTED)
                         return log_error_errno(r, "The token in %s must be at least 16 characters.",
                                                cfg->token_file);
+                if (r == -EPERM)
+                        return log_error_errno(r, "token-file %s may be read or written by others (or written by its "
+                                               "group): refusing it; chmod 0600 (or 0400/0440).", cfg->token_file);
                 if (r < 0)
                         return log_error_errno(r, "No bootstrap token: cannot read token-file %s: %m",
                                                strempty(cfg->token_file));
@@ -260,6 +283,14 @@ int coordinator_validate(Coordinator *c) {
                 return log_error_errno(EINVAL, "max-proxy-drains must be at most 1000 (0: never drain for a silent agent).");
         if (cfg->max_message < 4096 || cfg->max_message > 64 * 1024 * 1024)
                 return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
+        if (cfg->max_connections < 1 || cfg->max_connections_per_source < 1 || cfg->max_unauthenticated < 1 ||
+            cfg->max_unauthenticated_per_source < 1)
+                return log_error_errno(EINVAL, "max-connections, max-connections-per-source, max-unauthenticated and "
+                                       "max-unauthenticated-per-source must be 1 at least.");
+        if (cfg->auth_timeout_ms < 100)
+                return log_error_errno(EINVAL, "auth-timeout must be 100ms at least.");
+        if (cfg->max_state_memory < cfg->max_message)
+                return log_error_errno(EINVAL, "max-state-memory must be at least max-message.");
         if (!isempty(cfg->cluster_name) && !isempty(cfg->agent_endpoint) &&
             link_url_check(cfg->agent_endpoint, false, NULL) < 0 && !cfg->insecure)
                 return log_error_errno(EINVAL, "agent-endpoint must be tls+tcp://HOST:PORT.");
@@ -288,6 +319,8 @@ static void on_leading(Leader *l, bool leading, void *userdata) {
         c->leading = leading;
         provisioner_set_leading(c->provisioner, leading);
         interruption_set_active(c->interruption, leading);
+        if (leading)
+                status_writer_poke(c->status);
         (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
 }
 
@@ -356,6 +389,22 @@ static void port_agent_reported(void *userdata, const NodeEntry *e) {
         proxy_drains_agent_reported(provisioner_proxy_drains(c->provisioner), e);
 }
 
+static const KubeWatch *port_nodes(void *userdata) {
+        Coordinator *c = userdata;
+        return provisioner_nodes(c->provisioner);
+}
+
+static void port_notice_event(void *userdata, const NodeEntry *e, const char *kind, const char *event_id,
+                              int64_t deadline_in_ms, bool added) {
+        Coordinator *c = userdata;
+        events_notice(c->provisioner, e, kind, event_id, deadline_in_ms, added);
+}
+
+static void port_drain_event(void *userdata, const NodeEntry *e, bool drain) {
+        Coordinator *c = userdata;
+        events_notice_drain(c->provisioner, e, drain);
+}
+
 static bool port_acting(void *userdata) {
         Coordinator *c = userdata;
         return !c->leader || leader_is_leading(c->leader);
@@ -364,6 +413,38 @@ static bool port_acting(void *userdata) {
 static const char *port_acting_as(void *userdata) {
         Coordinator *c = userdata;
         return c->leader ? leader_identity(c->leader) : NULL;
+}
+
+static void port_new_instance(void *userdata, const char *instance_id) {
+        Coordinator *c = userdata;
+        disruption_launched(c->disruption, instance_id);
+}
+
+static void port_nominated(void *userdata, const char *node) {
+        Coordinator *c = userdata;
+        disruption_nominated(c->disruption, node);
+}
+
+static void port_disrupt(void *userdata) {
+        Coordinator *c = userdata;
+        (void) disruption_pass(c->disruption); /* a failure is logged and counted; the next pass tries again */
+}
+
+static void port_launched(void *userdata, const char *instance_id, const char *instance_type, const char *zone,
+                          const char *capacity_type, const Round *rd, const SolverLaunch *l) {
+        Coordinator *c = userdata;
+        nodeclaims_launched(c->status, instance_id, instance_type, zone, capacity_type, rd, l);
+}
+
+static void port_launch_failed(void *userdata, const Round *rd, const SolverLaunch *l, const char *step,
+                               const char *code, const char *message) {
+        Coordinator *c = userdata;
+        nodeclaims_launch_failed(c->status, rd, l, step, code, message);
+}
+
+static void port_decided(void *userdata, const Round *rd) {
+        Coordinator *c = userdata;
+        events_pod_decisions(c->provisioner, rd);
 }
 
 static int port_find_node(void *userdata, const char *instance_id, const cJSON **ret) {
@@ -391,13 +472,21 @@ static bool port_ready(void *userdata) {
         return c->link != NULL && (!c->provisioner || c->leading);
 }
 
+static void port_more_metrics(void *userdata, StrBuf *b) {
+        Coordinator *c = userdata;
+        if (c->disruption)
+                disruption_metrics(c->disruption, b);
+        observe_metrics(c, b);
+}
+
 static int port_render(void *userdata, HttpPage page, char **ret, size_t *ret_len) {
         Coordinator *c = userdata;
         ApiView v = { .registry = &c->registry, .agents = agent_server_metrics(c->agents), .link = c->link,
                       .http_requests = http_server_requests(c->http), .leading = c->leading,
                       .now_usec = coordinator_now(c), .provisioner = c->provisioner, .attest = c->attest,
                       .proxy_drains = provisioner_proxy_drains(c->provisioner),
-                      .interruption = c->interruption };
+                      .interruption = c->interruption, .disruption = c->disruption, .userdata = c,
+                      .more_metrics = port_more_metrics };
         return api_render(&v, page, ret, ret_len);
 }
 
@@ -407,6 +496,7 @@ static ProvisionerConfig provisioner_config(const Coordinator *c) {
         return (ProvisionerConfig) {
                 .cluster_name = cfg->cluster_name, .kube_server = cfg->kube_server, .kubeconfig = cfg->kubeconfig,
                 .region = cfg->region, .ec2_endpoint = cfg->ec2_endpoint, .ssm_endpoint = cfg->ssm_endpoint,
+                .iam_endpoint = cfg->iam_endpoint,
                 .catalog = cfg->catalog, .price_table = cfg->price_table, .catalog_refresh_ms = cfg->catalog_refresh_ms,
                 .batch_idle_ms = cfg->batch_idle_ms, .batch_max_ms = cfg->batch_max_ms,
                 .solver_budget_ms = cfg->solver_budget_ms, .registration_timeout_ms = cfg->registration_timeout_ms,
@@ -416,8 +506,6 @@ static ProvisionerConfig provisioner_config(const Coordinator *c) {
                 .cluster_cidr = cfg->cluster_cidr, .agent_endpoint = cfg->agent_endpoint, .agent_ca = cfg->agent_ca,
                 .agent_tls_server_name = cfg->agent_tls_server_name, .token = c->token,
                 .consolidation_interval_ms = cfg->consolidation_interval_ms,
-                .disruption = { .consolidation_validation_ms = cfg->consolidation_validation_ms,
-                                .spot_to_spot = cfg->spot_to_spot },
                 .proxy_drains = { .report_interval_ms = cfg->report_interval_ms,
                                   .agent_silent_intervals = cfg->agent_silent_intervals,
                                   .termination_grace_ms = cfg->termination_grace_ms,
@@ -431,6 +519,7 @@ int coordinator_start(Coordinator *c) {
         r = registry_init(&c->registry, c->cfg.max_nodes);
         if (r < 0)
                 return log_oom();
+        c->registry.max_state_memory = c->cfg.max_state_memory;
         if (c->cfg.fast_answers) {
                 /* an agent silent long enough to be taken for dead goes through the loop */
                 uint64_t fresh_ms = MIN(c->cfg.stale_after_ms, c->cfg.report_interval_ms * c->cfg.agent_silent_intervals);
@@ -444,16 +533,29 @@ int coordinator_start(Coordinator *c) {
                                  .max_pods_per_node = c->cfg.max_pods_per_node,
                                  .max_notices_per_node = c->cfg.max_notices_per_node, .drain_on = c->drain_on };
         AgentServerPorts ap = { .userdata = c, .now = port_now, .node_leaving = port_node_leaving,
-                                .agent_reported = port_agent_reported };
+                                .agent_reported = port_agent_reported, .nodes = port_nodes,
+                                .notice_event = port_notice_event, .drain_event = port_drain_event };
         r = agent_server_new(&ac, &c->registry, c->attest, c->fast, &ap, &c->agents);
         if (r < 0)
                 return log_oom();
 
         LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };
-        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message,
+        uint64_t idle_ms = c->cfg.idle_timeout_ms ?: MAX(60 * 1000, 6 * c->cfg.report_interval_ms);
+        LinkLimits limits = {
+                .max_pipes = c->cfg.max_connections,
+                .max_pipes_per_source = c->cfg.max_connections_per_source,
+                .max_unauthenticated = c->cfg.max_unauthenticated,
+                .max_unauthenticated_per_source = c->cfg.max_unauthenticated_per_source,
+                .auth_timeout_usec = c->cfg.auth_timeout_ms * USEC_PER_MSEC,
+                .idle_timeout_usec = idle_ms * USEC_PER_MSEC,
+        };
+        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message, &limits,
                             agent_server_handle_report, c->agents, &c->link);
         if (r < 0)
-                return log_error_errno(r, "Failed to listen on %s: %m", c->cfg.listen);
+                return log_error_errno(r, r == -EPERM ? "Failed to listen on %s: tls-key %s may be read or written by "
+                                                        "others (or written by its group); chmod 0600 (or 0400/0440)."
+                                                      : "Failed to listen on %s: %m (tls-key %s)",
+                                       c->cfg.listen, strempty(c->cfg.tls_key));
         if (c->fast) {
                 r = sd_event_add_time_relative(c->event, &c->fast_timer, CLOCK_MONOTONIC, FAST_SYNC_USEC,
                                                1000, on_fast_timer, c);
@@ -485,10 +587,21 @@ int coordinator_start(Coordinator *c) {
         }
         if (!isempty(c->cfg.cluster_name)) {
                 ProvisionerConfig pc = provisioner_config(c);
-                ProvisionerPorts pp = { .userdata = c, .acting = port_acting, .acting_as = port_acting_as };
+                ProvisionerPorts pp = { .userdata = c, .acting = port_acting, .acting_as = port_acting_as,
+                                        .launched = port_launched, .launch_failed = port_launch_failed,
+                                        .decided = port_decided, .new_instance = port_new_instance,
+                                        .nominated = port_nominated, .disrupt = port_disrupt };
                 r = provisioner_new(c->event, &pc, &c->registry, &pp, &c->provisioner);
+                if (r >= 0) {
+                        DisruptionConfig dc = { .consolidation_validation_ms = c->cfg.consolidation_validation_ms,
+                                                .spot_to_spot = c->cfg.spot_to_spot };
+                        r = disruption_new(c->provisioner, &dc, &c->disruption);
+                }
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up provisioning: %m");
+                r = status_writer_new(c->provisioner, &c->status);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up status writing: %m");
                 r = coordinator_elect(c);
                 if (r < 0)
                         return r;

@@ -26,6 +26,13 @@ typedef struct CoordConfig {
         uint64_t max_pods_per_node;
         uint64_t max_notices_per_node;
         uint64_t max_message;
+        uint64_t max_connections;
+        uint64_t max_connections_per_source;
+        uint64_t max_unauthenticated;
+        uint64_t max_unauthenticated_per_source;
+        uint64_t auth_timeout_ms;
+        uint64_t idle_timeout_ms;
+        uint64_t max_state_memory;
         uint64_t stale_after_ms;
         bool fast_answers;
         char *drain_on;
@@ -36,6 +43,7 @@ typedef struct CoordConfig {
         char *region;
         char *ec2_endpoint;
         char *ssm_endpoint;
+        char *iam_endpoint;
         char *interruption_queue;
         char *sqs_endpoint;
         char *catalog;
@@ -77,7 +85,9 @@ extern const size_t coord_options_count;
 typedef struct HttpServer HttpServer;
 typedef struct Interruption Interruption;
 typedef struct Leader Leader;
+typedef struct Disruption Disruption;
 typedef struct Provisioner Provisioner;
+typedef struct StatusWriter StatusWriter;
 
 /* The process: it owns every piece and wires them; none of them sees it. */
 typedef struct Coordinator {
@@ -90,6 +100,8 @@ typedef struct Coordinator {
         Leader *leader;
         AgentServer *agents;           /* reports in, directives out */
         Provisioner *provisioner;      /* with disruption and the drains for silent agents */
+        StatusWriter *status;          /* NodePool and EC2NodeClass status, with the provisioner */
+        Disruption *disruption;        /* what to remove, on the provisioner's snapshot */
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
         LinkServer *link;

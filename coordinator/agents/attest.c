@@ -373,7 +373,8 @@ static void log_refusal(Attestor *a, Entry *e, const char *instance_id, const ch
                 e->logged = why;
                 e->logged_usec = now;
         }
-        log_warning("Attestation %s for %s (agent boot %s): %s%s [%s].",
+        /* the boot id only in part: the whole of it is not for the journal */
+        log_warning("Attestation %s for %s (agent boot %.8s...): %s%s [%s].",
                     a->cfg.mode == ATTEST_REQUIRED ? "refused" : "failed (warn mode: report accepted)",
                     instance_id, isempty(boot_id) ? "-" : boot_id, attest_reason_describe(why),
                     why == ATTEST_REASON_EC2_UNAVAILABLE ? "; the agent will retry" : "",
@@ -472,7 +473,7 @@ AttestVerdict attestor_check(Attestor *a, const char *instance_id, const char *b
                 a->stats.accepted++;
                 snprintf(e->accepted_boot, sizeof e->accepted_boot, "%s", strempty(boot_id));
                 e->logged = ATTEST_REASON_NONE;
-                log_info("Attestation accepted for %s (agent boot %s): signed identity document, "
+                log_info("Attestation accepted for %s (agent boot %.8s...): signed identity document, "
                          "instance %s with this cluster's tag, launched %lld.",
                          instance_id, isempty(boot_id) ? "-" : boot_id, e->facts.state,
                          (long long) e->facts.launch_time);

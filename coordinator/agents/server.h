@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "attest.h"
+#include "kube.h"
 #include "fastpath.h"
 #include "policy.h"
 #include "registry.h"
@@ -21,6 +22,7 @@ typedef enum ReportResult {
         REPORT_VERSION_MISMATCH,
         REPORT_OVERLOADED,
         REPORT_PENDING,                /* attestation waits for EC2: the agent sends again */
+        REPORT_NODE_MISMATCH,          /* names a Node that is not its instance's (nodebind.h) */
         _REPORT_RESULT_MAX,
 } ReportResult;
 
@@ -52,6 +54,12 @@ typedef struct AgentServerPorts {
         void (*node_leaving)(void *userdata, const NodeEntry *e);
         /* The node's agent reported (it drains its node itself). */
         void (*agent_reported)(void *userdata, const NodeEntry *e);
+        /* The Node watch a report's node_name is checked against (nodebind.h); NULL: none yet. */
+        const KubeWatch *(*nodes)(void *userdata);
+        /* For people: a notice recorded (added) or withdrawn, and the drain it calls for. */
+        void (*notice_event)(void *userdata, const NodeEntry *e, const char *kind, const char *event_id,
+                             int64_t deadline_in_ms, bool added);
+        void (*drain_event)(void *userdata, const NodeEntry *e, bool drain);
 } AgentServerPorts;
 
 typedef struct AgentServer AgentServer;

@@ -13,6 +13,7 @@
 
 #include "timestamp.h"
 #include "aws-credentials.h"
+#include "ec2-internal.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
@@ -229,8 +230,7 @@ int aws_sts_parse_credentials(const char *xml, size_t len, AwsCredentials *ret) 
 
         if (len > STS_BODY_MAX || len > INT32_MAX)
                 return -EMSGSIZE;
-        doc = xmlReadMemory(xml, (int) len, NULL, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
-                                                                XML_PARSE_NOWARNING);
+        doc = ec2_xml_read(xml, len);
         if (!doc)
                 return -EBADMSG;
         xmlNode *root = xmlDocGetRootElement(doc);

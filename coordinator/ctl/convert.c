@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "ctl-solver.h"
-#include "model/nodepool.h"
+#include "model/karpenter.h"
 #include "macro.h"
 #include "yaml-json.h"
 
@@ -63,7 +63,7 @@ int ctl_convert_main(int argc, char **argv) {
         }
         cJSON *out = NULL;
         char **notes = NULL;
-        r = nodepool_convert(docs, &out, &notes, &err);
+        r = karpenter_convert(docs, &out, &notes, &err);
         cJSON_Delete(docs);
         if (r < 0) {
                 fprintf(stderr, "nodesmithctl convert: %s: %s\n", path, err ? err : strerror(-r));
@@ -77,7 +77,7 @@ int ctl_convert_main(int argc, char **argv) {
                 r = json_to_yaml(out, true, &text);
         cJSON_Delete(out);
         if (r < 0 || !text) {
-                nodepool_notes_free(notes);
+                karpenter_notes_free(notes);
                 fprintf(stderr, "nodesmithctl convert: cannot print the result: %s\n", strerror(r < 0 ? -r : ENOMEM));
                 return 1;
         }
@@ -87,6 +87,6 @@ int ctl_convert_main(int argc, char **argv) {
         free(text);
         for (char **n = notes; n && *n; n++)
                 fprintf(stderr, "note: %s\n", *n);
-        nodepool_notes_free(notes);
+        karpenter_notes_free(notes);
         return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "disruption.h"
 #include "model/disruption-policy.h"
 #include "log.h"
 #include "macro.h"
@@ -64,12 +65,16 @@ struct Disruption {
         uint64_t validated, invalidated;
         uint64_t pass_failures;        /* passes that stopped on an error (logged, then counted) */
         double last_pass_seconds;
+        Provisioner *p;                /* the snapshot, the watches, the launches */
+        DisruptionConfig cfg;
 };
 
-int disruption_new(Disruption **ret) {
+int disruption_new(Provisioner *p, const DisruptionConfig *cfg, Disruption **ret) {
         Disruption *d = calloc(1, sizeof *d);
         if (!d)
                 return -ENOMEM;
+        d->p = p;
+        d->cfg = *cfg;
         *ret = d;
         return 0;
 }
@@ -109,39 +114,19 @@ static const Recent *recent_find(const Recent *r, const char *key) {
         return NULL;
 }
 
-void disruption_launched(Provisioner *p, const char *instance_id) {
+void disruption_launched(Disruption *d, const char *instance_id) {
+        Provisioner *p = d->p;
         NodeEntry *e;
         bool replacing = false;
         REGISTRY_FOREACH(e, p->registry)
                 replacing |= e->replace_started_usec > 0;
         if (replacing && instance_id)
-                recent_add(p->disruption->churn, &p->disruption->churn_next, instance_id, provisioner_now(p));
+                recent_add(d->churn, &d->churn_next, instance_id, provisioner_now(p));
 }
 
-void disruption_nominated(Provisioner *p, const char *node) {
+void disruption_nominated(Disruption *d, const char *node) {
         if (node)
-                recent_add(p->disruption->nominated, &p->disruption->nominated_next, node, provisioner_now(p));
-}
-
-void disruption_pool_hash(const cJSON *np, char out[17]) {
-        cJSON *t = cJSON_Duplicate(jget(jget(np, "spec"), "template"), true);
-        out[0] = 0;
-        if (!t)
-                return;
-        cJSON *spec = cJSON_GetObjectItemCaseSensitive(t, "spec");
-        cJSON_DeleteItemFromObjectCaseSensitive(spec, "requirements");
-        cJSON_DeleteItemFromObjectCaseSensitive(spec, "expireAfter");
-        cJSON_DeleteItemFromObjectCaseSensitive(spec, "terminationGracePeriod");
-        disruption_hash(t, NULL, out);
-        cJSON_Delete(t);
-}
-
-void disruption_class_hash(const cJSON *nc, char out[17]) {
-        static const char *const skip[] = { "subnetSelectorTerms", NULL };
-        const cJSON *spec = jget(nc, "spec");
-        out[0] = 0;
-        if (spec)
-                disruption_hash(spec, skip, out);
+                recent_add(d->nominated, &d->nominated_next, node, provisioner_now(d->p));
 }
 
 /* ---- helpers ------------------------------------------------------------------------------- */
@@ -149,7 +134,7 @@ void disruption_class_hash(const cJSON *nc, char out[17]) {
 static NodeEntry *entry_for_node(Provisioner *p, const char *name) {
         NodeEntry *e;
         REGISTRY_FOREACH(e, p->registry)
-                if (streq_ptr(provisioner_node_name(e), name))
+                if (streq_ptr(provisioner_node_name(p, e), name))
                         return e;
         return NULL;
 }
@@ -202,7 +187,7 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
         e->force = false;
         e->replace_started_usec = 0;
         p->disruptions++;
-        const char *node = provisioner_node_name(e);
+        const char *node = provisioner_node_name(p, e);
         log_notice("Disrupting Node %s (%s): %s; acting replica %s.", strempty(node), reason, why,
                    provisioner_acting_as(p));
         node_event(p, node, "Disrupting", why);
@@ -218,7 +203,7 @@ static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char
         e->replace_started_usec = provisioner_now(p);
         e->replace_round = p->rounds;
         snprintf(e->replace_reason, sizeof e->replace_reason, "%s", reason);
-        const char *node = provisioner_node_name(e);
+        const char *node = provisioner_node_name(p, e);
         log_notice("Replacing Node %s (%s): %s.", strempty(node), reason, why);
         node_event(p, node, "Replacing", why);
         provisioner_poke(p);
@@ -368,17 +353,17 @@ static cJSON *decision_json(Method m, SolverConsolidationKind kind, char *const 
         return j;
 }
 
-static void record(Provisioner *p, Method m, SolverConsolidationKind kind, char *const *nodes, size_t n,
+static void record(Disruption *d, Method m, SolverConsolidationKind kind, char *const *nodes, size_t n,
                    double old_price, double new_price, const char *message) {
-        Disruption *d = p->disruption;
         d->decisions[m]++;
         cJSON_Delete(d->last_decision);
         d->last_decision = decision_json(m, kind, nodes, n, old_price, new_price, message, (uint64_t) time(NULL));
 }
 
 /* Act on a consolidation: delete drains at once, replace launches first. */
-static void act(Provisioner *p, Method m, SolverConsolidationKind kind, char *const *nodes, size_t n,
+static void act(Disruption *d, Method m, SolverConsolidationKind kind, char *const *nodes, size_t n,
                 double old_price, double new_price, bool on_demand, const char *message) {
+        Provisioner *p = d->p;
         const char *reason = m == METHOD_EMPTINESS ? "empty" : "underutilized";
         for (size_t i = 0; i < n; i++) {
                 NodeEntry *e = entry_for_node(p, nodes[i]);
@@ -387,12 +372,13 @@ static void act(Provisioner *p, Method m, SolverConsolidationKind kind, char *co
                 else
                         drain(p, e, reason, message);
         }
-        record(p, m, kind, nodes, n, old_price, new_price, message);
+        record(d, m, kind, nodes, n, old_price, new_price, message);
 }
 
 /* ---- the pass ------------------------------------------------------------------------------- */
 
 typedef struct Pass {
+        Disruption *d;
         Provisioner *p;
         Round *rd;
         uint64_t now;
@@ -498,7 +484,7 @@ static int candidates(Pass *s) {
                         verdict(j, false, "NodePool %s consolidates only empty nodes", n->nodepool);
                         continue;
                 }
-                const Recent *r = recent_find(p->disruption->nominated, n->name);
+                const Recent *r = recent_find(s->d->nominated, n->name);
                 if (r && s->now - r->usec < NOMINATED_HOLD_USEC) {
                         verdict(j, false, "pending pods were planned onto it %.0fs ago",
                                 (double) (s->now - r->usec) / USEC_PER_SEC);
@@ -535,7 +521,7 @@ static void churn_guard(Pass *s) {
         for (size_t c = 0; c < s->nc; c++) {
                 size_t i = s->cand[c];
                 NodeEntry *e = entry_for_node(p, s->rd->snap.nodes[i].name);
-                const Recent *r = e ? recent_find(p->disruption->churn, e->instance_id) : NULL;
+                const Recent *r = e ? recent_find(s->d->churn, e->instance_id) : NULL;
                 int pk = pool_index(&s->rd->snap, s->rd->snap.nodes[i].nodepool);
                 int64_t guard = pk >= 0 ? s->rd->objects->extra[pk].churn_guard_s : -1;
                 if (guard < 0)
@@ -551,8 +537,8 @@ static void churn_guard(Pass *s) {
         s->nc = k;
 }
 
-static void explain_set(Provisioner *p, Pass *s, const char *state, const char *message) {
-        Disruption *d = p->disruption;
+static void explain_set(Disruption *d, Pass *s, const char *state, const char *message) {
+        Provisioner *p = d->p;
         cJSON *j = cJSON_CreateObject();
         if (!j)
                 return;
@@ -563,7 +549,7 @@ static void explain_set(Provisioner *p, Pass *s, const char *state, const char *
                 cJSON *pj = decision_json(d->pending.method, d->pending.kind, d->pending.nodes, d->pending.n_nodes,
                                           d->pending.old_price, d->pending.new_price, d->pending.message,
                                           (uint64_t) time(NULL));
-                uint64_t delay = p->cfg.disruption.consolidation_validation_ms * USEC_PER_MSEC;
+                uint64_t delay = d->cfg.consolidation_validation_ms * USEC_PER_MSEC;
                 uint64_t age = provisioner_now(p) - d->pending.decided_usec;
                 if (pj)
                         cJSON_AddNumberToObject(pj, "validatesInSeconds",
@@ -580,8 +566,8 @@ static void explain_set(Provisioner *p, Pass *s, const char *state, const char *
         d->explain = j;
 }
 
-int disruption_pass(Provisioner *p) {
-        Disruption *d = p->disruption;
+int disruption_pass(Disruption *d) {
+        Provisioner *p = d->p;
         uint64_t now = provisioner_now(p), t0 = now;
         size_t pending = 0;
         char msg[512];
@@ -589,14 +575,14 @@ int disruption_pass(Provisioner *p) {
         int r = 0;
 
         if (!provisioner_acting(p)) {
-                explain_set(p, NULL, "standby", "this replica does not hold the Lease");
+                explain_set(d, NULL, "standby", "this replica does not hold the Lease");
                 return 0;
         }
         if (!p->learned || p->round)
                 return 0;
         promote_replacements(p, now);
         if (p->batch_open || p->n_inflight > 0) {
-                explain_set(p, NULL, "waiting", "provisioning first: a batch is open or instances are in flight");
+                explain_set(d, NULL, "waiting", "provisioning first: a batch is open or instances are in flight");
                 return 0;
         }
         if (now - p->leading_since_usec < 2 * p->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
@@ -609,7 +595,7 @@ int disruption_pass(Provisioner *p) {
                 d->pass_failures++;
                 return log_warning_errno(-ENOMEM, "Disruption pass failed: out of memory.");
         }
-        Pass s = { .p = p, .rd = rd, .now = now, .wall = time(NULL) };
+        Pass s = { .d = d, .p = p, .rd = rd, .now = now, .wall = time(NULL) };
         r = provisioner_snapshot(p, rd, &pending);
         if (r < 0) {
                 step = "building the snapshot";
@@ -617,7 +603,7 @@ int disruption_pass(Provisioner *p) {
         }
         if (pending > 0) {
                 snprintf(msg, sizeof msg, "provisioning first: %zu pod(s) pending or moving", pending);
-                explain_set(p, NULL, "waiting", msg);
+                explain_set(d, NULL, "waiting", msg);
                 goto done;
         }
 
@@ -655,8 +641,8 @@ int disruption_pass(Provisioner *p) {
                                  (long long) o->extra[k].expire_after_s);
                         char *names[] = { (char *) n->name };
                         drain(p, e, "expired", msg);
-                        record(p, METHOD_EXPIRATION, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, msg);
-                        explain_set(p, NULL, "acted", msg);
+                        record(d, METHOD_EXPIRATION, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, msg);
+                        explain_set(d, NULL, "acted", msg);
                         goto done;
                 }
         }
@@ -685,7 +671,7 @@ int disruption_pass(Provisioner *p) {
                                 continue;
                         snprintf(why, sizeof why, "its NodePool %s was deleted", n->nodepool);
                         drain(p, e, "nodepool-deleted", why);
-                        record(p, METHOD_NODEPOOL_DELETED, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, why);
+                        record(d, METHOD_NODEPOOL_DELETED, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, why);
                         acted++;
                         continue;
                 }
@@ -695,12 +681,12 @@ int disruption_pass(Provisioner *p) {
                         continue;
                 replace(p, e, "drifted", why, false);
                 s.pool_disrupting[k]++;
-                record(p, METHOD_DRIFT, SOLVER_CONSOLIDATE_REPLACE, names, 1, n->price, 0, why);
+                record(d, METHOD_DRIFT, SOLVER_CONSOLIDATE_REPLACE, names, 1, n->price, 0, why);
                 acted++;
         }
         if (acted > 0) {
                 snprintf(msg, sizeof msg, "%zu node(s) drifted or left by a deleted NodePool: replacing", acted);
-                explain_set(p, NULL, "acted", msg);
+                explain_set(d, NULL, "acted", msg);
                 goto done;
         }
 
@@ -713,9 +699,9 @@ int disruption_pass(Provisioner *p) {
         /* a consolidation found earlier: made again on fresh reports, then acted on */
         Pending *pd = &d->pending;
         if (pd->set) {
-                uint64_t delay = p->cfg.disruption.consolidation_validation_ms * USEC_PER_MSEC;
+                uint64_t delay = d->cfg.consolidation_validation_ms * USEC_PER_MSEC;
                 if (now - pd->decided_usec < delay) {
-                        explain_set(p, &s, "validating", pd->message);
+                        explain_set(d, &s, "validating", pd->message);
                         goto done;
                 }
                 size_t idx[MAX_PENDING_NODES];
@@ -733,7 +719,7 @@ int disruption_pass(Provisioner *p) {
                                 ok = s.podcount[idx[i]] == 0;
                 } else if (ok) {
                         SolverConsolidateOptions co = { .threshold = threshold_of(&s, idx, pd->n_nodes),
-                                                        .spot_to_spot = p->cfg.disruption.spot_to_spot };
+                                                        .spot_to_spot = d->cfg.spot_to_spot };
                         ok = solver_new(sn, &rd->solver, &err) >= 0 &&
                              solver_consolidate_evaluate(rd->solver, &co, idx, pd->n_nodes, &c) >= 0 &&
                              c->kind == pd->kind && (c->kind != SOLVER_CONSOLIDATE_REPLACE || c->new_price <= pd->new_price * 1.001);
@@ -741,18 +727,18 @@ int disruption_pass(Provisioner *p) {
                 }
                 if (ok) {
                         d->validated++;
-                        act(p, pd->method, pd->kind, pd->nodes, pd->n_nodes, pd->old_price, c ? c->new_price : 0,
+                        act(d, pd->method, pd->kind, pd->nodes, pd->n_nodes, pd->old_price, c ? c->new_price : 0,
                             c && c->replacement && c->replacement->capacity_type == SOLVER_CAPACITY_ON_DEMAND,
                             c ? c->message : pd->message);
                         snprintf(msg, sizeof msg, "%s", pd->message);
                         pending_clear(pd);
-                        explain_set(p, &s, "acted", msg);
+                        explain_set(d, &s, "acted", msg);
                 } else {
                         d->invalidated++;
                         snprintf(msg, sizeof msg, "dropped after validation: %s", c ? c->message : "a node is no longer a candidate");
                         log_info("Consolidation of %zu node(s) %s.", pd->n_nodes, msg);
                         pending_clear(pd);
-                        explain_set(p, &s, "idle", msg);
+                        explain_set(d, &s, "idle", msg);
                 }
                 solver_consolidation_free(c);
                 goto done;
@@ -795,7 +781,7 @@ int disruption_pass(Provisioner *p) {
                 SolverConsolidateOptions co = { .candidates = s.cand, .n_candidates = s.nc,
                                                 .pool_allowance = allow,
                                                 .threshold = threshold_of(&s, s.cand, s.nc),
-                                                .spot_to_spot = p->cfg.disruption.spot_to_spot };
+                                                .spot_to_spot = d->cfg.spot_to_spot };
                 r = solver_new(sn, &rd->solver, &err);
                 if (r < 0) {
                         snprintf(msg, sizeof msg, "compiling the snapshot (%s)", strempty(err));
@@ -809,7 +795,7 @@ int disruption_pass(Provisioner *p) {
                         goto done;
                 }
                 if (c->kind == SOLVER_CONSOLIDATE_NONE) {
-                        explain_set(p, &s, "idle", c->message);
+                        explain_set(d, &s, "idle", c->message);
                         solver_consolidation_free(c);
                         goto done;
                 }
@@ -844,14 +830,14 @@ int disruption_pass(Provisioner *p) {
         pd->set = true;
         log_info("Consolidation found (%s, %s of %zu node(s)): %s; acting after %llums if it still holds.",
                  method_names[method], solver_consolidation_kind_to_name(kind), pd->n_nodes, msg,
-                 (unsigned long long) p->cfg.disruption.consolidation_validation_ms);
-        if (p->cfg.disruption.consolidation_validation_ms == 0) {
+                 (unsigned long long) d->cfg.consolidation_validation_ms);
+        if (d->cfg.consolidation_validation_ms == 0) {
                 d->validated++;
-                act(p, pd->method, pd->kind, pd->nodes, pd->n_nodes, old_price, new_price, on_demand, msg);
+                act(d, pd->method, pd->kind, pd->nodes, pd->n_nodes, old_price, new_price, on_demand, msg);
                 pending_clear(pd);
-                explain_set(p, &s, "acted", msg);
+                explain_set(d, &s, "acted", msg);
         } else
-                explain_set(p, &s, "validating", msg);
+                explain_set(d, &s, "validating", msg);
 done:
         cJSON_Delete(s.nodes_json);
         provisioner_round_free(rd);
@@ -860,14 +846,14 @@ done:
                 char why[600];
                 d->pass_failures++;
                 snprintf(why, sizeof why, "the pass failed %s: %s", step, strerror(-r));
-                explain_set(p, NULL, "failed", why);
+                explain_set(d, NULL, "failed", why);
                 return log_warning_errno(r, "Disruption: %s", why);
         }
         return 0;
 }
 
-void disruption_metrics(Provisioner *p, StrBuf *b) {
-        Disruption *d = p->disruption;
+void disruption_metrics(const Disruption *d, StrBuf *b) {
+        const Provisioner *p = d->p;
         size_t replacing = 0;
         NodeEntry *e;
         REGISTRY_FOREACH(e, p->registry)
@@ -892,8 +878,7 @@ void disruption_metrics(Provisioner *p, StrBuf *b) {
                       d->last_pass_seconds);
 }
 
-char *provisioner_disruption_api(Provisioner *p) {
-        Disruption *d = p->disruption;
+char *disruption_api(const Disruption *d) {
         if (!d->explain)
                 return strdup("{\"state\": \"starting\", \"message\": \"no disruption pass yet\"}");
         return cJSON_PrintUnformatted(d->explain);

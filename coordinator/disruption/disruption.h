@@ -29,26 +29,20 @@ typedef struct Disruption Disruption;
 typedef struct NodeEntry NodeEntry;
 typedef struct cJSON cJSON;
 
-int disruption_new(Disruption **ret);
+/* p: the provisioner whose snapshot it decides on and whose launches replace nodes. */
+int disruption_new(Provisioner *p, const DisruptionConfig *cfg, Disruption **ret);
 Disruption *disruption_free(Disruption *d);
 
-/* One pass (from the housekeeping timer). 0 when it decided (or had nothing to decide, or was
- * not its turn); -errno when it stopped on a failure, which it has logged once and counted in
- * nodesmith_disruption_pass_failures_total. */
-int disruption_pass(Provisioner *p);
+/* One pass (the provisioner's housekeeping asks for it every consolidation-interval). 0 when it
+ * decided (or had nothing to decide, or was not its turn); -errno when it stopped on a failure,
+ * which it has logged once and counted in nodesmith_disruption_pass_failures_total. */
+int disruption_pass(Disruption *d);
 /* An instance launched: if nodes are being replaced, it is their replacement, and the churn
  * guard keeps consolidation off it for a while. */
-void disruption_launched(Provisioner *p, const char *instance_id);
+void disruption_launched(Disruption *d, const char *instance_id);
 /* Pending pods were planned onto this existing node: it is no consolidation candidate for a
  * while. */
-void disruption_nominated(Provisioner *p, const char *node);
-/* The labels a node is launched with so that drift can be told later: nodesmith.io/nodepool-hash
- * (the NodePool's spec.template but its requirements, expireAfter and terminationGracePeriod) and
- * nodesmith.io/nodeclass-hash (the EC2NodeClass's spec but its subnet selector). NULL objects
- * give no label (*ret NULL). */
-#define DISRUPTION_LABEL_POOL_HASH "nodesmith.io/nodepool-hash"
-#define DISRUPTION_LABEL_CLASS_HASH "nodesmith.io/nodeclass-hash"
-void disruption_pool_hash(const cJSON *nodepool, char out[17]);
-void disruption_class_hash(const cJSON *nodeclass, char out[17]);
-
-void disruption_metrics(Provisioner *p, StrBuf *b);
+void disruption_nominated(Disruption *d, const char *node);
+void disruption_metrics(const Disruption *d, StrBuf *b);
+/* The last pass explained, for /api/v1/disruption (malloc'ed JSON). */
+char *disruption_api(const Disruption *d);

@@ -10,6 +10,7 @@
 #include "agents/proxydrain.h"
 #include "agents/registry.h"
 #include "agents/server.h"
+#include "disruption/disruption.h"
 #include "httpd.h"
 #include "interruption/interruption.h"
 #include "link.h"
@@ -19,7 +20,7 @@
 typedef struct ApiView {
         const Registry *registry;
         const AgentMetrics *agents;
-        const LinkServer *link;
+        LinkServer *link;
         uint64_t http_requests;
         bool leading;
         uint64_t now_usec;             /* CLOCK_MONOTONIC */
@@ -27,6 +28,13 @@ typedef struct ApiView {
         Attestor *attest;
         ProxyDrains *proxy_drains;
         Interruption *interruption;
+        Disruption *disruption;
+        /* More /metrics lines from the rest of the process (NULL: none). */
+        void *userdata;
+        void (*more_metrics)(void *userdata, StrBuf *b);
 } ApiView;
+
+/* "spot", "on-demand" or "". */
+const char *capacity_type_name(Nodesmith__V1__CapacityType t);
 
 int api_render(const ApiView *v, HttpPage page, char **ret, size_t *ret_len);

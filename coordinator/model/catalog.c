@@ -20,6 +20,7 @@ typedef struct TypeInfo {
         SolverResources nominal;      /* before VM overhead and reservations */
         bool learned;
         int64_t learned_mem_capacity; /* what the kubelet saw */
+        int64_t local_nvme_bytes;     /* instance store (0: none) */
 } TypeInfo;
 
 typedef struct PoolAlloc {
@@ -161,6 +162,8 @@ static void compute_allocatable(const TypeInfo *ti, const SolverKubelet *k, int6
                                 SolverResources *alloc) {
         *cap = ti->nominal;
         cap->v[SOLVER_RES_EPHEMERAL] = root > 0 ? root : CATALOG_DEFAULT_ROOT_VOLUME;
+        if (k && k->instance_store_raid0 && ti->local_nvme_bytes > 0)
+                cap->v[SOLVER_RES_EPHEMERAL] = ti->local_nvme_bytes;
         double vm = CATALOG_VM_OVERHEAD_PERCENT;
         if (ti->learned && ti->learned_mem_capacity > 0) {
                 /* the hypervisor's share, as observed: no guess left */
@@ -225,10 +228,13 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
                 ti->nominal.v[gman && streq(gman, "amd") ? SOLVER_RES_AMD_GPU : SOLVER_RES_NVIDIA_GPU] = (int64_t) gpus;
         if (neuron > 0)
                 ti->nominal.v[SOLVER_RES_NEURON] = (int64_t) neuron;
+        double nvme = 0;
+        if (json_num(j, "local_nvme_gib", &nvme) && nvme > 0 && nvme < 1e7)
+                ti->local_nvme_bytes = (int64_t) nvme * (1LL << 30);
         compute_allocatable(ti, NULL, 0, &t->capacity, &t->allocatable);
 
         /* labels */
-        SolverLabel *l = solver_arena_alloc(a, 24 * sizeof(SolverLabel));
+        SolverLabel *l = solver_arena_alloc(a, 32 * sizeof(SolverLabel));
         if (!l)
                 return -ENOMEM;
         size_t nl = 0;
@@ -263,6 +269,21 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
                 r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-network-bandwidth", "%.0f", d);
         if (json_num(j, "local_nvme_gib", &d))
                 r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-local-nvme", "%.0f", d);
+        if (json_num(j, "sustained_clock_mhz", &d))
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-cpu-sustained-clock-speed-mhz", "%.0f", d);
+        if (json_num(j, "ebs_bandwidth_mbps", &d))
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-ebs-bandwidth", "%.0f", d);
+        if (json_num(j, "accelerator_count", &d) && d > 0) {
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-count", "%.0f", d);
+                if ((s = json_str(j, "accelerator_name")) && *s)
+                        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-name", "%s", s);
+                if ((s = json_str(j, "accelerator_manufacturer")) && *s)
+                        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-manufacturer", "%s", s);
+        }
+        /* nodesmith launches shared-tenancy instances only; flex types are the "-flex" families */
+        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-tenancy", "default");
+        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-capability-flex", "%s",
+                           strstr(family, "-flex") ? "true" : "false");
         r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-gpu-count", "%.0f", gpus);
         if (gpus > 0) {
                 if ((s = json_str(j, "gpu_name")) && *s)
@@ -397,7 +418,18 @@ static bool kubelet_eq(const SolverKubelet *a, const SolverKubelet *b) {
                (!a->has_kube_reserved_memory || a->kube_reserved_memory == b->kube_reserved_memory) &&
                (!a->has_system_reserved_cpu || a->system_reserved_cpu == b->system_reserved_cpu) &&
                (!a->has_system_reserved_memory || a->system_reserved_memory == b->system_reserved_memory) &&
-               (!a->has_eviction_memory || a->eviction_memory == b->eviction_memory);
+               (!a->has_eviction_memory || a->eviction_memory == b->eviction_memory) &&
+               a->has_eviction_memory_pct == b->has_eviction_memory_pct &&
+               (!a->has_eviction_memory_pct || a->eviction_memory_pct == b->eviction_memory_pct) &&
+               a->has_eviction_nodefs == b->has_eviction_nodefs &&
+               (!a->has_eviction_nodefs || a->eviction_nodefs == b->eviction_nodefs) &&
+               a->has_eviction_nodefs_pct == b->has_eviction_nodefs_pct &&
+               (!a->has_eviction_nodefs_pct || a->eviction_nodefs_pct == b->eviction_nodefs_pct) &&
+               a->has_kube_reserved_ephemeral == b->has_kube_reserved_ephemeral &&
+               (!a->has_kube_reserved_ephemeral || a->kube_reserved_ephemeral == b->kube_reserved_ephemeral) &&
+               a->has_system_reserved_ephemeral == b->has_system_reserved_ephemeral &&
+               (!a->has_system_reserved_ephemeral || a->system_reserved_ephemeral == b->system_reserved_ephemeral) &&
+               a->instance_store_raid0 == b->instance_store_raid0;
 }
 
 int catalog_allocatable_for(Catalog *c, const SolverKubelet *kubelet, int64_t root_volume_bytes,

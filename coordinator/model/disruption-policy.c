@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "disruption-policy.h"
+#include "json-util.h"
 #include "nodepool.h"
 #include "macro.h"
 #include "strbuf.h"
@@ -327,4 +328,25 @@ void disruption_hash(const cJSON *obj, const char *const *skip, char out[17]) {
         for (unsigned i = 0; i < 8; i++)
                 snprintf(out + 2 * i, 3, "%02x", md[i]);
         out[16] = 0;
+}
+
+void disruption_pool_hash(const cJSON *np, char out[17]) {
+        cJSON *t = cJSON_Duplicate(json_get(json_get(np, "spec"), "template"), true);
+        out[0] = 0;
+        if (!t)
+                return;
+        cJSON *spec = cJSON_GetObjectItemCaseSensitive(t, "spec");
+        cJSON_DeleteItemFromObjectCaseSensitive(spec, "requirements");
+        cJSON_DeleteItemFromObjectCaseSensitive(spec, "expireAfter");
+        cJSON_DeleteItemFromObjectCaseSensitive(spec, "terminationGracePeriod");
+        disruption_hash(t, NULL, out);
+        cJSON_Delete(t);
+}
+
+void disruption_class_hash(const cJSON *nc, char out[17]) {
+        static const char *const skip[] = { "subnetSelectorTerms", NULL };
+        const cJSON *spec = json_get(nc, "spec");
+        out[0] = 0;
+        if (spec)
+                disruption_hash(spec, skip, out);
 }

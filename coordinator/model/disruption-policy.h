@@ -45,3 +45,11 @@ bool disruption_selector_matches(const cJSON *selector, const SolverLabel *label
  * top level only) left out: object members in sorted order, so the same content always gives
  * the same hash however it was written. */
 void disruption_hash(const cJSON *obj, const char *const *skip, char out[17]);
+/* The labels a node is launched with so that drift can be told later: nodesmith.io/nodepool-hash
+ * (the NodePool's spec.template but its requirements, expireAfter and terminationGracePeriod) and
+ * nodesmith.io/nodeclass-hash (the EC2NodeClass's spec but its subnet selector). NULL objects
+ * give no label (out empty). */
+#define DISRUPTION_LABEL_POOL_HASH "nodesmith.io/nodepool-hash"
+#define DISRUPTION_LABEL_CLASS_HASH "nodesmith.io/nodeclass-hash"
+void disruption_pool_hash(const cJSON *nodepool, char out[17]);
+void disruption_class_hash(const cJSON *nodeclass, char out[17]);

@@ -5,7 +5,7 @@
  *
  * Understood kinds: NodePool (nodesmith.io/v1; karpenter.sh/v1 and v1beta1 are converted on the
  * way), EC2NodeClass (nodesmith.io/v1, karpenter.k8s.aws/v1), Provisioner (karpenter.sh/
- * v1alpha5) and AWSNodeTemplate (karpenter.k8s.aws/v1alpha1) through nodepool_convert(), Pod,
+ * v1alpha5) and AWSNodeTemplate (karpenter.k8s.aws/v1alpha1) through karpenter_convert(), Pod,
  * Deployment, StatefulSet, ReplicaSet, Job, DaemonSet, Node, PersistentVolume,
  * PersistentVolumeClaim, StorageClass, PriorityClass, and List / *List objects holding them.
  *
@@ -89,10 +89,3 @@ int nodepool_parse_node(SolverArena *a, const cJSON *node, SolverNode *ret, char
 /* Go-style durations ("720h", "1h30m", "30s", "0s") in seconds; "Never" is -1. */
 int nodepool_parse_duration(const char *s, int64_t *ret);
 
-/* Karpenter to nodesmith: NodePool (karpenter.sh/v1, v1beta1), EC2NodeClass (karpenter.k8s.aws/
- * v1), Provisioner (karpenter.sh/v1alpha5) and AWSNodeTemplate (karpenter.k8s.aws/v1alpha1)
- * become nodesmith.io/v1 NodePool and EC2NodeClass objects. *ret is a JSON array of the
- * resulting objects (other objects pass through unchanged); *ret_notes (NULL-terminated, the
- * caller frees it with nodepool_notes_free) says what could not be carried over. */
-int nodepool_convert(const cJSON *doc, cJSON **ret, char ***ret_notes, char **ret_error);
-void nodepool_notes_free(char **notes);

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* The provisioner's state, shared by provisioner.c (launching, termination) and disruption.c
- * (what to remove). Not an interface for anything else. */
+/* The provisioner's state and what its files share (the files of provision/: batching, in-flight
+ * instances, the snapshot, launches, rounds, termination, the catalog refresh, metrics).
+ * disruption/, status/ and observe.c read the state through it (its snapshot, watches and
+ * in-flight instances); nothing else should. */
 
 #include <cjson/cJSON.h>
 #include <systemd/sd-event.h>
 
 #include "aws/aws-credentials.h"
 #include "model/catalog.h"
-#include "disruption/disruption.h"
+#include "model/disruption-policy.h"
 #include "aws/ec2.h"
 #include "agents/proxydrain.h"
 #include "agents/registry.h"
@@ -61,6 +63,7 @@ typedef struct Resolved {
         size_t n_subnets;
         char *sgs[MAX_SGS + 1];  /* NULL-terminated */
         char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
+        char *profile;           /* the instance profile ("" for none), NULL until known */
         char *template_name[2];
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
@@ -79,6 +82,7 @@ typedef enum Step {
         STEP_IDLE,
         STEP_SUBNETS,
         STEP_SGS,
+        STEP_PROFILE,
         STEP_AMI,
         STEP_TEMPLATE,
         STEP_FLEET,
@@ -95,6 +99,9 @@ typedef struct Round {
         Step step;
         Resolved *res;              /* of the launch under way */
         int arch;                   /* 0 amd64, 1 arm64 */
+        size_t ami_term;            /* amiSelectorTerms: the term looked up now */
+        char *ami_best;             /* the newest image of the terms so far */
+        int64_t ami_best_date;
         bool launched_nothing;      /* a launch failed for capacity: solve again */
         bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;
@@ -107,6 +114,7 @@ struct Provisioner {
         Registry *registry;             /* the nodes that report (the coordinator's) */
         ProvisionerPorts ports;
         ProxyDrains *proxy_drains;      /* drains for silent agents, on this provisioner's watches */
+        ProvisionerHistograms histograms;
         KubeClient *kube;
         KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes, *pdbs;
         HttpClient *http;
@@ -125,7 +133,6 @@ struct Provisioner {
         bool learned;               /* in-flight instances learned from EC2 since leading */
         bool learning;
         Round *round;
-        Disruption *disruption;
 
         InFlight *inflight;
         size_t n_inflight;
@@ -165,6 +172,8 @@ static inline const char *jstr(const cJSON *o, const char *k) {
  * leaving nodes), nodes with the pods their agents report, instances in flight. */
 int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 void provisioner_round_free(Round *rd);
+/* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
+bool pod_unschedulable(const cJSON *pod);
 /* Open (or extend) a batch: a solve follows soon. */
 void provisioner_poke(Provisioner *p);
 /* Leading, with the Lease renewed within its renew deadline: asked before every action. */
@@ -172,4 +181,52 @@ bool provisioner_acting(const Provisioner *p);
 const char *provisioner_acting_as(const Provisioner *p);
 /* Hex SHA-256 of data into out (65 bytes for all of it). */
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
-const char *provisioner_node_name(const NodeEntry *e);
+/* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
+const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
+
+/* ---- what the files of provision/ share ---- */
+
+uint64_t provision_now_usec(Provisioner *p);
+uint64_t provision_clock_usec(void);
+int provision_arch_index(const char *arch);
+const char *provision_arch_of_type(const SolverInstanceType *t);
+void provision_set_error(Provisioner *p, const char *fmt, ...) _printf_(2, 3);
+int provision_watch(Provisioner *p, const char *path, const char *field_selector, kube_watch_event_t cb, KubeWatch **ret);
+void provision_batch_close(Provisioner *p);
+int provision_on_batch_timer(sd_event_source *s, uint64_t usec, void *userdata);
+void provision_on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata);
+void provision_on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata);
+void provision_inflight_free(InFlight *f);
+InFlight *provision_inflight_find(Provisioner *p, const char *id);
+int provision_inflight_add(Provisioner *p, const char *id, const char *pool, const char *type, const char *zone,
+                        SolverCapacityType ct, uint64_t launched, size_t n_pods);
+void provision_inflight_nominate(Provisioner *p, const char *id, const Round *rd, const SolverLaunch *l);
+const InFlight *provision_inflight_nominated(const Provisioner *p, const char *key);
+void provision_inflight_remove(Provisioner *p, size_t i);
+bool provision_node_reported(Provisioner *p, const char *name);
+int provision_forget_registered(const cJSON *node, void *userdata);
+int provision_node_initializing(Provisioner *p, SolverArena *a, SolverNode *n);
+void provision_on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata);
+bool provision_ice_marked(Provisioner *p, const char *type, const char *zone, SolverCapacityType ct, uint64_t now);
+void provision_ice_mark(Provisioner *p, const char *type, const char *zone, SolverCapacityType ct);
+Resolved *provision_resolved_get(Provisioner *p, const char *node_class);
+void provision_resolved_reset(Resolved *r);
+void provision_resolved_free(Resolved *r);
+void provision_launch_failed(Provisioner *p, const char *what, const Ec2Error *err);
+size_t provision_selector_filters(Provisioner *p, const char *node_class, const char *field, Ec2Filter *f,
+                               char names[][160], const char *values[][2]);
+bool provision_prefetch(Provisioner *p, const char *node_class);
+void provision_on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list, void *userdata);
+void provision_on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata);
+int provision_profile_resolve(Provisioner *p, Round *rd, const char *node_class);
+int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size);
+void provision_on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata);
+int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *ret_create,
+                        Ec2LaunchTemplateSpec *spec, char **ret_userdata);
+int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l);
+void provision_round_next(Provisioner *p);
+void provision_round_finish(Provisioner *p);
+void provision_round_start(Provisioner *p);
+void provision_termination_pass(Provisioner *p);
+void provision_catalog_swap(Provisioner *p);
+void provision_catalog_refresh(Provisioner *p);

@@ -8,7 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "agents/proxydrain.h"
-#include "disruption/disruption.h"
+#include "promtext.h"
 #include "strbuf.h"
 
 /* Provisioning: pending pods become EC2 instances.
@@ -25,11 +25,13 @@
 
 typedef struct Provisioner Provisioner;
 typedef struct Registry Registry;
+typedef struct Round Round;
+typedef struct SolverLaunch SolverLaunch;
 
 typedef struct ProvisionerConfig {
         const char *cluster_name;          /* the nodesmith.io/cluster tag */
         const char *kube_server, *kubeconfig; /* neither: in-cluster */
-        const char *region, *ec2_endpoint, *ssm_endpoint;
+        const char *region, *ec2_endpoint, *ssm_endpoint, *iam_endpoint;
         const char *catalog, *price_table; /* the shipped catalog; on-demand prices for EC2's */
         uint64_t catalog_refresh_ms;       /* 0: only the file */
         uint64_t batch_idle_ms, batch_max_ms;
@@ -43,7 +45,6 @@ typedef struct ProvisionerConfig {
         const char *agent_endpoint, *agent_ca, *agent_tls_server_name;
         const char *token;                 /* the agents' bootstrap token */
         uint64_t consolidation_interval_ms; /* 0: no disruption passes */
-        DisruptionConfig disruption;
         ProxyDrainsConfig proxy_drains;
 } ProvisionerConfig;
 
@@ -53,7 +54,28 @@ typedef struct ProvisionerPorts {
         /* The Lease is held and renewed within its deadline (NULL: no election, always). */
         bool (*acting)(void *userdata);
         const char *(*acting_as)(void *userdata); /* this replica's identity */
+        /* For people (status/): a launch gave this instance; a launch step failed (EC2's code and
+         * message); a round decided (pods it cannot place). */
+        void (*launched)(void *userdata, const char *instance_id, const char *instance_type, const char *zone,
+                         const char *capacity_type, const Round *rd, const SolverLaunch *l);
+        void (*launch_failed)(void *userdata, const Round *rd, const SolverLaunch *l, const char *step,
+                              const char *code, const char *message);
+        void (*decided)(void *userdata, const Round *rd);
+        /* EC2 gave this instance (before it is counted in flight). */
+        void (*new_instance)(void *userdata, const char *instance_id);
+        /* Pending pods were planned onto this existing node. */
+        void (*nominated)(void *userdata, const char *node);
+        /* Every consolidation-interval, while nothing else holds the loop: a disruption pass. */
+        void (*disrupt)(void *userdata);
 } ProvisionerPorts;
+
+/* Durations the provisioner observes, for /metrics. */
+typedef struct ProvisionerHistograms {
+        Histogram round_seconds;         /* a round: batch closed to its last launch */
+        Histogram solver_seconds;        /* compiling and placing */
+        Histogram registration_seconds;  /* launched to registered */
+} ProvisionerHistograms;
+const ProvisionerHistograms *provisioner_histograms(const Provisioner *p);
 
 /* registry: the nodes that report (the caller's, outlives the provisioner). */
 int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registry,
@@ -67,6 +89,9 @@ void provisioner_node_leaving(Provisioner *p, const NodeEntry *e);
 struct cJSON;
 /* The Node whose spec.providerID (aws:///ZONE/ID) names the instance, from the Node watch:
  * -EAGAIN until the watch has listed the Nodes, -ENOENT when there is none. */
+/* The Node watch (NULL without provisioning), for binding reports to their Node (nodebind.h). */
+struct KubeWatch;
+const struct KubeWatch *provisioner_nodes(Provisioner *p);
 int provisioner_find_node(Provisioner *p, const char *instance_id, const struct cJSON **ret);
 /* An instance launched but not registered yet is going away (a spot interruption, a state
  * change to stopping or terminated): it no longer counts as capacity on the way and its pods
@@ -77,7 +102,7 @@ bool provisioner_instance_leaving(Provisioner *p, const char *instance_id);
 void provisioner_metrics(Provisioner *p, StrBuf *b);
 /* {"inFlight": [...], "pending": N, ...} for /api/v1/provisioning. */
 char *provisioner_api(Provisioner *p);
-/* The last disruption pass explained, for /api/v1/disruption. */
-char *provisioner_disruption_api(Provisioner *p);
+/* The pod's uid from a round's "namespace/uid" key. */
+const char *provisioner_pod_uid(const char *key);
 /* The drains it runs for silent agents (NULL without a provisioner). */
 ProxyDrains *provisioner_proxy_drains(const Provisioner *p);

@@ -24,7 +24,9 @@ void solver_budget_start(Solver *s, uint64_t budget_usec) {
 bool solver_out_of_time(Solver *s) {
         if (s->out_of_time)
                 return true;
-        if (s->deadline_usec == 0 || ++s->budget_polls % BUDGET_POLL_EVERY != 0)
+        /* the first poll reads the clock (compiling the snapshot may have spent the budget
+         * already), then every BUDGET_POLL_EVERY-th */
+        if (s->deadline_usec == 0 || s->budget_polls++ % BUDGET_POLL_EVERY != 0)
                 return false;
         s->out_of_time = mono_usec() >= s->deadline_usec;
         return s->out_of_time;

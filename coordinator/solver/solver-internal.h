@@ -420,6 +420,6 @@ void solver_undo_all(Solver *s);
 int solver_build_result(Solver *s, SolverResult **ret);
 
 /* The time budget (SolverOptions.time_budget_usec): true once it is spent. Reads the clock
- * every 16th call, so it can sit in inner loops. */
+ * on the first call and every 16th after, so it can sit in inner loops. */
 bool solver_out_of_time(Solver *s);
 void solver_budget_start(Solver *s, uint64_t budget_usec);

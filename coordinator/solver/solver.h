@@ -196,6 +196,16 @@ typedef struct SolverKubelet {
         int64_t system_reserved_cpu;
         int64_t system_reserved_memory;
         int64_t eviction_memory;         /* memory.available hard threshold, bytes */
+        bool has_eviction_memory_pct;    /* memory.available as a percentage of memory */
+        double eviction_memory_pct;
+        bool has_eviction_nodefs, has_eviction_nodefs_pct; /* nodefs.available (default 10 %) */
+        int64_t eviction_nodefs;
+        double eviction_nodefs_pct;
+        bool has_kube_reserved_ephemeral, has_system_reserved_ephemeral; /* default 1 Gi, 0 */
+        int64_t kube_reserved_ephemeral, system_reserved_ephemeral;
+        /* EC2NodeClass instanceStorePolicy RAID0: ephemeral storage is the instance store's
+         * NVMe disks in one RAID-0 array where the type has any, else the root volume */
+        bool instance_store_raid0;
 } SolverKubelet;
 
 /* EKS/AL2023 kubelet formulas (what Karpenter assumes before a node of the type has reported):

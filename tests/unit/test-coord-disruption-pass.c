@@ -37,6 +37,7 @@ bool __wrap_kube_watch_synced(const KubeWatch *w) {
 typedef struct Fx {
         Registry registry;
         Provisioner p;
+        Disruption *d;
 } Fx;
 
 static int setup(void **state) {
@@ -48,7 +49,7 @@ static int setup(void **state) {
         f->p.registry = &f->registry;
         f->p.leading = true;
         f->p.learned = true;
-        assert_int_equal(disruption_new(&f->p.disruption), 0);
+        assert_int_equal(disruption_new(&f->p, &(DisruptionConfig) {}, &f->d), 0);
         snapshot_result = 0;
         snapshots = 0;
         log_set_max_level(LOG_EMERG); /* the failures are expected */
@@ -58,17 +59,17 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
         Fx *f = *state;
-        disruption_free(f->p.disruption);
+        disruption_free(f->d);
         sd_event_unref(f->p.event);
         free(f);
         return 0;
 }
 
 /* The value of nodesmith_disruption_pass_failures_total in the metrics. */
-static unsigned long failures(Provisioner *p) {
+static unsigned long failures(Disruption *d) {
         StrBuf b;
         strbuf_init(&b, 1 << 20);
-        disruption_metrics(p, &b);
+        disruption_metrics(d, &b);
         assert_int_equal(b.error, 0);
         const char *m = strstr(b.data, "\nnodesmith_disruption_pass_failures_total ");
         assert_non_null(m);
@@ -80,26 +81,26 @@ static unsigned long failures(Provisioner *p) {
 static void test_snapshot_failure_reported(void **state) {
         Fx *f = *state;
         snapshot_result = -EIO;
-        assert_int_equal(disruption_pass(&f->p), -EIO);
+        assert_int_equal(disruption_pass(f->d), -EIO);
         assert_int_equal(snapshots, 1);
-        assert_int_equal(failures(&f->p), 1);
-        char *explain = provisioner_disruption_api(&f->p);
+        assert_int_equal(failures(f->d), 1);
+        char *explain = disruption_api(f->d);
         assert_non_null(strstr(explain, "\"state\":\"failed\""));
         assert_non_null(strstr(explain, "building the snapshot"));
         free(explain);
         /* each failed pass counts */
         snapshot_result = -ENOMEM;
-        assert_int_equal(disruption_pass(&f->p), -ENOMEM);
-        assert_int_equal(failures(&f->p), 2);
+        assert_int_equal(disruption_pass(f->d), -ENOMEM);
+        assert_int_equal(failures(f->d), 2);
 }
 
 static void test_quiet_pass(void **state) {
         Fx *f = *state;
         /* nothing to disrupt: a pass that decided nothing is no failure */
-        assert_int_equal(disruption_pass(&f->p), 0);
+        assert_int_equal(disruption_pass(f->d), 0);
         assert_int_equal(snapshots, 1);
-        assert_int_equal(failures(&f->p), 0);
-        char *explain = provisioner_disruption_api(&f->p);
+        assert_int_equal(failures(f->d), 0);
+        char *explain = disruption_api(f->d);
         assert_null(strstr(explain, "\"state\":\"failed\""));
         free(explain);
 }
@@ -108,12 +109,12 @@ static void test_not_its_turn(void **state) {
         Fx *f = *state;
         snapshot_result = -EIO;
         f->p.leading = false;
-        assert_int_equal(disruption_pass(&f->p), 0);
+        assert_int_equal(disruption_pass(f->d), 0);
         f->p.leading = true;
         f->p.batch_open = true; /* provisioning first */
-        assert_int_equal(disruption_pass(&f->p), 0);
+        assert_int_equal(disruption_pass(f->d), 0);
         assert_int_equal(snapshots, 0);
-        assert_int_equal(failures(&f->p), 0);
+        assert_int_equal(failures(f->d), 0);
 }
 
 int main(void) {

@@ -91,7 +91,7 @@ static int teardown(void **state) {
 
 /* A server and a client on x's ipc:// address; the client accepts replies up to client_max. */
 static void link_open(Exchange *x, link_fast_t fast, size_t client_max) {
-        assert_int_equal(link_server_new(x->event, x->url, NULL, MAX_MSG, on_request, x, &x->server), 0);
+        assert_int_equal(link_server_new(x->event, x->url, NULL, MAX_MSG, NULL, on_request, x, &x->server), 0);
         if (fast)
                 link_server_set_fast(x->server, fast);
         assert_int_equal(link_client_new(x->event, x->url, NULL, client_max, 500, on_reply, x,
@@ -156,7 +156,7 @@ static void test_tls_needs_ca(void **state) {
         assert_null(c);
         /* a server without certificate and key is refused too */
         assert_true(link_server_new(x->event, "tls+tcp://127.0.0.1:0", &(LinkTls) {}, MAX_MSG,
-                                    on_request, x, &s) < 0);
+                                    NULL, on_request, x, &s) < 0);
         assert_null(s);
 }
 
@@ -228,7 +228,7 @@ static void test_oversized_request_dropped(void **state) {
 static void test_refuses_plain_url_of_unknown_scheme(void **state) {
         Exchange *x = *state;
         LinkServer *s = NULL;
-        assert_true(link_server_new(x->event, "nosuch://127.0.0.1:1", NULL, MAX_MSG, on_request, x,
+        assert_true(link_server_new(x->event, "nosuch://127.0.0.1:1", NULL, MAX_MSG, NULL, on_request, x,
                                     &s) < 0);
         assert_null(s);
 }

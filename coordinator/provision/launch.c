@@ -1,0 +1,745 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Launching one planned node: subnets, security groups, AMI, instance profile, launch template, CreateFleet. */
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agents/nodebind.h"
+#include "agents/proxydrain.h"
+#include "aws/aws-credentials.h"
+#include "aws/ec2.h"
+#include "aws/instanceprofile.h"
+#include "catalog-ec2.h"
+#include "fileio.h"
+#include "http.h"
+#include "kube.h"
+#include "launchclass.h"
+#include "log.h"
+#include "macro.h"
+#include "model/catalog.h"
+#include "model/nodepool.h"
+#include "model/userdata.h"
+#include "provisioner-internal.h"
+#include "solver/solver.h"
+
+/* ---- launching ---------------------------------------------------------------------------- */
+
+
+Resolved *provision_resolved_get(Provisioner *p, const char *node_class) {
+        for (size_t i = 0; i < p->n_resolved; i++)
+                if (streq(p->resolved[i]->node_class, strempty(node_class)))
+                        return p->resolved[i];
+        Resolved **n = realloc(p->resolved, (p->n_resolved + 1) * sizeof *n);
+        if (!n)
+                return NULL;
+        p->resolved = n;
+        Resolved *r = calloc(1, sizeof *r);
+        if (!r || !(r->node_class = strdup(strempty(node_class)))) {
+                free(r);
+                return NULL;
+        }
+        p->resolved[p->n_resolved++] = r;
+        return r;
+}
+
+void provision_resolved_reset(Resolved *r) {
+        for (size_t i = 0; i < r->n_subnets; i++) {
+                free(r->subnets[i].id);
+                free(r->subnets[i].zone);
+        }
+        r->n_subnets = 0;
+        for (size_t i = 0; r->sgs[i]; i++) {
+                free(r->sgs[i]);
+                r->sgs[i] = NULL;
+        }
+        for (int a = 0; a < 2; a++) {
+                free(r->ami[a]);
+                r->ami[a] = NULL;
+        }
+        free(r->profile);
+        r->profile = NULL;
+        r->resolved_usec = 0;
+}
+
+void provision_resolved_free(Resolved *r) {
+        if (!r)
+                return;
+        provision_resolved_reset(r);
+        for (int a = 0; a < 2; a++) {
+                free(r->template_name[a]);
+                free(r->template_hash[a]);
+        }
+        free(r->node_class);
+        free(r);
+}
+
+void provision_launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+        Round *rd = p->round;
+        if (rd->result && rd->next < rd->result->n_launches)
+                if (p->ports.launch_failed)
+                        p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[rd->next], what,
+                                               err ? err->code : NULL, err ? err->message : NULL);
+        p->launch_errors++;
+        provision_set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
+        log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
+        p->round->step = STEP_IDLE;
+        p->round->next++;
+        provision_round_next(p);
+}
+
+static const cJSON *class_terms(Provisioner *p, const char *node_class, const char *field) {
+        const cJSON *nc = node_class && p->nodeclasses ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
+        return jget(jget(nc, "spec"), field);
+}
+
+/* The filter for DescribeSubnets / DescribeSecurityGroups: the tag nodesmith.io/discovery=CLUSTER
+ * without a node class; a class's one term of plain tags as EC2 filters; else none, and the
+ * terms (ORed, with ids, names and "*" values) are matched on the answer. */
+size_t provision_selector_filters(Provisioner *p, const char *node_class, const char *field, Ec2Filter *f,
+                               char names[][160], const char *values[][2]) {
+        const cJSON *terms = class_terms(p, node_class, field);
+        const cJSON *first = cJSON_GetArrayItem(terms, 0), *tags = jget(first, "tags");
+        size_t n = 0;
+        const cJSON *t;
+        bool plain = cJSON_GetArraySize(terms) == 1 && cJSON_GetArraySize(first) == 1 && cJSON_GetArraySize(tags) <= 4;
+        cJSON_ArrayForEach(t, tags)
+                plain = plain && cJSON_IsString(t) && !strpbrk(t->valuestring, "*?[");
+        if (terms && !plain)
+                return 0;
+        cJSON_ArrayForEach(t, tags) {
+                if (n >= 4 || !cJSON_IsString(t))
+                        break;
+                snprintf(names[n], 160, "tag:%s", t->string);
+                values[n][0] = t->valuestring;
+                f[n] = (Ec2Filter) { .name = names[n], .values = values[n], .n_values = 1 };
+                n++;
+        }
+        if (n == 0) {
+                snprintf(names[0], 160, "tag:nodesmith.io/discovery");
+                values[0][0] = p->cfg.cluster_name;
+                f[0] = (Ec2Filter) { .name = names[0], .values = values[0], .n_values = 1 };
+                n = 1;
+        }
+        return n;
+}
+
+
+/* What DescribeSubnets and DescribeSecurityGroups found, kept for the node class. */
+static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list, const cJSON *terms) {
+        for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
+                if (!launchclass_terms_match(terms, list->items[i].id, NULL, list->items[i].vpc_id, list->items[i].tags,
+                                             list->items[i].n_tags))
+                        continue;
+                res->subnets[res->n_subnets].id = strdup(list->items[i].id);
+                res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
+                res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
+                res->n_subnets++;
+        }
+}
+
+static void resolved_add_sgs(Resolved *res, const Ec2SecurityGroupList *list, const cJSON *terms) {
+        size_t k = 0;
+        for (size_t i = 0; i < list->n && k < MAX_SGS; i++)
+                if (launchclass_terms_match(terms, list->items[i].id, list->items[i].name, list->items[i].vpc_id,
+                                            list->items[i].tags, list->items[i].n_tags))
+                        res->sgs[k++] = strdup(list->items[i].id);
+}
+
+/* Subnets and security groups of a node class, looked up before the first solve: the solver
+ * must know which zones nodes can go to. */
+typedef struct Prefetch {
+        Provisioner *p;
+        Resolved *res;
+        char *node_class;
+} Prefetch;
+
+static void prefetch_done(Prefetch *pf, bool ok) {
+        Provisioner *p = pf->p;
+        pf->res->prefetching = false;
+        if (ok)
+                pf->res->resolved_usec = provision_now_usec(p);
+        free(pf->node_class);
+        free(pf);
+        /* The round that waited for this look-up had closed its batch: solve now, with the
+         * pods that came meanwhile, rather than after another idle window. */
+        if (p->round) {
+                provisioner_poke(p); /* a round under way: after it */
+                return;
+        }
+        provision_batch_close(p);
+        provision_round_start(p);
+}
+
+static void on_prefetch_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
+        Prefetch *pf = userdata;
+        if (!err)
+                resolved_add_sgs(pf->res, list, class_terms(pf->p, isempty(pf->node_class) ? NULL : pf->node_class,
+                                                              "securityGroupSelectorTerms"));
+        else
+                log_warning("DescribeSecurityGroups failed: %s %s", err->code, err->message);
+        ec2_security_group_list_free(list);
+        prefetch_done(pf, !err);
+}
+
+static void on_prefetch_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list, void *userdata) {
+        Prefetch *pf = userdata;
+        Resolved *res = pf->res;
+        if (err) {
+                log_warning("DescribeSubnets failed: %s %s", err->code, err->message);
+                ec2_subnet_list_free(list);
+                return prefetch_done(pf, false);
+        }
+        resolved_add_subnets(res, list, class_terms(pf->p, isempty(pf->node_class) ? NULL : pf->node_class,
+                                                    "subnetSelectorTerms"));
+        ec2_subnet_list_free(list);
+        if (res->n_subnets == 0) {
+                log_warning("No subnet matches the selector of EC2NodeClass %s.",
+                            isempty(pf->node_class) ? "(default)" : pf->node_class);
+                return prefetch_done(pf, false);
+        }
+        Ec2Filter f[4];
+        char names[4][160];
+        const char *values[4][2] = {};
+        size_t nf = provision_selector_filters(pf->p, pf->node_class, "securityGroupSelectorTerms", f, names, values);
+        if (ec2_describe_security_groups(pf->p->ec2, NULL, f, nf, on_prefetch_sgs, pf) < 0)
+                prefetch_done(pf, false);
+}
+
+/* Returns true when a look-up was started (or is under way): solve after it. */
+bool provision_prefetch(Provisioner *p, const char *node_class) {
+        Resolved *res = provision_resolved_get(p, node_class);
+        uint64_t now = provision_now_usec(p);
+        if (!res || res->resolved_usec)
+                return false;
+        if (res->prefetching)
+                return true;
+        if (res->prefetch_usec && now - res->prefetch_usec < 30 * USEC_PER_SEC)
+                return false; /* it failed lately: solve without knowing the zones */
+        Prefetch *pf = calloc(1, sizeof *pf);
+        if (!pf)
+                return false;
+        pf->p = p;
+        pf->res = res;
+        pf->node_class = strdup(strempty(node_class));
+        provision_resolved_reset(res);
+        Ec2Filter f[4];
+        char names[4][160];
+        const char *values[4][2] = {};
+        size_t nf = provision_selector_filters(p, node_class, "subnetSelectorTerms", f, names, values);
+        res->prefetch_usec = now;
+        if (!pf->node_class || ec2_describe_subnets(p->ec2, NULL, f, nf, on_prefetch_subnets, pf) < 0) {
+                free(pf->node_class);
+                free(pf);
+                return false;
+        }
+        res->prefetching = true;
+        return true;
+}
+
+void provision_on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err) {
+                ec2_subnet_list_free(list);
+                return provision_launch_failed(p, "DescribeSubnets", err);
+        }
+        Resolved *res = rd->res;
+        resolved_add_subnets(res, list, class_terms(p, isempty(res->node_class) ? NULL : res->node_class,
+                                                    "subnetSelectorTerms"));
+        ec2_subnet_list_free(list);
+        if (res->n_subnets == 0) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
+                snprintf(e.code, sizeof e.code, "NoSubnets");
+                snprintf(e.message, sizeof e.message, "no subnet matches the node class's selector");
+                return provision_launch_failed(p, "DescribeSubnets", &e);
+        }
+        rd->step = STEP_SGS;
+        provision_round_next(p);
+}
+
+void provision_on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err) {
+                ec2_security_group_list_free(list);
+                return provision_launch_failed(p, "DescribeSecurityGroups", err);
+        }
+        resolved_add_sgs(rd->res, list, class_terms(p, isempty(rd->res->node_class) ? NULL : rd->res->node_class,
+                                                    "securityGroupSelectorTerms"));
+        ec2_security_group_list_free(list);
+        if (!rd->res->sgs[0]) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
+                snprintf(e.code, sizeof e.code, "NoSecurityGroups");
+                snprintf(e.message, sizeof e.message, "no security group matches the node class's selector");
+                rd->res->resolved_usec = 0; /* looked up again next time */
+                return provision_launch_failed(p, "DescribeSecurityGroups", &e);
+        }
+        rd->step = STEP_PROFILE;
+        provision_round_next(p);
+}
+
+/* The node class's spec (NULL: none) and what it puts into a launch (in the round's arena). */
+static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_class, const cJSON **ret_spec) {
+        const cJSON *spec = node_class ? jget(kube_watch_get(p->nodeclasses, NULL, node_class), "spec") : NULL;
+        LaunchClass *lc = solver_arena_alloc(rd->arena, sizeof *lc);
+        if (!lc || launchclass_from_spec(spec, lc) < 0)
+                return NULL;
+        if (ret_spec)
+                *ret_spec = spec;
+        return lc;
+}
+
+static void on_profile(const Ec2Error *err, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err)
+                return provision_launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+        provision_round_next(p);
+}
+
+/* The instance profile the class's nodes get: spec.instanceProfile as it is; for spec.role one
+ * made and kept by nodesmith; no class: the coordinator's --instance-profile. Returns 1 when a
+ * look-up was started (on_profile continues). */
+int provision_profile_resolve(Provisioner *p, Round *rd, const char *node_class) {
+        const ProvisionerConfig *cfg = &p->cfg;
+        const cJSON *spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, node_class, &spec);
+        if (!lc)
+                return -ENOMEM;
+        const char *role = lc->role, *named = lc->instance_profile;
+        char name[160];
+        if (!role) {
+                rd->res->profile = strdup(named ?: strempty(cfg->instance_profile));
+                return rd->res->profile ? 0 : -ENOMEM;
+        }
+        int r = launchclass_profile_name(cfg->cluster_name, cfg->region, node_class, name, sizeof name);
+        if (r < 0)
+                return r;
+        rd->res->profile = strdup(name);
+        if (!rd->res->profile)
+                return -ENOMEM;
+        InstanceProfileSpec ips = { .name = name, .role = role, .cluster = cfg->cluster_name, .region = cfg->region,
+                                    .nodeclass = node_class, .tags = lc->tags, .n_tags = lc->n_tags };
+        r = instance_profile_ensure(p->ec2, &ips, on_profile, p);
+        if (r < 0) {
+                free(rd->res->profile);
+                rd->res->profile = NULL;
+                return r;
+        }
+        return 1;
+}
+
+static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err) {
+                free(value);
+                return provision_launch_failed(p, "GetParameter (EKS AMI)", err);
+        }
+        free(rd->res->ami[rd->arch]);
+        rd->res->ami[rd->arch] = value;
+        rd->res->resolved_usec = provision_now_usec(p);
+        rd->step = STEP_TEMPLATE;
+        provision_round_next(p);
+}
+
+int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size);
+
+/* One term's images: the newest available one of the architecture competes with the other
+ * terms' (terms are ORed); after the last term the newest of all is the image. */
+static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        const char *arch = rd->arch ? "arm64" : "x86_64";
+        if (err) {
+                ec2_image_list_free(list);
+                free(rd->ami_best);
+                rd->ami_best = NULL;
+                return provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", err);
+        }
+        const Ec2Image *img = NULL;
+        for (size_t i = 0; list && i < list->n && !img; i++)
+                if (streq_ptr(list->items[i].architecture, arch) &&
+                    (!list->items[i].state || streq(list->items[i].state, "available")))
+                        img = &list->items[i];
+        if (img && (!rd->ami_best || img->creation_date > rd->ami_best_date)) {
+                free(rd->ami_best);
+                rd->ami_best = strdup(img->id);
+                rd->ami_best_date = img->creation_date;
+        }
+        ec2_image_list_free(list);
+        const SolverNodePool *pool = &rd->snap.nodepools[rd->result->launches[rd->next].nodepool];
+        const cJSON *terms = class_terms(p, pool->node_class, "amiSelectorTerms");
+        if (++rd->ami_term < (size_t) cJSON_GetArraySize(terms)) {
+                char ssm[256];
+                int r = provision_ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
+                if (r >= 0)
+                        return;
+                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                snprintf(e.code, sizeof e.code, "Local");
+                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                return provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+        char *id = TAKE_PTR(rd->ami_best);
+        if (!id) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND, .error = -ENOENT };
+                snprintf(e.code, sizeof e.code, "NoMatchingImage");
+                snprintf(e.message, sizeof e.message, "no available %s image matches the EC2NodeClass's amiSelectorTerms",
+                         arch);
+                return provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+        on_ami(ec2, NULL, id, p);
+}
+
+/* An ssmParameter term's image id, then that image (its architecture and state). */
+static void on_term_parameter(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
+        Provisioner *p = userdata;
+        if (err) {
+                free(value);
+                return provision_launch_failed(p, "GetParameter (amiSelectorTerms ssmParameter)", err);
+        }
+        const char *ids[2] = { value, NULL };
+        int r = ec2_describe_images(p->ec2, ids, NULL, NULL, 0, on_images, p);
+        free(value);
+        if (r < 0) {
+                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                snprintf(e.code, sizeof e.code, "Local");
+                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+}
+
+/* The image for the launch's architecture from the EC2NodeClass's amiSelectorTerms: an alias
+ * (al2023@latest, al2023@vYYYYMMDD: the SSM parameters AWS publishes); else each term in turn
+ * (an id; an ssmParameter holding an id; a name, tags and owner), the newest available image
+ * of the architecture among them. No terms: al2023@latest. */
+int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size) {
+        const cJSON *terms = class_terms(p, node_class, "amiSelectorTerms");
+        const char *arch = rd->arch ? "arm64" : "x86_64", *k8s = p->cfg.kubernetes_version;
+        const cJSON *first = cJSON_GetArrayItem(terms, 0);
+        const char *alias = jstr(first, "alias");
+        if (!first || alias) {
+                const char *at = alias ? strchr(alias, '@') : NULL;
+                const char *ver = at ? at + 1 : "latest";
+                if (alias && strncmp(alias, "bottlerocket@", 13) == 0) /* amiFamily Custom with this alias */
+                        snprintf(ssm, size, "/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, ver);
+                else if (streq(ver, "latest"))
+                        snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
+                                 k8s, arch);
+                else
+                        snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/"
+                                            "amazon-eks-node-al2023-%s-standard-%s-%s/image_id", k8s, arch, arch, k8s, ver);
+                return ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
+        }
+        const cJSON *t = cJSON_GetArrayItem(terms, (int) rd->ami_term);
+        if (!t)
+                return -ENOENT;
+        if (jstr(t, "ssmParameter"))
+                return ec2_ssm_get_parameter(p->ec2, jstr(t, "ssmParameter"), on_term_parameter, p);
+        const char *ids[2] = { jstr(t, "id"), NULL }, *owners[2] = { jstr(t, "owner"), NULL }, *archv[1] = { arch };
+        Ec2Filter f[EC2_MAX_FILTERS];
+        char names[EC2_MAX_FILTERS][160];
+        const char *values[EC2_MAX_FILTERS][1];
+        size_t nf = 0;
+        f[nf++] = (Ec2Filter) { .name = "architecture", .values = archv, .n_values = 1 };
+        if (jstr(t, "name")) {
+                values[nf][0] = jstr(t, "name");
+                f[nf] = (Ec2Filter) { .name = "name", .values = values[nf], .n_values = 1 };
+                nf++;
+        }
+        const cJSON *tag;
+        cJSON_ArrayForEach(tag, jget(t, "tags")) {
+                if (!cJSON_IsString(tag) || nf >= ELEMENTSOF(f))
+                        return -E2BIG;
+                snprintf(names[nf], sizeof names[nf], "tag:%s", tag->string);
+                values[nf][0] = tag->valuestring;
+                f[nf] = (Ec2Filter) { .name = names[nf], .values = values[nf], .n_values = 1 };
+                nf++;
+        }
+        return ec2_describe_images(p->ec2, ids[0] ? ids : NULL, owners[0] ? owners : NULL, f, nf, on_images, p);
+}
+
+void provision_on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        /* a template of that name already made earlier (by us, or by the leader before us) is
+         * used by name: its name carries the content hash */
+        if (err && !strstr(err->code, "AlreadyExists")) {
+                ec2_launch_template_free(t);
+                return provision_launch_failed(p, "CreateLaunchTemplate", err);
+        }
+        ec2_launch_template_free(t);
+        rd->step = STEP_FLEET;
+        provision_round_next(p);
+}
+
+int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *ret_create,
+                        Ec2LaunchTemplateSpec *spec, char **ret_userdata) {
+        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        Resolved *res = rd->res;
+        const ProvisionerConfig *cfg = &p->cfg;
+        _cleanup_free_ char *ud = NULL;
+
+        /* labels and taints the node registers with: the pool's, and what the plan narrowed */
+        size_t nl = l->n_labels, ntt = pool->n_taints + pool->n_startup_taints;
+        const char **labels = solver_arena_alloc(rd->arena, (nl + 3) * sizeof *labels);
+        const char **taints = solver_arena_alloc(rd->arena, (ntt + 1) * sizeof *taints);
+        if (!labels || !taints)
+                return -ENOMEM;
+        for (size_t i = 0; i < nl; i++)
+                labels[i] = solver_arena_printf(rd->arena, "%s=%s", l->labels[i].key, l->labels[i].value);
+        /* what the node was made from, so that drift can be told later */
+        char h[17];
+        disruption_pool_hash(kube_watch_get(p->nodepools, NULL, pool->name), h);
+        if (h[0])
+                labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_POOL_HASH, h);
+        if (pool->node_class) {
+                disruption_class_hash(kube_watch_get(p->nodeclasses, NULL, pool->node_class), h);
+                if (h[0])
+                        labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_CLASS_HASH, h);
+        }
+        size_t k = 0;
+        static const char *const eff[] = { "NoSchedule", "PreferNoSchedule", "NoExecute" };
+        for (size_t i = 0; i < pool->n_taints; i++)
+                taints[k++] = solver_arena_printf(rd->arena, "%s%s%s:%s", pool->taints[i].key,
+                                                  pool->taints[i].value ? "=" : "", strempty(pool->taints[i].value),
+                                                  eff[pool->taints[i].effect]);
+        for (size_t i = 0; i < pool->n_startup_taints; i++)
+                taints[k++] = solver_arena_printf(rd->arena, "%s%s%s:%s", pool->startup_taints[i].key,
+                                                  pool->startup_taints[i].value ? "=" : "",
+                                                  strempty(pool->startup_taints[i].value),
+                                                  eff[pool->startup_taints[i].effect]);
+        UserDataSpec uds = {
+                .cluster_name = cfg->cluster_name,
+                .api_server_endpoint = cfg->cluster_endpoint,
+                .certificate_authority = cfg->cluster_ca,
+                .cidr = cfg->cluster_cidr,
+                .labels = labels,
+                .taints = taints,
+                .coordinator = cfg->agent_endpoint,
+                .coordinator_ca_pem = p->agent_ca_pem,
+                .tls_server_name = cfg->agent_tls_server_name,
+                .token = cfg->token,
+                .nodepool = pool->name,
+        };
+        const cJSON *class_spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, &class_spec);
+        if (!lc)
+                return -ENOMEM;
+        int r;
+        uds.kubelet = lc->kubelet;
+        uds.user_data = lc->user_data;
+        uds.raid0 = lc->raid0;
+        if (streq(lc->ami_family, "Custom"))
+                r = (ud = strdup(strempty(lc->user_data))) ? 0 : -ENOMEM; /* as given, as Karpenter does */
+        else
+                r = userdata_render(&uds, &ud);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *class_json = class_spec ? cJSON_PrintUnformatted(class_spec) : NULL;
+
+        /* The template's name carries a hash of what it holds: a change makes a new one. */
+        char hash[65];
+        StrBuf b;
+        strbuf_init(&b, 1u << 20);
+        strbuf_printf(&b, "%s|%s|%s|%s|", strempty(res->ami[rd->arch]), ud, strempty(res->profile), strempty(class_json));
+        for (size_t i = 0; res->sgs[i]; i++)
+                strbuf_printf(&b, "%s,", res->sgs[i]);
+        provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
+        strbuf_done(&b);
+        char *name = solver_arena_printf(rd->arena, "nodesmith-%s-%s-%s-%.12s", cfg->cluster_name, pool->name,
+                                         rd->arch ? "arm64" : "amd64", hash);
+        if (!name)
+                return -ENOMEM;
+        *ret_create = !streq_ptr(res->template_name[rd->arch], name);
+        r = free_and_strdup(&res->template_name[rd->arch], name);
+        if (r < 0)
+                return r;
+        *spec = (Ec2LaunchTemplateSpec) {
+                .name = name,
+                .image_id = res->ami[rd->arch],
+                .instance_profile_name = isempty(res->profile) ? NULL : res->profile,
+                .security_group_ids = (const char *const *) res->sgs,
+                .block_devices = lc->devices,
+                .n_block_devices = lc->n_devices,
+                .metadata_hop_limit = lc->hop_limit,
+                .http_tokens = lc->http_tokens,
+                .http_endpoint = lc->http_endpoint,
+                .http_protocol_ipv6 = lc->http_protocol_ipv6,
+                .detailed_monitoring = lc->detailed_monitoring,
+                .enclave = lc->enclave,
+                .associate_public_ip = lc->associate_public_ip,
+                .tags = lc->tags,
+                .n_tags = lc->n_tags,
+                .interface_tags = lc->tags,
+                .n_interface_tags = lc->n_tags,
+                .client_token = solver_arena_printf(rd->arena, "%.32s", hash),
+        };
+        *ret_userdata = TAKE_PTR(ud);
+        return 0;
+}
+
+static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        const SolverLaunch *l = &rd->result->launches[rd->next];
+        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+
+        if (err) {
+                ec2_fleet_result_free(res);
+                if (err->kind == EC2_ERROR_INSUFFICIENT_CAPACITY) {
+                        for (size_t i = 0; i < l->n_offerings; i++)
+                                provision_ice_mark(p, rd->snap.types[l->offerings[i].type].name, l->offerings[i].zone,
+                                         l->offerings[i].capacity_type);
+                        rd->launched_nothing = true;
+                }
+                return provision_launch_failed(p, "CreateFleet", err);
+        }
+        size_t launched = ec2_fleet_result_count(res);
+        for (size_t i = 0; i < res->n_errors; i++) {
+                const Ec2FleetError *fe = &res->errors[i];
+                log_notice("CreateFleet for NodePool %s: %s on %s in %s (%s): %s", pool->name, strempty(fe->code),
+                           strempty(fe->instance_type), strempty(fe->zone), strempty(fe->lifecycle),
+                           strempty(fe->message));
+                if (fe->code && strstr(fe->code, "InsufficientInstanceCapacity")) {
+                        int ct = fe->lifecycle ? solver_capacity_type_from_name(fe->lifecycle) : (int) l->capacity_type;
+                        provision_ice_mark(p, fe->instance_type, fe->zone, ct >= 0 ? (SolverCapacityType) ct : l->capacity_type);
+                }
+        }
+        for (size_t i = 0; i < res->n_instances; i++) {
+                const Ec2FleetInstances *in = &res->instances[i];
+                SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
+                for (char **id = in->instance_ids; id && *id; id++) {
+                        if (p->ports.new_instance)
+                                p->ports.new_instance(p->ports.userdata, *id);
+                        if (provision_inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, provision_now_usec(p), l->n_pods) > 0) {
+                                provision_inflight_nominate(p, *id, rd, l);
+                                p->instances_launched++;
+                                log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
+                                           strempty(in->instance_type), solver_capacity_type_to_name(ct),
+                                           strempty(in->zone), pool->name, l->n_pods, l->price);
+                                if (p->ports.launched)
+                                        p->ports.launched(p->ports.userdata, *id, in->instance_type, in->zone,
+                                                          solver_capacity_type_to_name(ct), rd, l);
+                        }
+                }
+        }
+        /* tell the pods where they go, as kube-scheduler's nominations do */
+        const char *first_id = NULL, *first_type = NULL, *first_zone = NULL;
+        for (size_t i = 0; i < res->n_instances && !first_id; i++)
+                if (res->instances[i].instance_ids && res->instances[i].instance_ids[0]) {
+                        first_id = res->instances[i].instance_ids[0];
+                        first_type = res->instances[i].instance_type;
+                        first_zone = res->instances[i].zone;
+                }
+        for (size_t i = 0; first_id && i < l->n_pods; i++) {
+                const SolverPod *sp = &rd->snap.pods[l->pods[i]];
+                char msg[256];
+                snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s",
+                         first_id, strempty(first_type), strempty(first_zone), pool->name);
+                KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
+                                     .name = sp->name, .uid = provisioner_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
+                                     .message = msg, .component = "nodesmith-coordinator" };
+                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+        }
+        if (first_id) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "Launched %s (%s in %s) for %zu pod(s)", first_id, strempty(first_type),
+                         strempty(first_zone), l->n_pods);
+                KubeEventInfo ev = { .api_version = "nodesmith.io/v1", .kind = "NodePool", .name = pool->name,
+                                     .reason = "Launched", .message = msg, .component = "nodesmith-coordinator" };
+                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+        }
+        if (launched == 0) {
+                if (p->ports.launch_failed)
+                        p->ports.launch_failed(p->ports.userdata, rd, l, "CreateFleet",
+                                               res->n_errors ? res->errors[0].code : NULL,
+                                               res->n_errors ? res->errors[0].message : NULL);
+                rd->launched_nothing = true;
+                p->launch_errors++;
+                provision_set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);
+        } else {
+                p->launches++;
+                p->pods_nominated += l->n_pods;
+        }
+        ec2_fleet_result_free(res);
+        rd->step = STEP_IDLE;
+        rd->next++;
+        provision_round_next(p);
+}
+
+int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
+        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        Resolved *res = rd->res;
+        Ec2FleetOverride ov[EC2_MAX_FLEET_OVERRIDES];
+        size_t n = 0;
+        const char *arch = provision_arch_of_type(&rd->snap.types[l->type]);
+
+        /* ranked offerings of the plan's architecture, each in the zone's subnet with the most
+         * free addresses */
+        for (size_t i = 0; i < l->n_offerings && n < EC2_MAX_FLEET_OVERRIDES; i++) {
+                const SolverLaunchOffering *o = &l->offerings[i];
+                if (o->capacity_type != l->capacity_type || !streq(provision_arch_of_type(&rd->snap.types[o->type]), arch))
+                        continue;
+                const Subnet *best = NULL;
+                for (size_t s = 0; s < res->n_subnets; s++)
+                        if (streq(res->subnets[s].zone, o->zone) && (!best || res->subnets[s].free_ips > best->free_ips))
+                                best = &res->subnets[s];
+                if (!best)
+                        continue;
+                ov[n] = (Ec2FleetOverride) { .instance_type = rd->snap.types[o->type].name,
+                                             .subnet_id = best->id,
+                                             .availability_zone = o->zone,
+                                             .priority = (double) n };
+                n++;
+        }
+        if (n == 0) {
+                rd->launched_nothing = true; /* solve again, now that the subnets' zones are known */
+                return -ENOENT;
+        }
+
+        /* The ClientToken is derived from the plan (pool, pods, offerings): a retry of the same
+         * plan is the same fleet; a plan changed by capacity errors is a new one. */
+        StrBuf b;
+        strbuf_init(&b, 1u << 22);
+        /* ... and by how many instances this coordinator has launched so far: once a plan's fleet
+         * exists, the same pods planned again later (their node could not take them) must make
+         * a new fleet, not get the old one back from EC2's idempotency */
+        strbuf_printf(&b, "%s|%s|%llu|", p->cfg.cluster_name, pool->name, (unsigned long long) p->instances_launched);
+        for (size_t i = 0; i < l->n_pods; i++)
+                strbuf_printf(&b, "%s,", strempty(rd->pod_uids[l->pods[i]]));
+        for (size_t i = 0; i < n; i++)
+                strbuf_printf(&b, "%s/%s;", ov[i].instance_type, ov[i].availability_zone);
+        char hash[65];
+        provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
+        strbuf_done(&b);
+
+        char token[48], name[128];
+        snprintf(token, sizeof token, "nodesmith-%.32s", hash);
+        snprintf(name, sizeof name, "nodesmith-%s-%s", p->cfg.cluster_name, pool->name);
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, NULL);
+        if (!lc)
+                return -ENOMEM;
+        Ec2FleetSpec spec = {
+                .context = lc->context,
+                .extra_tags = lc->tags,
+                .n_extra_tags = lc->n_tags,
+                .launch_template_name = res->template_name[rd->arch],
+                .overrides = ov,
+                .n_overrides = n,
+                .target_capacity = 1,
+                .capacity_type = l->capacity_type == SOLVER_CAPACITY_SPOT ? EC2_CAPACITY_SPOT : EC2_CAPACITY_ON_DEMAND,
+                .nodepool = pool->name,
+                .name_tag = name,
+                .client_token = token,
+        };
+        if (!provisioner_acting(p))
+                return -ESTALE;
+        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s, acting replica %s.", pool->name, n,
+                 ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token, provisioner_acting_as(p));
+        return ec2_create_fleet(p->ec2, &spec, on_fleet, p);
+}

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Provisioning rounds: snapshot, solve within the time budget, then the launches one after another. */
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agents/nodebind.h"
+#include "agents/proxydrain.h"
+#include "aws/aws-credentials.h"
+#include "aws/ec2.h"
+#include "aws/instanceprofile.h"
+#include "catalog-ec2.h"
+#include "fileio.h"
+#include "http.h"
+#include "kube.h"
+#include "launchclass.h"
+#include "log.h"
+#include "macro.h"
+#include "model/catalog.h"
+#include "model/nodepool.h"
+#include "model/userdata.h"
+#include "provisioner-internal.h"
+#include "solver/solver.h"
+
+/* Drives the launches of the round: resolve what the node class needs, make the launch
+ * template, create the fleet; then the next launch. */
+void provision_round_next(Provisioner *p) {
+        Round *rd = p->round;
+        int r = 0;
+        char ssm[256];
+
+        for (;;) {
+                if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
+                        return provision_round_finish(p);
+                const SolverLaunch *l = &rd->result->launches[rd->next];
+                const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+                switch (rd->step) {
+                case STEP_IDLE:
+                        rd->res = provision_resolved_get(p, pool->node_class);
+                        if (!rd->res) {
+                                log_oom();
+                                return provision_round_finish(p);
+                        }
+                        rd->arch = provision_arch_index(provision_arch_of_type(&rd->snap.types[l->type]));
+                        if (rd->res->resolved_usec == 0 || provision_now_usec(p) - rd->res->resolved_usec > RESOLVE_TTL_USEC) {
+                                provision_resolved_reset(rd->res);
+                                rd->step = STEP_SUBNETS;
+                        } else if (!rd->res->profile)
+                                rd->step = STEP_PROFILE;
+                        else if (!rd->res->ami[rd->arch])
+                                rd->step = STEP_AMI;
+                        else
+                                rd->step = STEP_TEMPLATE;
+                        continue;
+                case STEP_SUBNETS: {
+                        Ec2Filter f[4];
+                        char names[4][160];
+                        const char *values[4][2] = {};
+                        size_t nf = provision_selector_filters(p, pool->node_class, "subnetSelectorTerms", f, names, values);
+                        r = ec2_describe_subnets(p->ec2, NULL, f, nf, provision_on_subnets, p);
+                        break;
+                }
+                case STEP_SGS: {
+                        Ec2Filter f[4];
+                        char names[4][160];
+                        const char *values[4][2] = {};
+                        size_t nf = provision_selector_filters(p, pool->node_class, "securityGroupSelectorTerms", f, names, values);
+                        r = ec2_describe_security_groups(p->ec2, NULL, f, nf, provision_on_sgs, p);
+                        break;
+                }
+                case STEP_PROFILE:
+                        r = provision_profile_resolve(p, rd, pool->node_class);
+                        if (r == 0) {
+                                rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+                                continue;
+                        }
+                        break;
+                case STEP_AMI:
+                        rd->ami_term = 0;
+                        free(rd->ami_best);
+                        rd->ami_best = NULL;
+                        r = provision_ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
+                        break;
+                case STEP_TEMPLATE: {
+                        Ec2LaunchTemplateSpec spec;
+                        bool create = false;
+                        _cleanup_free_ char *ud = NULL;
+                        r = provision_template_for(p, rd, l, &create, &spec, &ud);
+                        if (r >= 0 && create) {
+                                spec.user_data = ud;
+                                r = ec2_create_launch_template(p->ec2, &spec, provision_on_template, p);
+                                if (ud)
+                                        explicit_bzero(ud, strlen(ud));
+                                break;
+                        }
+                        if (r >= 0) {
+                                rd->step = STEP_FLEET;
+                                continue;
+                        }
+                        break;
+                }
+                case STEP_FLEET:
+                        r = provision_fleet_start(p, rd, l);
+                        if (r == -ESTALE) /* no longer acting: nothing is launched */
+                                return provision_round_finish(p);
+                        break;
+                }
+                if (r < 0) {
+                        Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                        snprintf(e.code, sizeof e.code, "Local");
+                        snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                        provision_launch_failed(p, "launch", &e);
+                }
+                return; /* the callback continues */
+        }
+}
+
+void provisioner_round_free(Round *rd) {
+        if (!rd)
+                return;
+        free(rd->ami_best);
+        solver_result_free(rd->result);
+        solver_free(rd->solver);
+        nodepool_objects_free(rd->objects);
+        solver_arena_free(rd->arena);
+        free(rd);
+}
+
+void provision_round_finish(Provisioner *p) {
+        Round *rd = p->round;
+        if (!rd)
+                return;
+        p->last_round_seconds = (double) (provision_now_usec(p) - rd->started_usec) / 1e6;
+        histogram_observe(&p->histograms.round_seconds, p->last_round_seconds);
+        bool again = rd->launched_nothing || rd->budget_cut;
+        p->round = NULL;
+        provisioner_round_free(rd);
+        provision_catalog_swap(p); /* a catalog built meanwhile: the round no longer points into the old one */
+        /* capacity errors: solve again at once with those offerings left out; pods that came
+         * while we were busy: their batch fires now */
+        if (again || p->batch_open)
+                provisioner_poke(p);
+}
+
+void provision_round_start(Provisioner *p) {
+        Round *rd = NULL;
+        size_t pending = 0;
+        char *err = NULL;
+        int r;
+
+        if (!p->leading || !p->learned || p->round)
+                return; /* the round under way pokes again when it ends */
+        /* A new leader first gives the agents a couple of report intervals to reach it, so it
+         * knows what runs on the nodes before it decides anything. */
+        uint64_t sync = 2 * p->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
+        if (provision_now_usec(p) - p->leading_since_usec < sync) {
+                provisioner_poke(p);
+                return;
+        }
+        if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodepools) || !kube_watch_synced(p->nodes)) {
+                provisioner_poke(p);
+                return;
+        }
+        rd = calloc(1, sizeof *rd);
+        if (!rd || solver_arena_new(&rd->arena) < 0) {
+                free(rd);
+                log_oom();
+                return;
+        }
+        rd->started_usec = provision_now_usec(p);
+        p->round = rd;
+        p->rounds++;
+        log_debug("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
+
+        r = provisioner_snapshot(p, rd, &pending);
+        p->pending_unschedulable = pending;
+        if (r < 0 || pending == 0) {
+                p->round = NULL;
+                provisioner_round_free(rd);
+                return;
+        }
+        /* the zones nodes can go to must be known before solving */
+        bool waiting = false;
+        for (size_t i = 0; i < rd->snap.n_nodepools; i++)
+                waiting |= provision_prefetch(p, rd->snap.nodepools[i].node_class);
+        if (waiting) {
+                p->round = NULL;
+                provisioner_round_free(rd);
+                return; /* the look-up starts the round again when done */
+        }
+        /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
+        rd->pod_uids = solver_arena_alloc(rd->arena, (rd->snap.n_pods + 1) * sizeof(char *));
+        if (!rd->pod_uids) {
+                p->round = NULL;
+                provisioner_round_free(rd);
+                return;
+        }
+        for (size_t i = 0; i < rd->snap.n_pods; i++) {
+                const SolverPod *sp = &rd->snap.pods[i];
+                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
+                rd->pod_uids[i] = solver_arena_printf(rd->arena, "%s/%s", strempty(sp->namespace_),
+                                                      obj ? strempty(kube_object_meta(obj, "uid")) : strempty(sp->name));
+        }
+
+        uint64_t t0 = provision_clock_usec();
+        r = solver_new(&rd->snap, &rd->solver, &err);
+        if (r >= 0) {
+                SolverOptions opts = SOLVER_OPTIONS_DEFAULT;
+                /* a consolidation that found its replacement on-demand (spot is not replaced by
+                 * spot unless allowed) launches it so */
+                NodeEntry *e;
+                REGISTRY_FOREACH(e, p->registry)
+                        opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
+                /* the budget covers compiling the snapshot too: what is left of it */
+                uint64_t budget = p->cfg.solver_budget_ms * USEC_PER_MSEC, spent = provision_clock_usec() - t0;
+                opts.time_budget_usec = budget == 0 ? 0 : budget > spent ? budget - spent : 1;
+                r = solver_provision(rd->solver, &opts, &rd->result);
+        }
+        p->last_decision_seconds = (double) (provision_clock_usec() - t0) / 1e6;
+        histogram_observe(&p->histograms.solver_seconds, p->last_decision_seconds);
+        if (r < 0) {
+                log_warning("Solver failed: %s", err ? err : strerror(-r));
+                provision_set_error(p, "solver: %s", err ? err : strerror(-r));
+                free(err);
+                p->round = NULL;
+                provisioner_round_free(rd);
+                return;
+        }
+        const SolverResult *res = rd->result;
+        p->pods_unschedulable = res->n_unschedulable;
+        log_info("Provisioning: %zu pending pod(s): %zu on existing or in-flight nodes, %zu on %zu new node(s) "
+                 "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
+                 pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
+                 res->n_unschedulable, p->last_decision_seconds * 1000);
+        if (res->budget_exhausted) {
+                /* a partial plan: launch it, and plan the rest in the next round */
+                rd->budget_cut = true;
+                p->budget_cuts++;
+                p->pods_deferred += res->n_deferred;
+                log_info("Provisioning: the solver's time budget (%llu ms) ran out; %zu pod(s) left for the next round.",
+                         (unsigned long long) p->cfg.solver_budget_ms, res->n_deferred);
+        }
+        for (size_t i = 0; i < res->n_decisions; i++)
+                if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
+                    res->decisions[i].target < rd->snap.n_nodes)
+                        if (p->ports.nominated)
+                                p->ports.nominated(p->ports.userdata, rd->snap.nodes[res->decisions[i].target].name);
+        for (size_t i = 0; i < res->n_decisions; i++)
+                if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
+                        log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
+                                 strempty(res->decisions[i].message));
+        if (p->ports.decided)
+                p->ports.decided(p->ports.userdata, rd);
+        rd->next = 0;
+        rd->step = STEP_IDLE;
+        provision_round_next(p);
+}
