@@ -45,3 +45,16 @@ void histogram_render(const Histogram *h, StrBuf *b, const char *name, const cha
         strbuf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
                       (unsigned long long) h->count, name, h->sum, name, (unsigned long long) h->count);
 }
+
+static void prom_metric(StrBuf *b, const char *type, const char *name, const char *help, uint64_t value) {
+        strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
+                      (unsigned long long) value);
+}
+
+void prom_counter(StrBuf *b, const char *name, const char *help, uint64_t value) {
+        prom_metric(b, "counter", name, help, value);
+}
+
+void prom_gauge(StrBuf *b, const char *name, const char *help, uint64_t value) {
+        prom_metric(b, "gauge", name, help, value);
+}

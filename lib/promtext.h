@@ -6,10 +6,12 @@
 
 #include "strbuf.h"
 
-/* Pieces of Prometheus's text exposition format. */
-
 /* A label value, escaped (backslash, quote, newline). */
 void prom_label_value(StrBuf *b, const char *s);
+
+/* One metric without labels: "# HELP", "# TYPE" and its value. */
+void prom_counter(StrBuf *b, const char *name, const char *help, uint64_t value);
+void prom_gauge(StrBuf *b, const char *name, const char *help, uint64_t value);
 
 /* A histogram with fixed upper bounds (seconds). */
 #define HISTOGRAM_BUCKETS 12

@@ -20,6 +20,7 @@
 #include "fileio.h"
 #include "http.h"
 #include "log.h"
+#include "promtext.h"
 #include "strbuf.h"
 #include "timestamp.h"
 
@@ -510,14 +511,10 @@ void attestor_metrics(const Attestor *a, StrBuf *b) {
         for (int m = 0; m < _ATTEST_MODE_MAX; m++)
                 strbuf_printf(b, "nodesmith_attestation_mode{mode=\"%s\"} %d\n", mode_names[m],
                               m == (int) a->cfg.mode);
-        strbuf_printf(b, "# HELP nodesmith_attestation_accepted_total Agent boots whose attestation was accepted.\n"
-                         "# TYPE nodesmith_attestation_accepted_total counter\n"
-                         "nodesmith_attestation_accepted_total %llu\n",
-                      (unsigned long long) a->stats.accepted);
-        strbuf_printf(b, "# HELP nodesmith_attestation_pending_total Reports answered while EC2 was being asked.\n"
-                         "# TYPE nodesmith_attestation_pending_total counter\n"
-                         "nodesmith_attestation_pending_total %llu\n",
-                      (unsigned long long) a->stats.pending);
+        prom_counter(b, "nodesmith_attestation_accepted_total",
+                     "Agent boots whose attestation was accepted.", a->stats.accepted);
+        prom_counter(b, "nodesmith_attestation_pending_total",
+                     "Reports answered while EC2 was being asked.", a->stats.pending);
         strbuf_printf(b, "# HELP nodesmith_attestation_refused_total Reports whose attestation failed, by reason "
                          "(refused in required mode, let in with a warning in warn mode).\n"
                          "# TYPE nodesmith_attestation_refused_total counter\n");

@@ -12,6 +12,7 @@
 #include "json-util.h"
 #include "kube.h"
 #include "log.h"
+#include "promtext.h"
 #include "macro.h"
 #include "quantity.h"
 
@@ -272,18 +273,12 @@ void interruption_metrics(Interruption *q, StrBuf *b) {
         for (int k = 0; k < _SQS_EVENT_KIND_MAX; k++)
                 strbuf_printf(b, "nodesmith_interruption_messages_total{kind=\"%s\"} %llu\n", sqs_event_kind_to_string(k),
                               (unsigned long long) q->stats.received[k]);
-        strbuf_printf(b, "# HELP nodesmith_interruption_not_understood_total Interruption queue messages deleted unread (malformed or of another kind).\n"
-                         "# TYPE nodesmith_interruption_not_understood_total counter\n"
-                         "nodesmith_interruption_not_understood_total %llu\n",
-                      (unsigned long long) q->stats.not_understood);
-        strbuf_printf(b, "# HELP nodesmith_interruption_duplicates_total Queue notices the node had already (from its agent or an earlier message).\n"
-                         "# TYPE nodesmith_interruption_duplicates_total counter\n"
-                         "nodesmith_interruption_duplicates_total %llu\n",
-                      (unsigned long long) q->stats.duplicates);
-        strbuf_printf(b, "# HELP nodesmith_interruption_ignored_total Queue events for instances of no node of this cluster, or calling for nothing.\n"
-                         "# TYPE nodesmith_interruption_ignored_total counter\n"
-                         "nodesmith_interruption_ignored_total %llu\n",
-                      (unsigned long long) q->stats.ignored);
+        prom_counter(b, "nodesmith_interruption_not_understood_total",
+                     "Interruption queue messages deleted unread (malformed or of another kind).", q->stats.not_understood);
+        prom_counter(b, "nodesmith_interruption_duplicates_total",
+                     "Queue notices the node had already (from its agent or an earlier message).", q->stats.duplicates);
+        prom_counter(b, "nodesmith_interruption_ignored_total",
+                     "Queue events for instances of no node of this cluster, or calling for nothing.", q->stats.ignored);
         strbuf_printf(b, "# HELP nodesmith_interruption_errors_total Interruption queue failures, by operation (each retried).\n"
                          "# TYPE nodesmith_interruption_errors_total counter\n"
                          "nodesmith_interruption_errors_total{op=\"receive\"} %llu\n"

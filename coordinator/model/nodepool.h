@@ -21,6 +21,7 @@
 /* Hard caps on what one set of objects may expand to. */
 #define NODEPOOL_MAX_PODS 200000
 #define NODEPOOL_MAX_REPLICAS 100000
+#define NODEPOOL_MAX_OBJECTS 100000  /* NodePools, EC2NodeClasses, Nodes of one object set */
 
 typedef struct NodeClass {
         const char *name;

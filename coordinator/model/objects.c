@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "disruption-policy.h"
+#include "grow.h"
 #include "json-util.h"
 #include "karpenter.h"
 #include "log.h"
@@ -120,7 +121,7 @@ static int note(NodepoolObjects *o, const char *fmt, ...) {
 }
 
 /* Grows an array and its parallel array together. */
-#define GROW(arr, n, cap, extra_arr)                                                                \
+#define GROW_PAIR(arr, n, cap, extra_arr)                                                                \
         ({                                                                                           \
                 int _r = 0;                                                                          \
                 if ((n) == (cap)) {                                                                  \
@@ -139,21 +140,14 @@ static int note(NodepoolObjects *o, const char *fmt, ...) {
                 _r;                                                                                  \
         })
 
-#define GROW1(arr, n, cap)                                                                          \
-        ({                                                                                           \
-                int _r = 0;                                                                          \
-                if ((n) == (cap)) {                                                                  \
-                        size_t _nc = (cap) ? (cap) * 2 : 16;                                         \
-                        void *_a = realloc((arr), _nc * sizeof(*(arr)));                             \
-                        if (!_a)                                                                     \
-                                _r = -ENOMEM;                                                        \
-                        else {                                                                       \
-                                (arr) = _a;                                                          \
-                                (cap) = _nc;                                                         \
-                        }                                                                            \
-                }                                                                                    \
-                _r;                                                                                  \
-        })
+/* An object's parse error, prefixed with where it came from ("FILE: "); takes err. */
+static int from_source(int r, const char *source, char *err, char **ret_error) {
+        if (ret_error && err && asprintf(ret_error, "%s%s%s", source ? source : "", source ? ": " : "", err) < 0)
+                *ret_error = NULL;
+        free(err);
+        return r;
+}
+
 
 static int ensure_pods(NodepoolObjects *o, size_t more) {
         Priv *pv = o->priv;
@@ -217,7 +211,7 @@ static int add_workload(NodepoolObjects *o, Ctx *c, const cJSON *j, const char *
                 return r;
         tp.owner = solver_arena_printf(o->arena, "%s/%s", kind, name);
         if (is_ds) {
-                r = GROW(o->daemonsets, o->n_daemonsets, o->cap_daemonsets, pv->ds_extra);
+                r = GROW_PAIR(o->daemonsets, o->n_daemonsets, o->cap_daemonsets, pv->ds_extra);
                 if (r < 0)
                         return r;
                 tp.name = name;
@@ -352,7 +346,7 @@ static int add_object(NodepoolObjects *o, const cJSON *j, const char *source, un
                         cJSON_Delete(conv);
                         return r;
                 }
-                r = GROW(o->pools, o->n_pools, o->cap_pools, o->extra);
+                r = GROW_PAIR(o->pools, o->n_pools, o->cap_pools, o->extra);
                 if (r < 0)
                         return r;
                 char *err = NULL;
@@ -361,10 +355,7 @@ static int add_object(NodepoolObjects *o, const cJSON *j, const char *source, un
                         /* a NodePool refused after its budgets were copied must not keep them */
                         cJSON_Delete(o->extra[o->n_pools].budgets);
                         o->extra[o->n_pools].budgets = NULL;
-                        if (ret_error && err && asprintf(ret_error, "%s%s%s", source ? source : "", source ? ": " : "", err) < 0)
-                                *ret_error = NULL;
-                        free(err);
-                        return r;
+                        return from_source(r, source, err, ret_error);
                 }
                 for (size_t i = 0; i < o->n_pools; i++)
                         if (streq(o->pools[i].name, o->pools[o->n_pools].name)) {
@@ -390,32 +381,24 @@ static int add_object(NodepoolObjects *o, const cJSON *j, const char *source, un
                         cJSON_Delete(conv);
                         return r;
                 }
-                r = GROW1(o->classes, o->n_classes, o->cap_classes);
+                r = GROW(o->classes, o->cap_classes, o->n_classes + 1, (size_t) NODEPOOL_MAX_OBJECTS);
                 if (r < 0)
                         return r;
                 char *err = NULL;
                 r = nodepool_parse_nodeclass(o->arena, j, &o->classes[o->n_classes], &err);
-                if (r < 0) {
-                        if (ret_error && err && asprintf(ret_error, "%s%s%s", source ? source : "", source ? ": " : "", err) < 0)
-                                *ret_error = NULL;
-                        free(err);
-                        return r;
-                }
+                if (r < 0)
+                        return from_source(r, source, err, ret_error);
                 o->n_classes++;
                 return 0;
         }
         if (streq(kind, "Node")) {
-                r = GROW1(o->nodes, o->n_nodes, o->cap_nodes);
+                r = GROW(o->nodes, o->cap_nodes, o->n_nodes + 1, (size_t) NODEPOOL_MAX_OBJECTS);
                 if (r < 0)
                         return r;
                 char *err = NULL;
                 r = nodepool_parse_node(o->arena, j, &o->nodes[o->n_nodes], &err);
-                if (r < 0) {
-                        if (ret_error && err && asprintf(ret_error, "%s%s%s", source ? source : "", source ? ": " : "", err) < 0)
-                                *ret_error = NULL;
-                        free(err);
-                        return r;
-                }
+                if (r < 0)
+                        return from_source(r, source, err, ret_error);
                 o->n_nodes++;
                 return 0;
         }

@@ -18,6 +18,7 @@
 #include "kube.h"
 #include "launchclass.h"
 #include "log.h"
+#include "promtext.h"
 #include "macro.h"
 #include "model/catalog.h"
 #include "model/nodepool.h"
@@ -68,10 +69,8 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
         strbuf_printf(b, "# HELP nodesmith_instances_terminated_total Instances terminated after a drain or deletion.\n"
                          "# TYPE nodesmith_instances_terminated_total counter\nnodesmith_instances_terminated_total %llu\n",
                       (unsigned long long) p->terminated);
-        strbuf_printf(b, "# HELP nodesmith_instances_terminated_unregistered_total Instances terminated for never registering.\n"
-                         "# TYPE nodesmith_instances_terminated_unregistered_total counter\n"
-                         "nodesmith_instances_terminated_unregistered_total %llu\n",
-                      (unsigned long long) p->terminated_unregistered);
+        prom_counter(b, "nodesmith_instances_terminated_unregistered_total",
+                     "Instances terminated for never registering.", p->terminated_unregistered);
 }
 
 char *provisioner_api(Provisioner *p) {
