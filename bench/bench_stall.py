@@ -39,7 +39,10 @@ def one(w, n, agents, seconds, extra, log_copy=None):
         create_pods(s, n)
         wait_for(f"{n} unschedulable pods", lambda: unschedulable(s) == n, 1800, interval=2)
         coord = s.start_coordinator("--batch-idle", "1s", "--batch-max", "10s", "--consolidation-interval", "0",
-                                    "--attestation", "off", "--max-nodes", "5000", *extra)
+                                    "--attestation", "off", "--max-nodes", "5000",
+                                    # the simulated agents all come from 127.0.0.1 and dial at once
+                                    "--max-unauthenticated", "1000", "--max-unauthenticated-per-source", "1000",
+                                    "--max-connections-per-source", "1000", *extra)
         trace = os.path.join(w, "slow-replies.txt")
         link = subprocess.Popen([os.path.join(BUILD, "benchbin", "link"), s.coordinator_url, "--agents", str(agents),
                                  "--pods", "20", "--seconds", str(seconds), "--change-rate", "1", "--pace-ms", "20",
