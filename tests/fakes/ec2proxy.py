@@ -297,6 +297,78 @@ class Moto:
         return json.loads(b)
 
 
+def apply_launch_template(moto, ids, spec, fleet_tags):
+    """What EC2 takes from a launch template at CreateFleet and moto's CreateFleet drops: the
+    instance profile, metadata options, monitoring, security groups (also from the network
+    interface), block devices (the root volume resized, the others made and attached) and the
+    template's and the fleet's tags on volumes and network interfaces."""
+    import botocore.session
+    ec2 = botocore.session.get_session().create_client(
+        "ec2", region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        endpoint_url=f"http://127.0.0.1:{moto.port}", aws_access_key_id="AKIAIOSFODNN7EXAMPLE",
+        aws_secret_access_key="dummy")
+    lt_id = spec.get("launchTemplateId") or spec.get("LaunchTemplateId")
+    kw = {"LaunchTemplateId": lt_id} if lt_id else {"LaunchTemplateName": spec.get("LaunchTemplateName")}
+    version = str(spec.get("version") or spec.get("Version") or "$Latest")
+    data = ec2.describe_launch_template_versions(Versions=[version], **kw)["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"]
+    tag_sets = {}
+    for t in data.get("TagSpecifications", []) + [
+            {"ResourceType": f.get("ResourceType"), "Tags": [{"Key": x.get("Key"), "Value": x.get("Value", "")}
+                                                             for x in f.get("Tag", [])]} for f in fleet_tags]:
+        tag_sets.setdefault(t["ResourceType"], {}).update({x["Key"]: x["Value"] for x in t.get("Tags", [])})
+
+    def tags_of(kind):
+        return [{"Key": k, "Value": v} for k, v in tag_sets.get(kind, {}).items()]
+    nics = data.get("NetworkInterfaces") or []
+    groups = data.get("SecurityGroupIds") or (nics[0].get("Groups") if nics else None)
+
+    def step(what, fn, *a, **kw):  # one part failing (moto lacks MonitorInstances) spares the rest
+        try:
+            return fn(*a, **kw)
+        except Exception as e:
+            log(f"CreateFleet: {what} not applied to {ids}: {type(e).__name__}: {str(e)[:200]}")
+    for iid in ids:
+        inst = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        md = data.get("MetadataOptions") or {}
+        if md:
+            step("metadata options", ec2.modify_instance_metadata_options, InstanceId=iid, **{k: md[k] for k in (
+                "HttpTokens", "HttpPutResponseHopLimit", "HttpEndpoint", "HttpProtocolIpv6") if k in md})
+        prof = data.get("IamInstanceProfile") or {}
+        if prof:
+            step("instance profile", ec2.associate_iam_instance_profile, InstanceId=iid, IamInstanceProfile=prof)
+        if (data.get("Monitoring") or {}).get("Enabled"):
+            step("monitoring", ec2.monitor_instances, InstanceIds=[iid])
+        if groups:
+            step("security groups", ec2.modify_instance_attribute, InstanceId=iid, Groups=groups)
+        zone = inst["Placement"]["AvailabilityZone"]
+        root_dev = inst.get("RootDeviceName") or "/dev/xvda"
+        attached = {b["DeviceName"]: b["Ebs"]["VolumeId"] for b in inst.get("BlockDeviceMappings", [])}
+        vols = []
+        for bd in data.get("BlockDeviceMappings") or []:
+            ebs, dev = bd.get("Ebs") or {}, bd["DeviceName"]
+            opts = {k: ebs[k] for k in ("VolumeType", "Iops", "Throughput") if k in ebs}
+            # moto's images have their root at /dev/sda1 where EKS's have /dev/xvda: the same disk
+            if dev == root_dev or (dev in ("/dev/xvda", "/dev/sda1") and root_dev in ("/dev/xvda", "/dev/sda1")
+                                   and root_dev in attached):
+                vid = attached.get(root_dev)
+                if vid and ebs.get("VolumeSize"):
+                    step("root volume", ec2.modify_volume, VolumeId=vid, Size=ebs["VolumeSize"], **opts)
+            else:
+                vid = (step("volume", ec2.create_volume, AvailabilityZone=zone, Size=ebs.get("VolumeSize", 8),
+                            Encrypted=bool(ebs.get("Encrypted")), **opts) or {}).get("VolumeId")
+                if vid:
+                    step("volume attachment", ec2.attach_volume, VolumeId=vid, InstanceId=iid, Device=dev)
+            if vid:
+                vols.append(vid)
+        vols = vols or list(attached.values())
+        if vols and tags_of("volume"):
+            step("volume tags", ec2.create_tags, Resources=vols, Tags=tags_of("volume"))
+        enis = [n["NetworkInterfaceId"] for n in inst.get("NetworkInterfaces", [])]
+        if enis and tags_of("network-interface"):
+            step("interface tags", ec2.create_tags, Resources=enis, Tags=tags_of("network-interface"))
+
+
 # ---- the proxy's state ---------------------------------------------------------------------
 
 class Proxy:
@@ -1138,6 +1210,12 @@ class Handler(BaseHTTPRequestHandler):
                     f"{len(per_pool.get(i, []))}")
         for i, rule in rules_used.items():
             px.note_ice(rule, len(per_pool.get(i, [])))
+        fleet_tags = unflatten(pairs, "TagSpecification") or []
+        for i, ids in per_pool.items():
+            try:
+                apply_launch_template(px.moto, ids, lt_specs.get(pools[i]["config"]) or pools[i]["spec"], fleet_tags)
+            except Exception as e:  # the launch stands; what could not be applied is logged
+                log(f"CreateFleet: applying the launch template to {ids}: {type(e).__name__}: {e}")
 
         def spec_xml(p):
             s = lt_specs.get(p["config"])
