@@ -209,6 +209,16 @@ class EC2:
             "LaunchTemplateId": lt_id, "LaunchTemplateVersion.1": version or "$Default"})
         return root.findtext("launchTemplateVersionSet/item/launchTemplateData/userData") or ""
 
+    def root_volume_bytes(self, instance_id, devices=("/dev/xvda", "/dev/sda1")):
+        """Size of the volume attached at the root device (what the kubelet's file system holds),
+        or None when EC2 lists none there. moto's images have their root at /dev/sda1."""
+        root = self.call("DescribeVolumes", {"Filter.1.Name": "attachment.instance-id",
+                                             "Filter.1.Value.1": instance_id})
+        for v in root.findall("volumeSet/item"):
+            if any((a.findtext("device") or "") in devices for a in v.findall("attachmentSet/item")):
+                return int(v.findtext("size") or 0) * GiB or None
+        return None
+
     def instance_type(self, name):
         root = self.call("DescribeInstanceTypes", {"InstanceType.1": name})
         el = root.find("instanceTypeSet/item")
@@ -351,7 +361,7 @@ def kubelet_settings(nodeconfig):
     return out
 
 
-def node_resources(spec, max_pods, cfg):
+def node_resources(spec, max_pods, cfg, eph=EPHEMERAL_BYTES):
     """Capacity and allocatable as the kubelet on an EKS AMI reports them: kube-reserved from
     the EKS formulas (CPU tiers, 11 x maxPods + 255 MiB, 1 GiB ephemeral storage) unless the
     kubelet config sets kubeReserved, systemReserved if set, evictionHard memory.available
@@ -359,7 +369,6 @@ def node_resources(spec, max_pods, cfg):
     the way nodeadm writes it."""
     cpu_m = spec["vcpu"] * 1000
     mem = spec["memory_mib"] * MiB
-    eph = EPHEMERAL_BYTES
     kr = {"cpu": f"{eks_cpu_reserved_millis(spec['vcpu'])}m",
           "memory": f"{11 * max_pods + 255}Mi", "ephemeral-storage": "1Gi"}
     kr.update(cfg.get("kubeReserved") or {})
@@ -721,7 +730,12 @@ class Emulator:
             except (ValueError, KeyError, TypeError) as e:
                 self.event("tag-warning", inst, f"{LABELS_TAG}/{TAINTS_TAG}: {e}")
         max_pods = ks["maxPods"] or eni_max_pods(spec["enis"], spec["ipv4_per_eni"])
-        capacity, allocatable, kubelet_cfg = node_resources(spec, max_pods, ks["config"])
+        try:
+            eph = self.ec2.root_volume_bytes(inst.id) or EPHEMERAL_BYTES
+        except Exception as e:  # an older fake without DescribeVolumes: the default disk
+            self.event("volume-warning", inst, f"DescribeVolumes: {e}")
+            eph = EPHEMERAL_BYTES
+        capacity, allocatable, kubelet_cfg = node_resources(spec, max_pods, ks["config"], eph)
         arch = "arm64" if spec["arch"] == "arm64" else "amd64"
         ctype = "spot" if d["lifecycle"] == "spot" else "on-demand"
         region = self.args.region

@@ -36,7 +36,8 @@ ACCESS_KEY, SECRET_KEY = "AKIAIOSFODNN7EXAMPLE", "dummy-secret"
 # not pass them): option -> attribute of LocalStack (None: that option is left out)
 COORDINATOR_WIRING = (("--cluster-name", "cluster"), ("--cluster", "cluster"),
                       ("--region", "region"), ("--ec2-endpoint", "ec2_endpoint"),
-                      ("--ssm-endpoint", "ec2_endpoint"), ("--catalog", "catalog"),
+                      ("--ssm-endpoint", "ec2_endpoint"), ("--iam-endpoint", "ec2_endpoint"),
+                      ("--catalog", "catalog"),
                       ("--kube-server", "kube_server"), ("--kubeconfig", "kubeconfig"),
                       ("--cluster-endpoint", "kube_server"), ("--cluster-ca", "cluster_ca_b64"),
                       ("--agent-endpoint", "agent_endpoint"), ("--agent-ca", "agent_ca"),

@@ -27,6 +27,29 @@ spec:
 """
 
 
+# small on-demand amd64 nodes of the c and m families
+ON_DEMAND_CM = ("{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",
+                "{key: nodesmith.io/instance-category, operator: In, values: [c, m]}",
+                "{key: kubernetes.io/arch, operator: In, values: [amd64]}",
+                "{key: nodesmith.io/instance-size, operator: NotIn, values: [metal]}")
+
+
+def nodepool_yaml(name="general", node_class="default", requirements=ON_DEMAND_CM, spec=""):
+    """A NodePool of node_class with these requirements (YAML flow mappings) and more of its
+    spec (YAML, indented two spaces)."""
+    reqs = "".join(f"\n        - {r}" for r in requirements)
+    return f"""---
+apiVersion: nodesmith.io/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+{spec}  template:
+    spec:
+      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: {node_class}}}
+      requirements:{reqs}
+"""
+
+
 def apply_objs(s, *objs):
     s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
 

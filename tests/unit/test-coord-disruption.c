@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coordinator/disruption-policy.h"
+#include "coordinator/model/disruption-policy.h"
 #include "coordinator/solver/solver.h"
 
 /* 2026-11-23 was a Monday. */
