@@ -13,6 +13,7 @@
 #include "interruption/interruption.h"
 #include "leader.h"
 #include "provision/provisioner.h"
+#include "status/status.h"
 #include "log.h"
 #include "macro.h"
 
@@ -64,6 +65,8 @@ const Option coord_options[] = {
         { "region", OPTION_STRING, OPT(region), "us-east-1", "AWS region" },
         { "ec2-endpoint", OPTION_STRING, OPT(ec2_endpoint), NULL, "EC2 endpoint (default: the region's)" },
         { "ssm-endpoint", OPTION_STRING, OPT(ssm_endpoint), NULL, "SSM endpoint (default: the region's)" },
+        { "iam-endpoint", OPTION_STRING, OPT(iam_endpoint), NULL,
+          "IAM endpoint, for the instance profiles of EC2NodeClass roles (default: IAM's)" },
         { "interruption-queue", OPTION_STRING, OPT(interruption_queue), NULL,
           "SQS queue URL of EventBridge interruption events (spot, rebalance, state change, scheduled change); empty: none" },
         { "sqs-endpoint", OPTION_STRING, OPT(sqs_endpoint), NULL, "SQS endpoint (default: the region's)" },
@@ -76,6 +79,9 @@ const Option coord_options[] = {
           "rebuild the catalog from EC2 (DescribeInstanceTypes, offerings, spot prices) this often; 0: only the file" },
         { "batch-idle", OPTION_MSEC, OPT(batch_idle_ms), "1s", "a batch of pending pods closes after this idle time" },
         { "batch-max", OPTION_MSEC, OPT(batch_max_ms), "10s", "and at most this long after it opened" },
+        { "solver-budget", OPTION_MSEC, OPT(solver_budget_ms), "100ms",
+          "longest a provisioning round's solver may hold the event loop; the pods it did not reach "
+          "are planned in the next round (0: no limit)" },
         { "registration-timeout", OPTION_MSEC, OPT(registration_timeout_ms), "15m",
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
@@ -106,6 +112,10 @@ const Option coord_options[] = {
         { "lease-namespace", OPTION_STRING, OPT(lease_namespace), "nodesmith", "namespace of the Lease" },
         { "lease-name", OPTION_STRING, OPT(lease_name), "nodesmith-coordinator", "name of the Lease" },
         { "lease-duration", OPTION_MSEC, OPT(lease_duration_ms), "15s", "Lease duration" },
+        { "lease-renew-deadline", OPTION_MSEC, OPT(lease_renew_deadline_ms), "0",
+          "a leader that has not renewed for this long stops acting (0: two thirds of the Lease duration)" },
+        { "lease-retry-period", OPTION_MSEC, OPT(lease_retry_ms), "0",
+          "how often the Lease is renewed or looked at (0: 2/15 of the Lease duration)" },
         { "identity", OPTION_STRING, OPT(identity), NULL, "this replica's identity (default: hostname_pid)" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
         { "attestation", OPTION_STRING, OPT(attestation), "required",
@@ -127,6 +137,9 @@ int coordinator_new(Coordinator **ret) {
                 free(c);
                 return r;
         }
+        histogram_init(&c->metrics.round_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.solver_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.registration_seconds, histogram_bounds_lifecycle);
         *ret = c;
         return 0;
 }
@@ -135,6 +148,7 @@ Coordinator *coordinator_free(Coordinator *c) {
         if (!c)
                 return NULL;
         interruption_free(c->interruption);
+        status_writer_free(c->status); /* before the provisioner: it writes through its client */
         provisioner_free(c->provisioner);
         attestor_free(c->attest);
         leader_free(c->leader);
@@ -299,6 +313,8 @@ static void on_leading(Leader *l, bool leading, void *userdata) {
         c->leading = leading;
         provisioner_set_leading(c->provisioner, leading);
         interruption_set_active(c->interruption, leading);
+        if (leading)
+                status_writer_poke(c->status);
         (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
 }
 
@@ -330,8 +346,12 @@ static int coordinator_elect(Coordinator *c) {
         } else
                 snprintf(identity, sizeof identity, "%s", cfg->identity);
         LeaderConfig lc = { .namespace = cfg->lease_namespace, .name = cfg->lease_name, .identity = identity,
-                            .lease_usec = cfg->lease_duration_ms * USEC_PER_MSEC };
+                            .lease_usec = cfg->lease_duration_ms * USEC_PER_MSEC,
+                            .renew_deadline_usec = cfg->lease_renew_deadline_ms * USEC_PER_MSEC,
+                            .retry_usec = cfg->lease_retry_ms * USEC_PER_MSEC };
         r = leader_new(c->event, c->kube, &lc, on_leading, c, &c->leader);
+        if (r == -EINVAL)
+                return log_error_errno(r, "Failed to set up leader election: --lease-retry-period < --lease-renew-deadline < --lease-duration does not hold.");
         if (r < 0)
                 return log_error_errno(r, "Failed to set up leader election: %m");
         log_info("Leader election: Lease %s/%s as %s.", cfg->lease_namespace, cfg->lease_name, identity);
@@ -412,6 +432,9 @@ int coordinator_start(Coordinator *c) {
                 r = provisioner_new(c, &c->provisioner);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up provisioning: %m");
+                r = status_writer_new(c, &c->status);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up status writing: %m");
                 r = coordinator_elect(c);
                 if (r < 0)
                         return r;

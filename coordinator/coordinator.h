@@ -10,6 +10,7 @@
 #include "kube.h"
 #include "agents/policy.h"
 #include "agents/registry.h"
+#include "http/promtext.h"
 
 #define COORDINATOR_VERSION "0.1.0"
 
@@ -43,6 +44,7 @@ typedef struct CoordConfig {
         char *region;
         char *ec2_endpoint;
         char *ssm_endpoint;
+        char *iam_endpoint;
         char *interruption_queue;
         char *sqs_endpoint;
         char *catalog;
@@ -50,6 +52,7 @@ typedef struct CoordConfig {
         uint64_t catalog_refresh_ms;
         uint64_t batch_idle_ms;
         uint64_t batch_max_ms;
+        uint64_t solver_budget_ms;       /* 0: the solver runs to the end */
         uint64_t registration_timeout_ms;
         uint64_t termination_grace_ms;
         uint64_t agent_silent_intervals; /* report intervals: then a leaving node is drained for its agent */
@@ -69,6 +72,7 @@ typedef struct CoordConfig {
         char *lease_namespace;
         char *lease_name;
         uint64_t lease_duration_ms;
+        uint64_t lease_renew_deadline_ms, lease_retry_ms;
         char *identity;
         char *log_level;
         /* attestation (attest.h) */
@@ -101,6 +105,9 @@ typedef struct Metrics {
         uint64_t nodes_registered_total;
         uint64_t http_requests_total;
         uint64_t http_rejected_total;
+        Histogram round_seconds;          /* observe.c renders these */
+        Histogram solver_seconds;
+        Histogram registration_seconds;
 } Metrics;
 
 typedef struct HttpServer HttpServer;
@@ -110,6 +117,7 @@ typedef struct Leader Leader;
 typedef struct ProxyDrains ProxyDrains;
 typedef struct Interruption Interruption;
 typedef struct FastPath FastPath;
+typedef struct StatusWriter StatusWriter;
 
 typedef struct Coordinator {
         sd_event *event;
@@ -121,6 +129,7 @@ typedef struct Coordinator {
         KubeClient *kube;              /* for the Lease */
         Leader *leader;
         Provisioner *provisioner;
+        StatusWriter *status;          /* NodePool and EC2NodeClass status, with the provisioner */
         ProxyDrains *proxy_drains;     /* drains for silent agents; set up with the provisioner */
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
@@ -165,6 +174,7 @@ int http_server_new(Coordinator *c, const char *url, HttpServer **ret);
 HttpServer *http_server_free(HttpServer *h);
 
 /* api.c: what the HTTP endpoints answer. */
+const char *capacity_type_name(Nodesmith__V1__CapacityType t); /* "spot", "on-demand" or "" */
 int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len);

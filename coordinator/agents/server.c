@@ -8,6 +8,7 @@
 #include "coordinator.h"
 #include "fastpath.h"
 #include "provision/provisioner.h"
+#include "status/events.h"
 #include "proxydrain.h"
 #include "log.h"
 #include "nodebind.h"
@@ -76,10 +77,12 @@ void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool 
                 else
                         log_notice("Node %s: %s notice %s.", e->instance_id, notice_kind_to_string(k),
                                    n->event_id);
+                events_notice(c, e, notice_kind_to_string(k), n->event_id, left, true);
         } else {
                 c->metrics.notices_withdrawn_total[k]++;
                 log_notice("Node %s: %s notice %s withdrawn.", e->instance_id,
                            notice_kind_to_string(k), n->event_id);
+                events_notice(c, e, notice_kind_to_string(k), n->event_id, 0, false);
         }
 }
 
@@ -93,6 +96,7 @@ void coordinator_apply_notices(Coordinator *c, NodeEntry *e) {
                 provisioner_node_leaving(c->provisioner, e);
         } else
                 log_notice("Node %s: drain withdrawn, notices gone.", e->instance_id);
+        events_notice_drain(c, e, e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN);
 }
 
 static bool state_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *env,

@@ -24,6 +24,8 @@ int ec2_query_add_tags(StrBuf *b, const char *prefix, const Ec2Tag *tags, size_t
 int ec2_build_create_fleet(const Ec2FleetSpec *spec, const char *cluster, StrBuf *b);
 int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *spec, const char *cluster,
                                      StrBuf *b);
+/* An IAM instance-profile request (Version 2010-05-08). */
+int ec2_build_iam(const Ec2IamRequest *req, StrBuf *b);
 int ec2_build_spot_prices(const char *const *types, int64_t start_time, StrBuf *b);
 int ec2_build_cluster_instances(const char *cluster, const char *const *states,
                                 const Ec2Filter *filters, size_t n_filters, StrBuf *b);
@@ -55,6 +57,8 @@ int ec2_parse_create_fleet(xmlDoc *doc, Ec2FleetResult **ret);
 int ec2_parse_launch_template(xmlDoc *doc, Ec2LaunchTemplate **ret);
 /* Ids TerminateInstances accepted (instancesSet/item/instanceId), NULL-terminated. */
 int ec2_parse_terminated(xmlDoc *doc, char ***ret);
+/* The first RoleName anywhere in an IAM answer (strdup'd), or NULL. */
+char *ec2_parse_iam_role(xmlDoc *doc);
 int ec2_parse_ssm_parameter(const char *body, char **ret_value);
 
 /* Keep the newest record per (type, zone), sorted by type then zone. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "timestamp.h"
 #include "aws-credentials.h"
 #include "ec2-internal.h"
 #include "macro.h"
@@ -61,6 +62,24 @@ char *ec2_xml_text(xmlNode *parent, const char *name) {
         return s;
 }
 
+static xmlNode *find_element(xmlNode *n, const char *name) {
+        for (; n; n = n->next) {
+                if (n->type != XML_ELEMENT_NODE)
+                        continue;
+                if (xmlStrEqual(n->name, (const xmlChar *) name))
+                        return n;
+                xmlNode *f = find_element(n->children, name);
+                if (f)
+                        return f;
+        }
+        return NULL;
+}
+
+char *ec2_parse_iam_role(xmlDoc *doc) {
+        xmlNode *n = find_element(xmlDocGetRootElement(doc), "RoleName");
+        return n ? ec2_xml_text(n, NULL) : NULL;
+}
+
 /* Text of a path of children, e.g. "placement/availabilityZone". */
 static char *text_path(xmlNode *n, const char *path) {
         char buf[128];
@@ -95,10 +114,8 @@ static bool bool_path(xmlNode *n, const char *path) {
 
 static int64_t time_path(xmlNode *n, const char *path) {
         _cleanup_free_ char *s = text_path(n, path);
-        int64_t t = 0;
-        if (s)
-                (void) aws_parse_iso8601(s, &t);
-        return t;
+        int64_t usec;
+        return s && timestamp_parse_rfc3339(s, 0, &usec) >= 0 ? usec / (int64_t) USEC_PER_SEC : 0;
 }
 
 #define FOREACH_ITEM(item, set) \
@@ -295,7 +312,14 @@ int ec2_parse_instance_types(xmlDoc *doc, Ec2InstanceTypeList *list, size_t max)
                                 .memory_mib = u64_path(g, "memoryInfo/sizeInMiB"),
                         };
                 }
+                /* pods get addresses on the default network card's interfaces only (the EKS
+                 * max-pods calculation, and Karpenter's): a multi-card type's total overcounts */
                 t->max_enis = (unsigned) u64_path(item, "networkInfo/maximumNetworkInterfaces");
+                uint64_t default_card = u64_path(item, "networkInfo/defaultNetworkCardIndex");
+                FOREACH_ITEM(card, ec2_xml_child(ec2_xml_child(item, "networkInfo"), "networkCards"))
+                        if (u64_path(card, "networkCardIndex") == default_card &&
+                            u64_path(card, "maximumNetworkInterfaces") > 0)
+                                t->max_enis = (unsigned) u64_path(card, "maximumNetworkInterfaces");
                 t->ipv4_per_eni = (unsigned) u64_path(item, "networkInfo/ipv4AddressesPerInterface");
                 t->network_performance = text_path(item, "networkInfo/networkPerformance");
                 t->hypervisor = ec2_xml_text(item, "hypervisor");

@@ -3,11 +3,11 @@
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 
+#include "base64.h"
 #include "ec2-internal.h"
 #include "http.h"
 #include "macro.h"
@@ -123,6 +123,8 @@ int ec2_build_create_fleet(const Ec2FleetSpec *s, const char *cluster, StrBuf *b
                 r = ec2_query_add(b, "Type", "instant");
         if (r >= 0)
                 r = ec2_query_add(b, "ClientToken", s->client_token);
+        if (r >= 0 && !isempty(s->context))
+                r = ec2_query_add(b, "Context", s->context);
         if (r >= 0 && !isempty(s->launch_template_id))
                 r = ec2_query_add(b, "LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateId",
                                   s->launch_template_id);
@@ -168,18 +170,11 @@ int ec2_build_create_fleet(const Ec2FleetSpec *s, const char *cluster, StrBuf *b
                 r = ec2_query_add(b, "TagSpecification.2.ResourceType", "fleet");
         if (r >= 0)
                 r = ec2_query_add_tags(b, "TagSpecification.2.Tag", tags, n_tags);
+        if (r >= 0)
+                r = ec2_query_add(b, "TagSpecification.3.ResourceType", "volume");
+        if (r >= 0)
+                r = ec2_query_add_tags(b, "TagSpecification.3.Tag", tags, n_tags);
         return r < 0 ? r : b->error;
-}
-
-static char *base64(const char *s) {
-        size_t n = strlen(s);
-        if (n > 16 * 1024) /* EC2's limit on user data before encoding */
-                return NULL;
-        char *o = malloc(4 * ((n + 2) / 3) + 1);
-        if (!o)
-                return NULL;
-        EVP_EncodeBlock((unsigned char *) o, (const unsigned char *) s, (int) n);
-        return o;
 }
 
 int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char *cluster,
@@ -202,12 +197,35 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                 r = ec2_query_add(b, "LaunchTemplateData.IamInstanceProfile.Name", s->instance_profile_name);
         if (r >= 0 && !isempty(s->instance_profile_arn))
                 r = ec2_query_add(b, "LaunchTemplateData.IamInstanceProfile.Arn", s->instance_profile_arn);
-        if (r >= 0)
+        if (r >= 0 && s->associate_public_ip > 0) {
+                /* the groups go on the interface when the interface is given */
+                r = ec2_query_add(b, "LaunchTemplateData.NetworkInterface.1.DeviceIndex", "0");
+                if (r >= 0)
+                        r = ec2_query_add(b, "LaunchTemplateData.NetworkInterface.1.AssociatePublicIpAddress",
+                                          s->associate_public_ip == 1 ? "true" : "false");
+                if (r >= 0)
+                        r = ec2_query_add_list(b, "LaunchTemplateData.NetworkInterface.1.SecurityGroupId",
+                                               s->security_group_ids);
+        } else if (r >= 0)
                 r = ec2_query_add_list(b, "LaunchTemplateData.SecurityGroupId", s->security_group_ids);
+        if (r >= 0 && s->detailed_monitoring)
+                r = ec2_query_add(b, "LaunchTemplateData.Monitoring.Enabled", "true");
+        if (r >= 0 && s->enclave)
+                r = ec2_query_add(b, "LaunchTemplateData.EnclaveOptions.Enabled", "true");
+        if (r >= 0 && s->n_interface_tags > 0) {
+                if (s->n_interface_tags > 50)
+                        return -E2BIG;
+                r = ec2_query_add(b, "LaunchTemplateData.TagSpecification.1.ResourceType", "network-interface");
+                if (r >= 0)
+                        r = ec2_query_add_tags(b, "LaunchTemplateData.TagSpecification.1.Tag", s->interface_tags,
+                                               s->n_interface_tags);
+        }
         if (r >= 0 && s->user_data) {
-                _cleanup_free_ char *u = base64(s->user_data);
-                if (!u)
-                        return strlen(s->user_data) > 16 * 1024 ? -EMSGSIZE : -ENOMEM;
+                _cleanup_free_ char *u = NULL;
+                /* EC2's limit is on user data before encoding */
+                r = base64_encode(s->user_data, strlen(s->user_data), 16 * 1024, &u);
+                if (r < 0)
+                        return r == -E2BIG ? -EMSGSIZE : r;
                 r = ec2_query_add(b, "LaunchTemplateData.UserData", u);
         }
         for (size_t i = 0; r >= 0 && i < s->n_block_devices; i++) {
@@ -231,19 +249,25 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                         snprintf(num, sizeof num, "%u", d->throughput);
                         r = ec2_query_addf(b, num, "%s.%zu.Ebs.Throughput", p, k);
                 }
-                if (r >= 0)
+                if (r >= 0 && !d->leave_encrypted)
                         r = ec2_query_addf(b, d->encrypted ? "true" : "false", "%s.%zu.Ebs.Encrypted", p, k);
-                if (r >= 0)
+                if (r >= 0 && !d->leave_delete_on_termination)
                         r = ec2_query_addf(b, d->delete_on_termination ? "true" : "false",
                                            "%s.%zu.Ebs.DeleteOnTermination", p, k);
+                if (r >= 0 && !isempty(d->kms_key_id))
+                        r = ec2_query_addf(b, d->kms_key_id, "%s.%zu.Ebs.KmsKeyId", p, k);
+                if (r >= 0 && !isempty(d->snapshot_id))
+                        r = ec2_query_addf(b, d->snapshot_id, "%s.%zu.Ebs.SnapshotId", p, k);
         }
         snprintf(num, sizeof num, "%u", s->metadata_hop_limit ?: 1);
         if (r >= 0)
-                r = ec2_query_add(b, "LaunchTemplateData.MetadataOptions.HttpTokens", "required");
+                r = ec2_query_add(b, "LaunchTemplateData.MetadataOptions.HttpTokens", s->http_tokens ?: "required");
         if (r >= 0)
                 r = ec2_query_add(b, "LaunchTemplateData.MetadataOptions.HttpPutResponseHopLimit", num);
         if (r >= 0)
-                r = ec2_query_add(b, "LaunchTemplateData.MetadataOptions.HttpEndpoint", "enabled");
+                r = ec2_query_add(b, "LaunchTemplateData.MetadataOptions.HttpEndpoint", s->http_endpoint ?: "enabled");
+        if (r >= 0 && s->http_protocol_ipv6)
+                r = ec2_query_add(b, "LaunchTemplateData.MetadataOptions.HttpProtocolIpv6", s->http_protocol_ipv6);
         if (r >= 0) {
                 Ec2Tag tags[51];
                 size_t n = 0;
@@ -258,6 +282,30 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                 if (r >= 0)
                         r = ec2_query_add_tags(b, "TagSpecification.1.Tag", tags, n);
         }
+        return r < 0 ? r : b->error;
+}
+
+int ec2_build_iam(const Ec2IamRequest *q, StrBuf *b) {
+        static const char *const actions[] = { "GetInstanceProfile", "CreateInstanceProfile",
+                                               "AddRoleToInstanceProfile", "RemoveRoleFromInstanceProfile" };
+        bool known = false;
+        strbuf_init(b, EC2_QUERY_MAX);
+        for (size_t i = 0; q && i < ELEMENTSOF(actions); i++)
+                known = known || streq_ptr(q->action, actions[i]);
+        if (!known || isempty(q->profile) || strlen(q->profile) > 128 || q->n_tags > 50 ||
+            (q->role && strlen(q->role) > 64) || (q->path && strlen(q->path) > 512))
+                return -EINVAL;
+        int r = ec2_query_add(b, "Action", q->action);
+        if (r >= 0)
+                r = ec2_query_add(b, "Version", "2010-05-08");
+        if (r >= 0)
+                r = ec2_query_add(b, "InstanceProfileName", q->profile);
+        if (r >= 0 && q->role)
+                r = ec2_query_add(b, "RoleName", q->role);
+        if (r >= 0 && q->path)
+                r = ec2_query_add(b, "Path", q->path);
+        if (r >= 0)
+                r = ec2_query_add_tags(b, "Tags.member", q->tags, q->n_tags);
         return r < 0 ? r : b->error;
 }
 

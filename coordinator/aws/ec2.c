@@ -23,7 +23,7 @@ struct Ec2Client {
         sd_event *event;
         HttpClient *http;
         AwsCredentialProvider *creds;
-        char *region, *ec2_url, *ssm_url, *cluster;
+        char *region, *ec2_url, *ssm_url, *iam_url, *cluster;
         char *ec2_sigv4, *ssm_sigv4;
         unsigned max_attempts, max_pages;
         size_t max_items;
@@ -41,7 +41,7 @@ struct Ec2Call {
         Ec2Client *client;
         Ec2Call *prev, *next;
         const char *action;   /* static string */
-        bool ssm, paginate;
+        bool ssm, iam, paginate;
         char *body;           /* without NextToken */
         char *next_token;
         unsigned pages, attempt;
@@ -134,7 +134,7 @@ Ec2ErrorKind ec2_error_kind_from_code(const char *code, long status) {
                 if (streq(code, "IdempotentParameterMismatch"))
                         return EC2_ERROR_IDEMPOTENT_MISMATCH;
                 if (ends_with(code, ".NotFound") || ends_with(code, "NotFound") ||
-                    streq(code, "ParameterNotFound"))
+                    streq(code, "ParameterNotFound") || streq(code, "NoSuchEntity"))
                         return EC2_ERROR_NOT_FOUND;
                 if (code_in(code, invalid) || strncmp(code, "Invalid", 7) == 0 ||
                     ends_with(code, ".Malformed"))
@@ -227,7 +227,10 @@ int ec2_client_new(sd_event *e, HttpClient *http, AwsCredentialProvider *creds,
                 c->ec2_sigv4 = NULL;
         if (asprintf(&c->ssm_sigv4, "aws:amz:%s:ssm", cfg->region) < 0)
                 c->ssm_sigv4 = NULL;
-        if (!c->region || (cfg->cluster_name && !c->cluster) || !c->ec2_url || !c->ssm_url ||
+        /* IAM is global: one endpoint, signed for us-east-1 */
+        c->iam_url = cfg->iam_endpoint ? aws_endpoint_url(cfg->iam_endpoint, "iam", cfg->region)
+                                       : strdup("https://iam.amazonaws.com/");
+        if (!c->region || (cfg->cluster_name && !c->cluster) || !c->ec2_url || !c->ssm_url || !c->iam_url ||
             !c->ec2_sigv4 || !c->ssm_sigv4) {
                 ec2_client_free(c);
                 return -ENOMEM;
@@ -247,6 +250,7 @@ Ec2Client *ec2_client_free(Ec2Client *c) {
         free(c->cluster);
         free(c->ec2_url);
         free(c->ssm_url);
+        free(c->iam_url);
         free(c->ec2_sigv4);
         free(c->ssm_sigv4);
         sd_event_unref(c->event);
@@ -372,8 +376,8 @@ static void on_creds(AwsCredentialProvider *p, int error, const AwsCredentials *
         char target[96];
         snprintf(target, sizeof target, "AmazonSSM.%s", call->action);
         AwsRequestSpec spec = {
-                .url = call->ssm ? c->ssm_url : c->ec2_url,
-                .sigv4 = call->ssm ? c->ssm_sigv4 : c->ec2_sigv4,
+                .url = call->ssm ? c->ssm_url : call->iam ? c->iam_url : c->ec2_url,
+                .sigv4 = call->ssm ? c->ssm_sigv4 : call->iam ? "aws:amz:us-east-1:iam" : c->ec2_sigv4,
                 .content_type = call->ssm ? "application/x-amz-json-1.1"
                                           : "application/x-www-form-urlencoded; charset=utf-8",
                 .target = call->ssm ? target : NULL,
@@ -733,6 +737,37 @@ int ec2_ssm_get_parameter(Ec2Client *c, const char *name, ec2_ssm_parameter_done
         call->finish = ssm_finish;
         strbuf_init(&b, SSM_BODY_MAX);
         (void) strbuf_append(&b, json, strlen(json));
+        return call_start(call, &b);
+}
+
+/* IAM instance profiles */
+static int iam_parse(Ec2Call *call, xmlDoc *doc) {
+        if (streq(call->action, "GetInstanceProfile"))
+                call->result = ec2_parse_iam_role(doc);
+        return 0;
+}
+static void iam_finish(Ec2Call *call, const Ec2Error *error) {
+        ((ec2_iam_done_t) call->done)(call->client, error, error ? NULL : TAKE_PTR(call->result), call->userdata);
+}
+
+int ec2_iam_instance_profile(Ec2Client *c, const Ec2IamRequest *req, ec2_iam_done_t done, void *userdata) {
+        StrBuf b;
+        if (!done || !req)
+                return -EINVAL;
+        int r = ec2_build_iam(req, &b);
+        if (r < 0) {
+                strbuf_done(&b);
+                return r;
+        }
+        Ec2Call *call = call_new(c, req->action, done, userdata);
+        if (!call) {
+                strbuf_done(&b);
+                return -ENOMEM;
+        }
+        call->iam = true;
+        call->parse = iam_parse;
+        call->result_free = free;
+        call->finish = iam_finish;
         return call_start(call, &b);
 }
 

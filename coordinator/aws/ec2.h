@@ -32,6 +32,7 @@ typedef struct Ec2Config {
         const char *region;        /* required, e.g. "us-east-1" */
         const char *ec2_endpoint;  /* NULL: https://ec2.REGION.amazonaws.com/ */
         const char *ssm_endpoint;  /* NULL: https://ssm.REGION.amazonaws.com/ */
+        const char *iam_endpoint;  /* NULL: https://iam.amazonaws.com/ (signed for us-east-1) */
         const char *cluster_name;  /* the value of nodesmith.io/cluster; required to terminate */
         unsigned max_attempts;     /* per request, first try included; 0: 8 */
         uint64_t backoff_base_usec;/* 0: 200 ms */
@@ -231,6 +232,23 @@ typedef void (*ec2_ssm_parameter_done_t)(Ec2Client *c, const Ec2Error *error, ch
 int ec2_ssm_get_parameter(Ec2Client *c, const char *name, ec2_ssm_parameter_done_t done,
                           void *userdata);
 
+/* ---- IAM instance profiles (Query API 2010-05-08) ---------------------------------------- */
+
+typedef struct Ec2IamRequest {
+        const char *action;   /* GetInstanceProfile, CreateInstanceProfile, AddRoleToInstanceProfile,
+                               * RemoveRoleFromInstanceProfile */
+        const char *profile;  /* InstanceProfileName, required */
+        const char *role;     /* RoleName (Add/Remove) */
+        const char *path;     /* Path (Create), may be NULL */
+        const Ec2Tag *tags;   /* Tags (Create) */
+        size_t n_tags;
+} Ec2IamRequest;
+/* role_name: the role the profile holds (GetInstanceProfile), NULL otherwise; the callback
+ * takes it (free()). A profile or role that does not exist is EC2_ERROR_NOT_FOUND
+ * (NoSuchEntity). */
+typedef void (*ec2_iam_done_t)(Ec2Client *c, const Ec2Error *error, char *role_name, void *userdata);
+int ec2_iam_instance_profile(Ec2Client *c, const Ec2IamRequest *req, ec2_iam_done_t done, void *userdata);
+
 /* ---- CreateLaunchTemplate ---------------------------------------------------------------- */
 
 typedef struct Ec2BlockDevice {
@@ -239,6 +257,8 @@ typedef struct Ec2BlockDevice {
         const char *volume_type;  /* "gp3" */
         unsigned iops, throughput; /* 0: unset */
         bool encrypted, delete_on_termination;
+        bool leave_encrypted, leave_delete_on_termination; /* true: not sent (EC2's default) */
+        const char *kms_key_id, *snapshot_id; /* NULL: unset */
 } Ec2BlockDevice;
 
 typedef struct Ec2LaunchTemplateSpec {
@@ -250,9 +270,18 @@ typedef struct Ec2LaunchTemplateSpec {
         const char *user_data;             /* plain text; base64-encoded here */
         const Ec2BlockDevice *block_devices;
         size_t n_block_devices;
-        unsigned metadata_hop_limit;       /* 0: 1; HttpTokens=required, endpoint enabled */
+        unsigned metadata_hop_limit;       /* 0: 1 */
+        const char *http_tokens;           /* NULL: "required" */
+        const char *http_endpoint;         /* NULL: "enabled" */
+        const char *http_protocol_ipv6;    /* NULL: not sent */
+        bool detailed_monitoring;          /* Monitoring.Enabled */
+        bool enclave;                      /* EnclaveOptions.Enabled */
+        int associate_public_ip;           /* -1/0: the subnet's default; 1 true, 2 false (one
+                                            * network interface, device 0, carries the groups) */
         const Ec2Tag *tags;                /* on the launch template itself */
         size_t n_tags;
+        const Ec2Tag *interface_tags;      /* on the network interfaces it launches */
+        size_t n_interface_tags;
         const char *client_token;          /* caller's; may be NULL */
 } Ec2LaunchTemplateSpec;
 
@@ -291,9 +320,10 @@ typedef struct Ec2FleetSpec {
         Ec2CapacityType capacity_type;
         const char *nodepool;             /* tag nodesmith.io/nodepool */
         const char *name_tag;             /* tag Name; NULL: none */
-        const Ec2Tag *extra_tags;
+        const Ec2Tag *extra_tags;         /* on the instance, its volumes and the fleet */
         size_t n_extra_tags;
         const char *client_token;         /* caller-provided, required */
+        const char *context;              /* Context (reserved EC2 field), may be NULL */
 } Ec2FleetSpec;
 
 typedef struct Ec2FleetInstances {

@@ -5,17 +5,21 @@
 #include <stdio.h>
 
 #include "catalog.h"
+#include "fileio.h"
+#include "grow.h"
 #include "log.h"
 #include "macro.h"
 
 #define MI ((int64_t) 1024 * 1024)
 #define CATALOG_MAX_FILE (64u * 1024 * 1024)
+#define CATALOG_MAX_TYPES 10000u /* EC2 offers about 1 000 */
 
 typedef struct TypeInfo {
         uint32_t enis, ipv4_per_eni;
         SolverResources nominal;      /* before VM overhead and reservations */
         bool learned;
         int64_t learned_mem_capacity; /* what the kubelet saw */
+        int64_t local_nvme_bytes;     /* instance store (0: none) */
 } TypeInfo;
 
 typedef struct PoolAlloc {
@@ -157,6 +161,8 @@ static void compute_allocatable(const TypeInfo *ti, const SolverKubelet *k, int6
                                 SolverResources *alloc) {
         *cap = ti->nominal;
         cap->v[SOLVER_RES_EPHEMERAL] = root > 0 ? root : CATALOG_DEFAULT_ROOT_VOLUME;
+        if (k && k->instance_store_raid0 && ti->local_nvme_bytes > 0)
+                cap->v[SOLVER_RES_EPHEMERAL] = ti->local_nvme_bytes;
         double vm = CATALOG_VM_OVERHEAD_PERCENT;
         if (ti->learned && ti->learned_mem_capacity > 0) {
                 /* the hypervisor's share, as observed: no guess left */
@@ -195,18 +201,13 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         if (spot_prices && !cJSON_IsObject(spot_prices))
                 return set_error(ret_error, "instance type %s: \"spot_prices\" must be an object", name);
 
-        if (c->n == c->cap) {
-                size_t nc = c->cap ? c->cap * 2 : 256;
-                SolverInstanceType *nt = realloc(c->types, nc * sizeof(SolverInstanceType));
-                if (!nt)
-                        return -ENOMEM;
-                c->types = nt;
-                TypeInfo *ni = realloc(c->info, nc * sizeof(TypeInfo));
-                if (!ni)
-                        return -ENOMEM;
-                c->info = ni;
-                c->cap = nc;
-        }
+        /* types and their info grow together: info's capacity follows types' */
+        size_t info_cap = c->cap;
+        int r = GROW(c->types, c->cap, c->n + 1, (size_t) CATALOG_MAX_TYPES);
+        if (r >= 0)
+                r = GROW(c->info, info_cap, c->cap, (size_t) CATALOG_MAX_TYPES);
+        if (r < 0)
+                return r == -ENOBUFS ? set_error(ret_error, "more than %u instance types", CATALOG_MAX_TYPES) : r;
         SolverArena *a = c->arena;
         SolverInstanceType *t = &c->types[c->n];
         TypeInfo *ti = &c->info[c->n];
@@ -226,10 +227,13 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
                 ti->nominal.v[gman && streq(gman, "amd") ? SOLVER_RES_AMD_GPU : SOLVER_RES_NVIDIA_GPU] = (int64_t) gpus;
         if (neuron > 0)
                 ti->nominal.v[SOLVER_RES_NEURON] = (int64_t) neuron;
+        double nvme = 0;
+        if (json_num(j, "local_nvme_gib", &nvme) && nvme > 0 && nvme < 1e7)
+                ti->local_nvme_bytes = (int64_t) nvme * (1LL << 30);
         compute_allocatable(ti, NULL, 0, &t->capacity, &t->allocatable);
 
         /* labels */
-        SolverLabel *l = solver_arena_alloc(a, 24 * sizeof(SolverLabel));
+        SolverLabel *l = solver_arena_alloc(a, 32 * sizeof(SolverLabel));
         if (!l)
                 return -ENOMEM;
         size_t nl = 0;
@@ -237,7 +241,7 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         char family[64], cat[32], gen[16];
         snprintf(family, sizeof(family), "%.*s", dot ? (int) (dot - name) : (int) strlen(name), name);
         split_family(family, cat, sizeof(cat), gen, sizeof(gen));
-        int r = 0;
+        r = 0;
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_INSTANCE_TYPE, "%s", name);
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_ARCH, "%s", arch);
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_OS, "linux");
@@ -264,6 +268,21 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
                 r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-network-bandwidth", "%.0f", d);
         if (json_num(j, "local_nvme_gib", &d))
                 r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-local-nvme", "%.0f", d);
+        if (json_num(j, "sustained_clock_mhz", &d))
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-cpu-sustained-clock-speed-mhz", "%.0f", d);
+        if (json_num(j, "ebs_bandwidth_mbps", &d))
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-ebs-bandwidth", "%.0f", d);
+        if (json_num(j, "accelerator_count", &d) && d > 0) {
+                r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-count", "%.0f", d);
+                if ((s = json_str(j, "accelerator_name")) && *s)
+                        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-name", "%s", s);
+                if ((s = json_str(j, "accelerator_manufacturer")) && *s)
+                        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-accelerator-manufacturer", "%s", s);
+        }
+        /* nodesmith launches shared-tenancy instances only; flex types are the "-flex" families */
+        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-tenancy", "default");
+        r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-capability-flex", "%s",
+                           strstr(family, "-flex") ? "true" : "false");
         r = r ?: add_label(a, l, &nl, "nodesmith.io/instance-gpu-count", "%.0f", gpus);
         if (gpus > 0) {
                 if ((s = json_str(j, "gpu_name")) && *s)
@@ -335,43 +354,20 @@ int catalog_load_json(Catalog *c, const cJSON *root, char **ret_error) {
 
 int catalog_load_file(const char *path, Catalog **ret, char **ret_error) {
         _cleanup_free_ char *text = NULL;
-        FILE *f = fopen(path, "re");
-        if (!f) {
-                int r = -errno;
+        size_t n = 0;
+        int r = read_file_bounded(path, CATALOG_MAX_FILE, &text, &n);
+        if (r == -EFBIG)
+                return set_error(ret_error, "%s: larger than %u bytes", path, CATALOG_MAX_FILE);
+        if (r < 0) {
                 if (ret_error && asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
         }
-        size_t cap = 0, n = 0;
-        for (;;) {
-                if (n + 65536 + 1 > cap) {
-                        cap = cap ? cap * 2 : 1 << 20;
-                        if (cap > CATALOG_MAX_FILE + 65536) {
-                                fclose(f);
-                                return set_error(ret_error, "%s: larger than %u bytes", path, CATALOG_MAX_FILE);
-                        }
-                        char *nt = realloc(text, cap);
-                        if (!nt) {
-                                fclose(f);
-                                return -ENOMEM;
-                        }
-                        text = nt;
-                }
-                size_t k = fread(text + n, 1, cap - n - 1, f);
-                n += k;
-                if (k == 0)
-                        break;
-        }
-        bool err = ferror(f);
-        fclose(f);
-        if (err)
-                return set_error(ret_error, "%s: read error", path);
-        text[n] = 0;
         cJSON *root = cJSON_ParseWithLength(text, n);
         if (!root)
                 return set_error(ret_error, "%s: not valid JSON", path);
         _cleanup_(catalog_freep) Catalog *c = NULL;
-        int r = catalog_new(NULL, &c);
+        r = catalog_new(NULL, &c);
         if (r >= 0)
                 r = catalog_load_json(c, root, ret_error);
         cJSON_Delete(root);
@@ -421,7 +417,18 @@ static bool kubelet_eq(const SolverKubelet *a, const SolverKubelet *b) {
                (!a->has_kube_reserved_memory || a->kube_reserved_memory == b->kube_reserved_memory) &&
                (!a->has_system_reserved_cpu || a->system_reserved_cpu == b->system_reserved_cpu) &&
                (!a->has_system_reserved_memory || a->system_reserved_memory == b->system_reserved_memory) &&
-               (!a->has_eviction_memory || a->eviction_memory == b->eviction_memory);
+               (!a->has_eviction_memory || a->eviction_memory == b->eviction_memory) &&
+               a->has_eviction_memory_pct == b->has_eviction_memory_pct &&
+               (!a->has_eviction_memory_pct || a->eviction_memory_pct == b->eviction_memory_pct) &&
+               a->has_eviction_nodefs == b->has_eviction_nodefs &&
+               (!a->has_eviction_nodefs || a->eviction_nodefs == b->eviction_nodefs) &&
+               a->has_eviction_nodefs_pct == b->has_eviction_nodefs_pct &&
+               (!a->has_eviction_nodefs_pct || a->eviction_nodefs_pct == b->eviction_nodefs_pct) &&
+               a->has_kube_reserved_ephemeral == b->has_kube_reserved_ephemeral &&
+               (!a->has_kube_reserved_ephemeral || a->kube_reserved_ephemeral == b->kube_reserved_ephemeral) &&
+               a->has_system_reserved_ephemeral == b->has_system_reserved_ephemeral &&
+               (!a->has_system_reserved_ephemeral || a->system_reserved_ephemeral == b->system_reserved_ephemeral) &&
+               a->instance_store_raid0 == b->instance_store_raid0;
 }
 
 int catalog_allocatable_for(Catalog *c, const SolverKubelet *kubelet, int64_t root_volume_bytes,

@@ -6,7 +6,9 @@
 #include <stdio.h>
 
 #include "disruption-policy.h"
+#include "nodeclass-check.h"
 #include "nodepool.h"
+#include "quantity.h"
 #include "log.h"
 #include "macro.h"
 
@@ -46,6 +48,11 @@ static char *pathf(char *buf, size_t n, const char *fmt, ...) {
 
 static const cJSON *get(const cJSON *o, const char *k) {
         return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+
+static const char *jstr_(const cJSON *o, const char *k) {
+        const cJSON *v = get(o, k);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static bool present(const cJSON *v) {
@@ -221,10 +228,12 @@ static int parse_requirement(Ctx *c, const cJSON *j, const char *path, bool labe
                 return r;
         if (!opname)
                 return fail(c, P(p, "%s.operator", path), "is required");
-        int op = solver_operator_from_name(opname);
+        /* Karpenter v1's NodePools add Gte and Lte (integers): Gte N is Gt N-1, Lte N is Lt N+1 */
+        bool inclusive = min_values && (streq(opname, "Gte") || streq(opname, "Lte"));
+        int op = inclusive ? (streq(opname, "Gte") ? SOLVER_OP_GT : SOLVER_OP_LT) : solver_operator_from_name(opname);
         if (op < 0 || (label_selector && (op == SOLVER_OP_GT || op == SOLVER_OP_LT)))
                 return fail(c, P(p, "%s.operator", path), "\"%s\" is not one of In, NotIn, Exists, DoesNotExist%s",
-                            opname, label_selector ? "" : ", Gt, Lt");
+                            opname, label_selector ? "" : min_values ? ", Gt, Lt, Gte, Lte" : ", Gt, Lt");
         *ret = (SolverRequirement) { .key = key, .op = (SolverOperator) op };
         const char **vals;
         r = parse_string_list(c, get(j, "values"), P(p, "%s.values", path), &vals, &ret->n_values);
@@ -245,8 +254,15 @@ static int parse_requirement(Ctx *c, const cJSON *j, const char *path, bool labe
         case SOLVER_OP_GT:
         case SOLVER_OP_LT: {
                 char *end = NULL;
-                if (ret->n_values != 1 || (strtoll(ret->values[0], &end, 10), *end) || !*ret->values[0])
+                long long v = ret->n_values == 1 ? strtoll(ret->values[0], &end, 10) : 0;
+                if (ret->n_values != 1 || *end || !*ret->values[0])
                         return fail(c, P(p, "%s.values", path), "%s needs exactly one integer value", opname);
+                if (inclusive) {
+                        const char **nv = solver_arena_alloc(c->a, sizeof *nv);
+                        if (!nv || !(nv[0] = solver_arena_printf(c->a, "%lld", op == SOLVER_OP_GT ? v - 1 : v + 1)))
+                                return -ENOMEM;
+                        ret->values = nv;
+                }
                 break;
         }
         }
@@ -1006,6 +1022,80 @@ static bool api_group_is(const cJSON *obj, const char *group) {
         return strncmp(v->valuestring, group, n) == 0 && v->valuestring[n] == '/';
 }
 
+/* Karpenter v1 NodePool fields nodesmith does not carry out, with the reason; and the fields it
+ * knows at each level. Anything else is not a v1 field. */
+typedef struct PoolField {
+        const char *path; /* "spec", "spec.template.spec"... */
+        const char *const *known;
+} PoolField;
+
+typedef struct PoolRefusal {
+        const char *path, *why;
+} PoolRefusal;
+
+static const PoolRefusal pool_refused[] = {
+        { "spec.replicas", "static NodePools (a fixed number of nodes) are not supported yet: nodesmith launches for "
+                           "pending pods only; remove replicas and keep the pool dynamic" },
+        { "spec.template.metadata.annotations", "nodesmith does not put annotations on the nodes it launches yet; they "
+                                                "would be lost" },
+        { "spec.limits.nodes", "a limit on the number of nodes is not supported yet; limit cpu or memory instead" },
+        { "spec.template.spec.kubelet", "belongs to the EC2NodeClass in v1 (spec.kubelet); `nodesmithctl convert` moves it" },
+        {}
+};
+
+static int pool_fields(Ctx *c, const cJSON *j) {
+        static const char *const spec[] = { "template", "disruption", "limits", "weight", "headroom", "replicas", NULL };
+        static const char *const tmpl[] = { "metadata", "spec", NULL };
+        static const char *const meta[] = { "labels", "annotations", NULL };
+        static const char *const tspec[] = { "requirements", "taints", "startupTaints", "nodeClassRef", "expireAfter",
+                                             "terminationGracePeriod", "kubelet", NULL };
+        static const char *const ref[] = { "group", "kind", "name", NULL };
+        static const char *const dis[] = { "consolidationPolicy", "consolidateAfter", "budgets", "consolidationThreshold",
+                                           "churnGuard", NULL };
+        static const PoolField levels[] = {
+                { "spec", spec }, { "spec.template", tmpl }, { "spec.template.metadata", meta },
+                { "spec.template.spec", tspec }, { "spec.template.spec.nodeClassRef", ref }, { "spec.disruption", dis },
+        };
+        char p[300];
+        for (size_t i = 0; i < ELEMENTSOF(levels); i++) {
+                const cJSON *o = j;
+                char path[128], *save = NULL;
+                snprintf(path, sizeof path, "%s", levels[i].path);
+                for (char *part = strtok_r(path, ".", &save); part && o; part = strtok_r(NULL, ".", &save))
+                        o = get(o, part);
+                const cJSON *k, *obj = cJSON_IsObject(o) ? o : NULL;
+                cJSON_ArrayForEach(k, obj) {
+                        bool ok = false;
+                        for (const char *const *n = levels[i].known; *n && !ok; n++)
+                                ok = streq(*n, k->string);
+                        snprintf(p, sizeof p, "%s.%s", levels[i].path, k->string);
+                        if (!ok)
+                                return fail(c, p, "is not a field of Karpenter v1's NodePool");
+                }
+        }
+        for (const PoolRefusal *r = pool_refused; r->path; r++) {
+                const cJSON *o = j;
+                char path[128], *save = NULL;
+                snprintf(path, sizeof path, "%s", r->path);
+                for (char *part = strtok_r(path, ".", &save); part && o; part = strtok_r(NULL, ".", &save))
+                        o = get(o, part);
+                if (present(o))
+                        return fail(c, r->path, "is not supported: %s", r->why);
+        }
+        const char *policy = jstr_(get(get(j, "spec"), "disruption"), "consolidationPolicy");
+        if (streq_ptr(policy, "Balanced"))
+                return fail(c, "spec.disruption.consolidationPolicy",
+                            "Balanced is not supported yet: nodesmith does not score a consolidation's savings against its "
+                            "disruption cost; use WhenEmptyOrUnderutilized with spec.disruption.consolidationThreshold "
+                            "(the least saving worth a replace) instead");
+        const cJSON *th = get(get(get(j, "spec"), "disruption"), "consolidationThreshold");
+        if (cJSON_IsNumber(th))
+                return fail(c, "spec.disruption.consolidationThreshold",
+                            "an integer is Balanced consolidation's threshold in Karpenter, which nodesmith does not "
+                            "support; nodesmith's consolidationThreshold is a saving such as \"15%%\"");
+        return 0;
+}
+
 int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, NodePoolExtra *x, char **ret_error) {
         char what[300], path[512];
         const cJSON *n = get(get(j, "metadata"), "name");
@@ -1021,6 +1111,9 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         const cJSON *spec = get(j, "spec");
         if (!cJSON_IsObject(spec))
                 return fail(&c, "spec", "is required");
+        r = pool_fields(&c, j);
+        if (r < 0)
+                return r;
         bool set;
         int64_t w;
         r = get_int(&c, spec, "weight", "spec.weight", 1, 100, &set, &w);
@@ -1183,6 +1276,25 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         return 0;
 }
 
+/* An eviction threshold: a quantity, or a percentage of the resource's capacity. */
+static int eviction_threshold(Ctx *c, const cJSON *v, SolverResource res, const char *path, bool *ret_set,
+                              int64_t *ret, bool *ret_pct_set, double *ret_pct) {
+        if (!present(v))
+                return 0;
+        if (cJSON_IsString(v) && strchr(v->valuestring, '%')) {
+                double pct;
+                if (quantity_parse_percent(v->valuestring, &pct) < 0 || pct < 0 || pct > 100)
+                        return fail(c, path, "\"%s\" is not a percentage", v->valuestring);
+                *ret_pct_set = true;
+                *ret_pct = pct;
+                return 0;
+        }
+        int r = parse_quantity(c, v, res, path, ret);
+        if (r >= 0)
+                *ret_set = true;
+        return r;
+}
+
 int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char **ret_error) {
         char what[300], path[512];
         const cJSON *n = get(get(j, "metadata"), "name");
@@ -1195,6 +1307,9 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
         const cJSON *spec = get(j, "spec");
         if (!cJSON_IsObject(spec))
                 return fail(&c, "spec", "is required");
+        r = nodeclass_check(spec, what, ret_error);
+        if (r < 0)
+                return r;
         r = get_str(&c, spec, "amiFamily", "spec.amiFamily", &nc->ami_family);
         if (r < 0)
                 return r;
@@ -1252,14 +1367,18 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
                 return r;
         size_t k = 0;
         const cJSON *d;
+        /* the kubelet's volume: the one marked rootVolume, else the family's root device
+         * (Bottlerocket keeps it on its data volume /dev/xvdb) */
+        bool marked = false;
+        cJSON_ArrayForEach(d, bdm)
+                marked = marked || cJSON_IsTrue(get(d, "rootVolume"));
+        const char *root_dev = streq(nc->ami_family, "Bottlerocket") ? "/dev/xvdb" : "/dev/xvda";
         cJSON_ArrayForEach(d, bdm) {
                 const cJSON *ebs = get(d, "ebs");
-                const cJSON *root = get(d, "rootVolume");
                 const cJSON *size = get(ebs, "volumeSize");
                 const cJSON *dev = get(d, "deviceName");
-                bool is_root = cJSON_IsTrue(root) ||
-                               (!root && cJSON_IsString(dev) &&
-                                (streq(dev->valuestring, "/dev/xvda") || streq(dev->valuestring, "/dev/xvdb")));
+                bool is_root = marked ? cJSON_IsTrue(get(d, "rootVolume"))
+                                      : cJSON_IsString(dev) && streq(dev->valuestring, root_dev);
                 if (present(size) && is_root) {
                         int64_t v;
                         r = parse_quantity(&c, size, SOLVER_RES_EPHEMERAL,
@@ -1316,6 +1435,8 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
                 kb->kube_reserved_cpu = res.v[SOLVER_RES_CPU];
                 kb->has_kube_reserved_memory = rs[SOLVER_RES_MEMORY];
                 kb->kube_reserved_memory = res.v[SOLVER_RES_MEMORY];
+                kb->has_kube_reserved_ephemeral = rs[SOLVER_RES_EPHEMERAL];
+                kb->kube_reserved_ephemeral = res.v[SOLVER_RES_EPHEMERAL];
                 res = (SolverResources) {};
                 r = parse_resource_map(&c, get(kl, "systemReserved"), "spec.kubelet.systemReserved", &res, rs);
                 if (r < 0)
@@ -1324,18 +1445,27 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
                 kb->system_reserved_cpu = res.v[SOLVER_RES_CPU];
                 kb->has_system_reserved_memory = rs[SOLVER_RES_MEMORY];
                 kb->system_reserved_memory = res.v[SOLVER_RES_MEMORY];
+                kb->has_system_reserved_ephemeral = rs[SOLVER_RES_EPHEMERAL];
+                kb->system_reserved_ephemeral = res.v[SOLVER_RES_EPHEMERAL];
+                /* hard thresholds shape allocatable; soft ones only make the kubelet evict sooner */
                 const cJSON *ev = get(kl, "evictionHard");
                 r = want(&c, ev, false, "spec.kubelet.evictionHard");
                 if (r < 0)
                         return r;
-                const cJSON *ma = get(ev, "memory.available");
-                if (present(ma)) {
-                        r = parse_quantity(&c, ma, SOLVER_RES_MEMORY, "spec.kubelet.evictionHard[\"memory.available\"]", &v);
-                        if (r < 0)
-                                return r;
-                        kb->has_eviction_memory = true;
-                        kb->eviction_memory = v;
-                }
+                r = eviction_threshold(&c, get(ev, "memory.available"), SOLVER_RES_MEMORY,
+                                       "spec.kubelet.evictionHard[\"memory.available\"]", &kb->has_eviction_memory,
+                                       &kb->eviction_memory, &kb->has_eviction_memory_pct, &kb->eviction_memory_pct);
+                if (r < 0)
+                        return r;
+                r = eviction_threshold(&c, get(ev, "nodefs.available"), SOLVER_RES_EPHEMERAL,
+                                       "spec.kubelet.evictionHard[\"nodefs.available\"]", &kb->has_eviction_nodefs,
+                                       &kb->eviction_nodefs, &kb->has_eviction_nodefs_pct, &kb->eviction_nodefs_pct);
+                if (r < 0)
+                        return r;
+        }
+        if (streq_ptr(jstr_(spec, "instanceStorePolicy"), "RAID0")) {
+                nc->has_kubelet = true;
+                nc->kubelet.instance_store_raid0 = true;
         }
         nc->spec = cJSON_Duplicate(spec, true);
         return nc->spec ? 0 : -ENOMEM;

@@ -1,23 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <cjson/cJSON.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "macro.h"
 #include "strbuf.h"
 #include "userdata.h"
 
 #define BOUNDARY "==NODESMITH-BOUNDARY=="
-
-char *userdata_base64(const char *data, size_t len) {
-        size_t n = 4 * ((len + 2) / 3) + 1;
-        char *out = malloc(n);
-        if (!out)
-                return NULL;
-        EVP_EncodeBlock((unsigned char *) out, (const unsigned char *) data, (int) len);
-        return out;
-}
 
 static bool safe_value(const char *s) {
         return s && !strpbrk(s, "\r\n#");
@@ -58,10 +49,21 @@ static char *nodeconfig(const UserDataSpec *s) {
         cJSON_AddStringToObject(cluster, "apiServerEndpoint", strempty(s->api_server_endpoint));
         cJSON_AddStringToObject(cluster, "certificateAuthority", strempty(s->certificate_authority));
         cJSON_AddStringToObject(cluster, "cidr", strempty(s->cidr));
+        if (s->raid0) {
+                cJSON *inst = cJSON_AddObjectToObject(spec, "instance");
+                cJSON *ls = cJSON_AddObjectToObject(inst, "localStorage");
+                cJSON_AddStringToObject(ls, "strategy", "RAID0");
+        }
         kubelet = cJSON_AddObjectToObject(spec, "kubelet");
         config = cJSON_AddObjectToObject(kubelet, "config");
         if (s->max_pods > 0)
                 cJSON_AddNumberToObject(config, "maxPods", s->max_pods);
+        /* the class's kubelet settings carry KubeletConfiguration's own names */
+        const cJSON *k;
+        cJSON_ArrayForEach(k, s->kubelet) {
+                cJSON_DeleteItemFromObjectCaseSensitive(config, k->string);
+                cJSON_AddItemToObject(config, k->string, cJSON_Duplicate(k, true));
+        }
         /* kubelet graceful node shutdown, as EKS AL2023 sets it from 1.34 */
         cJSON_AddStringToObject(config, "shutdownGracePeriod", "150s");
         cJSON_AddStringToObject(config, "shutdownGracePeriodCriticalPods", "30s");
@@ -88,10 +90,69 @@ static char *nodeconfig(const UserDataSpec *s) {
         return out;
 }
 
+/* The boundary of a MIME multipart document ("boundary=X" or "boundary=\"X\"" in its
+ * Content-Type), copied into buf; false when text is not one. */
+static bool mime_boundary(const char *text, char *buf, size_t size) {
+        const char *hdr_end = strstr(text, "\n\n");
+        if (strncasecmp(text, "MIME-Version:", 13) != 0 && strncasecmp(text, "Content-Type:", 13) != 0)
+                return false;
+        const char *b = strcasestr(text, "boundary=");
+        if (!b || (hdr_end && b > hdr_end))
+                return false;
+        b += 9;
+        bool quoted = *b == '"';
+        b += quoted;
+        size_t n = quoted ? strcspn(b, "\"\r\n") : strcspn(b, "; \t\r\n");
+        if (n == 0 || n >= size)
+                return false;
+        memcpy(buf, b, n);
+        buf[n] = 0;
+        return true;
+}
+
+/* The user's parts, each under nodesmith's boundary. A MIME document gives its parts as they
+ * are; anything else is one part, typed by its first line: a script (#!), a cloud-config, or a
+ * NodeConfig. */
+static int user_parts(const char *ud, StrBuf *b) {
+        char boundary[128], delim[132];
+        if (!mime_boundary(ud, boundary, sizeof boundary)) {
+                const char *type = strncmp(ud, "#!", 2) == 0             ? "text/x-shellscript"
+                                   : strncmp(ud, "#cloud-config", 13) == 0 ? "text/cloud-config"
+                                                                          : "application/node.eks.aws";
+                return strbuf_printf(b, "--%s\nContent-Type: %s\nMIME-Version: 1.0\n\n%s\n\n", BOUNDARY, type, ud);
+        }
+        snprintf(delim, sizeof delim, "--%s", boundary);
+        size_t dl = strlen(delim), parts = 0;
+        const char *p = strstr(ud, delim);
+        while (p) {
+                p += dl;
+                if (strncmp(p, "--", 2) == 0 || !p[strspn(p, " \t\r\n")])
+                        break; /* the closing delimiter, or a last one left unclosed as Karpenter's examples do */
+                p += strspn(p, " \t");
+                if (*p == '\r')
+                        p++;
+                if (*p != '\n')
+                        return -EINVAL;
+                p++;
+                const char *end = strstr(p, delim);
+                if (!end)
+                        return -EINVAL; /* not closed */
+                size_t n = (size_t) (end - p);
+                while (n > 0 && (p[n - 1] == '\n' || p[n - 1] == '\r'))
+                        n--;
+                int r = strbuf_printf(b, "--%s\n%.*s\n\n", BOUNDARY, (int) n, p);
+                if (r < 0)
+                        return r;
+                parts++;
+                p = end;
+        }
+        return parts > 0 ? 0 : -EINVAL;
+}
+
 static int add_file(cJSON *files, const char *path, const char *text) {
-        _cleanup_free_ char *b64 = userdata_base64(text, strlen(text));
+        _cleanup_free_ char *b64 = NULL;
         cJSON *f = cJSON_CreateObject();
-        if (!b64 || !f) {
+        if (base64_encode(text, strlen(text), 0, &b64) < 0 || !f) {
                 cJSON_Delete(f);
                 return -ENOMEM;
         }
@@ -150,6 +211,12 @@ int userdata_render(const UserDataSpec *s, char **ret) {
         StrBuf b;
         strbuf_init(&b, USER_DATA_MAX);
         strbuf_printf(&b, "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"%s\"\n\n", BOUNDARY);
+        r = s->user_data ? user_parts(s->user_data, &b) : 0;
+        if (r < 0) {
+                strbuf_done(&b);
+                explicit_bzero(ccs, strlen(ccs));
+                return r;
+        }
         strbuf_printf(&b, "--%s\nContent-Type: application/node.eks.aws\nMIME-Version: 1.0\n"
                           "Content-Transfer-Encoding: 7bit\n\n%s\n\n", BOUNDARY, nc);
         strbuf_printf(&b, "--%s\nContent-Type: text/cloud-config; charset=\"us-ascii\"\nMIME-Version: 1.0\n"

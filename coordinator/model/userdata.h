@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* User data for an AL2023 EKS node launched by nodesmith: a MIME multipart document holding the
@@ -23,11 +25,15 @@ typedef struct UserDataSpec {
         const char *token;
         const char *nodepool;
         const char *extra_settings;        /* more agent.conf lines ("key = value\n"), may be NULL */
+        const cJSON *kubelet;              /* EC2NodeClass spec.kubelet (KubeletConfiguration field
+                                            * names): merged into the NodeConfig's kubelet config */
+        const char *user_data;             /* EC2NodeClass spec.userData: MIME parts (or the whole
+                                            * text as one part) put before nodesmith's, as Karpenter
+                                            * does on AL2023 */
+        bool raid0;                        /* instanceStorePolicy RAID0: nodeadm's localStorage */
 } UserDataSpec;
 
 #define USER_DATA_MAX (16 * 1024) /* EC2's limit, before base64 */
 
 /* The document, malloc'ed. -EINVAL names nothing; values with newlines or '#' are refused. */
 int userdata_render(const UserDataSpec *spec, char **ret);
-/* base64 of data (OpenSSL), malloc'ed. */
-char *userdata_base64(const char *data, size_t len);

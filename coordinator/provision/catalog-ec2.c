@@ -138,6 +138,16 @@ static bool add_fallback_fields(cJSON *e, const SolverInstanceType *ft) {
                 ok = ok && cJSON_AddNumberToObject(e, "network_bandwidth_mbps", strtod(s, NULL));
         if ((s = fallback_label(ft, "nodesmith.io/instance-local-nvme")))
                 ok = ok && cJSON_AddNumberToObject(e, "local_nvme_gib", strtod(s, NULL));
+        if ((s = fallback_label(ft, "nodesmith.io/instance-cpu-sustained-clock-speed-mhz")))
+                ok = ok && cJSON_AddNumberToObject(e, "sustained_clock_mhz", strtod(s, NULL));
+        if ((s = fallback_label(ft, "nodesmith.io/instance-ebs-bandwidth")))
+                ok = ok && cJSON_AddNumberToObject(e, "ebs_bandwidth_mbps", strtod(s, NULL));
+        if ((s = fallback_label(ft, "nodesmith.io/instance-accelerator-count")))
+                ok = ok && cJSON_AddNumberToObject(e, "accelerator_count", strtod(s, NULL));
+        if ((s = fallback_label(ft, "nodesmith.io/instance-accelerator-name")))
+                ok = ok && cJSON_AddStringToObject(e, "accelerator_name", s);
+        if ((s = fallback_label(ft, "nodesmith.io/instance-accelerator-manufacturer")))
+                ok = ok && cJSON_AddStringToObject(e, "accelerator_manufacturer", s);
         if (ft->capacity.v[SOLVER_RES_NEURON] > 0)
                 ok = ok && cJSON_AddNumberToObject(e, "neuron_count", (double) ft->capacity.v[SOLVER_RES_NEURON]);
         return ok;

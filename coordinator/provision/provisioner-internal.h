@@ -34,6 +34,12 @@ typedef struct InFlight {
         SolverCapacityType capacity_type;
         uint64_t launched_usec;  /* CLOCK_MONOTONIC */
         size_t n_pods;           /* nominated when launched */
+        char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
+                                  * may be NULL): while it is in flight they count as on it */
+        bool learned;            /* found in EC2 at start-up, not launched by this replica */
+        char *node_name;         /* its Node, once registered; it stays in flight until that
+                                  * Node is initialized (Ready, temporary taints gone, agent
+                                  * reporting), as Karpenter treats a NodeClaim */
 } InFlight;
 
 typedef struct Unavailable {
@@ -54,6 +60,7 @@ typedef struct Resolved {
         size_t n_subnets;
         char *sgs[MAX_SGS + 1];  /* NULL-terminated */
         char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
+        char *profile;           /* the instance profile ("" for none), NULL until known */
         char *template_name[2];
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
@@ -72,6 +79,7 @@ typedef enum Step {
         STEP_IDLE,
         STEP_SUBNETS,
         STEP_SGS,
+        STEP_PROFILE,
         STEP_AMI,
         STEP_TEMPLATE,
         STEP_FLEET,
@@ -88,7 +96,11 @@ typedef struct Round {
         Step step;
         Resolved *res;              /* of the launch under way */
         int arch;                   /* 0 amd64, 1 arm64 */
+        size_t ami_term;            /* amiSelectorTerms: the term looked up now */
+        char *ami_best;             /* the newest image of the terms so far */
+        int64_t ami_best_date;
         bool launched_nothing;      /* a launch failed for capacity: solve again */
+        bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;
         char **pod_uids;            /* per snapshot pod */
 } Round;
@@ -125,6 +137,7 @@ struct Provisioner {
         /* metrics */
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
         uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
+        uint64_t budget_cuts, pods_deferred;
         uint64_t last_disruption_usec;
         Orphan orphans[64];
         size_t n_orphans;
@@ -150,8 +163,13 @@ static inline const char *jstr(const cJSON *o, const char *k) {
  * leaving nodes), nodes with the pods their agents report, instances in flight. */
 int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 void provisioner_round_free(Round *rd);
+/* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
+bool pod_unschedulable(const cJSON *pod);
 /* Open (or extend) a batch: a solve follows soon. */
 void provisioner_poke(Provisioner *p);
+/* Leading, with the Lease renewed within its renew deadline: asked before every action. */
+bool provisioner_acting(const Provisioner *p);
+const char *provisioner_acting_as(const Provisioner *p);
 /* Hex SHA-256 of data into out (65 bytes for all of it). */
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
 /* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */

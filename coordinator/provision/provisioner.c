@@ -13,13 +13,18 @@
 #include "aws/ec2.h"
 #include "fileio.h"
 #include "http.h"
+#include "aws/instanceprofile.h"
 #include "kube.h"
+#include "launchclass.h"
+#include "leader.h"
 #include "log.h"
 #include "macro.h"
 #include "agents/nodebind.h"
 #include "agents/proxydrain.h"
 #include "model/nodepool.h"
 #include "provisioner-internal.h"
+#include "status/events.h"
+#include "status/nodeclaims.h"
 #include "solver/solver.h"
 #include "model/userdata.h"
 
@@ -36,9 +41,22 @@ static uint64_t clock_usec(void) {
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
+/* May this replica act now? Leading, and (with an election) its last Lease renewal younger than
+ * the renew deadline, by the clock, not by a callback the loop may not have run yet. Asked before
+ * every EC2 write, so two replicas never act at once (docs/leader-election.md). */
+bool provisioner_acting(const Provisioner *p) {
+        return p->leading && (!p->c->leader || leader_is_leading(p->c->leader));
+}
+
+const char *provisioner_acting_as(const Provisioner *p) {
+        return p->c->leader ? leader_identity(p->c->leader) : "the only replica";
+}
+
 /* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
- * reason Unschedulable) and nobody is deleting it. */
-static bool pod_unschedulable(const cJSON *pod) {
+ * reason Unschedulable) and nobody is deleting it. As Karpenter's IsProvisionable: a pod with
+ * status.nominatedNodeName is being placed by the scheduler's preemption (its victims are
+ * going), and DaemonSet or static pods follow their node, so none of these gets capacity. */
+bool pod_unschedulable(const cJSON *pod) {
         const cJSON *md = jget(pod, "metadata"), *status = jget(pod, "status");
         if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
                 return false;
@@ -46,6 +64,13 @@ static bool pod_unschedulable(const cJSON *pod) {
                 return false;
         if (!streq_ptr(jstr(status, "phase"), "Pending"))
                 return false;
+        if (!isempty(jstr(status, "nominatedNodeName")))
+                return false;
+        const cJSON *o;
+        cJSON_ArrayForEach(o, jget(md, "ownerReferences"))
+                if (cJSON_IsTrue(jget(o, "controller")) &&
+                    (streq_ptr(jstr(o, "kind"), "DaemonSet") || streq_ptr(jstr(o, "kind"), "Node")))
+                        return false;
         const cJSON *c;
         cJSON_ArrayForEach(c, jget(status, "conditions"))
                 if (streq_ptr(jstr(c, "type"), "PodScheduled") && streq_ptr(jstr(c, "status"), "False") &&
@@ -125,7 +150,8 @@ static void on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata)
 static void on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
         /* a changed EC2NodeClass (AMI, security groups...) is resolved again before the next launch */
-        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED) {
+        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED &&
+            !cJSON_Compare(jget(ev->object, "spec"), jget(ev->old, "spec"), true)) { /* not a status write */
                 const char *name = jstr(jget(ev->object, "metadata"), "name");
                 for (size_t i = 0; name && i < p->n_resolved; i++)
                         if (streq(p->resolved[i]->node_class, name))
@@ -143,6 +169,10 @@ static void inflight_free(InFlight *f) {
         free(f->nodepool);
         free(f->instance_type);
         free(f->zone);
+        free(f->node_name);
+        for (char **k = f->pods; k && *k; k++)
+                free(*k);
+        free(f->pods);
 }
 
 static InFlight *inflight_find(Provisioner *p, const char *id) {
@@ -174,22 +204,130 @@ static int inflight_add(Provisioner *p, const char *id, const char *pool, const 
         return 1;
 }
 
+/* Remembers the pods a launch was made for: until the instance is initialized they count as on
+ * it, so a round that runs meanwhile does not plan them again (Karpenter's nominations). */
+static void inflight_nominate(Provisioner *p, const char *id, const Round *rd, const SolverLaunch *l) {
+        InFlight *f = inflight_find(p, id);
+        if (!f || f->pods || l->n_pods == 0)
+                return;
+        f->pods = calloc(l->n_pods + 1, sizeof(char *));
+        for (size_t i = 0, k = 0; f->pods && i < l->n_pods; i++)
+                if (rd->pod_uids[l->pods[i]] && (f->pods[k] = strdup(rd->pod_uids[l->pods[i]])))
+                        k++;
+}
+
+static const InFlight *inflight_nominated(const Provisioner *p, const char *key) {
+        for (size_t i = 0; i < p->n_inflight; i++)
+                for (char **k = p->inflight[i].pods; k && *k; k++)
+                        if (streq(*k, key))
+                                return &p->inflight[i];
+        return NULL;
+}
+
 static void inflight_remove(Provisioner *p, size_t i) {
         inflight_free(&p->inflight[i]);
         p->inflight[i] = p->inflight[--p->n_inflight];
 }
 
 
+/* Taints a new Node carries while it starts, which go away by themselves: the kubelet's and the
+ * node lifecycle controller's (not-ready, unreachable, network-unavailable) and the cloud
+ * controller manager's (uninitialized), as Karpenter's KnownEphemeralTaints. */
+static bool taint_ephemeral(const char *key) {
+        static const char *const keys[] = { "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                                            "node.kubernetes.io/network-unavailable",
+                                            "node.cloudprovider.kubernetes.io/uninitialized" };
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (streq_ptr(key, keys[i]))
+                        return true;
+        return false;
+}
+
+/* A startup taint of the node's NodePool (spec.template.spec.startupTaints): removed by
+ * something on the node once it is set up. */
+static bool taint_startup(Provisioner *p, const char *pool, const char *key) {
+        const cJSON *np = pool ? kube_watch_get(p->nodepools, NULL, pool) : NULL;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, jget(jget(jget(jget(np, "spec"), "template"), "spec"), "startupTaints"))
+                if (streq_ptr(jstr(t, "key"), key))
+                        return true;
+        return false;
+}
+
+/* An agent reports for the Node (the Node its attested instance is bound to). */
+static bool node_reported(Provisioner *p, const char *name) {
+        NodeEntry *ne;
+        REGISTRY_FOREACH(ne, &p->c->registry)
+                if (streq_ptr(provisioner_node_name(p, ne), name))
+                        return true;
+        return false;
+}
+
+/* A launched instance's Node is initialized once it is Ready, its temporary taints are gone and
+ * its agent reports: until then it stays in flight, and the solver sees it without them. An
+ * instance this replica found in EC2 at start-up (a new leader) needs no report: its agent may
+ * still be reporting to the old leader's address. */
+static bool node_initialized(Provisioner *p, const cJSON *node, const InFlight *f) {
+        const char *pool = f->nodepool;
+        bool ready = false;
+        const cJSON *c, *t;
+        cJSON_ArrayForEach(c, jget(jget(node, "status"), "conditions"))
+                if (streq_ptr(jstr(c, "type"), "Ready"))
+                        ready = streq_ptr(jstr(c, "status"), "True");
+        if (!ready)
+                return false;
+        cJSON_ArrayForEach(t, jget(jget(node, "spec"), "taints"))
+                if (taint_ephemeral(jstr(t, "key")) || taint_startup(p, pool, jstr(t, "key")))
+                        return false;
+        return f->learned || node_reported(p, kube_object_meta(node, "name"));
+}
+
 static int forget_registered(const cJSON *node, void *userdata) {
         Provisioner *p = userdata;
         const char *id = node_provider_instance(node);
-        for (size_t i = 0; id && i < p->n_inflight; i++)
-                if (streq(p->inflight[i].instance_id, id)) {
-                        log_info("Instance %s registered as Node %s.", id, strempty(kube_object_meta(node, "name")));
-                        inflight_remove(p, i);
-                        break;
+        const char *name = kube_object_meta(node, "name");
+        for (size_t i = 0; id && i < p->n_inflight; i++) {
+                InFlight *f = &p->inflight[i];
+                if (!streq(f->instance_id, id))
+                        continue;
+                if (!f->node_name) {
+                        log_info("Instance %s registered as Node %s.", id, strempty(name));
+                        if (!f->learned)
+                                histogram_observe(&p->c->metrics.registration_seconds,
+                                                  (double) (now_usec(p) - f->launched_usec) / 1e6);
+                        (void) free_and_strdup(&f->node_name, name);
                 }
+                if (node_initialized(p, node, f)) {
+                        log_info("Node %s (%s) initialized: Ready, no startup taints%s.", strempty(name), id,
+                                 f->learned ? "" : ", agent reporting");
+                        inflight_remove(p, i);
+                }
+                break;
+        }
         return 0;
+}
+
+/* In flight with a Node already: the snapshot takes the Node (its name, labels and allocatable)
+ * without the taints that go away by themselves, and takes it as a node that will take pods. */
+static int node_initializing(Provisioner *p, SolverArena *a, SolverNode *n) {
+        const InFlight *f = NULL;
+        for (size_t i = 0; i < p->n_inflight && !f; i++)
+                if (streq_ptr(p->inflight[i].node_name, n->name))
+                        f = &p->inflight[i];
+        if (!f)
+                return 0;
+        SolverTaint *kept = solver_arena_alloc(a, (n->n_taints + 1) * sizeof *kept);
+        if (!kept)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < n->n_taints; i++)
+                if (!taint_ephemeral(n->taints[i].key) && !taint_startup(p, f->nodepool, n->taints[i].key))
+                        kept[k++] = n->taints[i];
+        n->taints = kept;
+        n->n_taints = k;
+        /* until its agent reports its pods, the pool's DaemonSet overhead is counted for it */
+        n->in_flight = !node_reported(p, n->name);
+        return 1;
 }
 
 static void forget_orphan(Provisioner *p, const char *id) {
@@ -399,8 +537,21 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         size_t k = o->n_nodes;
         size_t nt = 0;
         const SolverInstanceType *types = catalog_types(p->catalog, &nt);
+        /* an in-flight instance whose Node is registered is re-checked here, as its agent's
+         * first report does not come with a Node event */
+        for (size_t i = 0; i < p->n_inflight;) {
+                const InFlight *f = &p->inflight[i];
+                const cJSON *obj = f->node_name ? kube_watch_get(p->nodes, NULL, f->node_name) : NULL;
+                size_t before = p->n_inflight;
+                if (obj)
+                        (void) forget_registered(obj, p);
+                if (p->n_inflight == before)
+                        i++;
+        }
         for (size_t i = 0; i < p->n_inflight; i++) {
                 const InFlight *f = &p->inflight[i];
+                if (f->node_name && kube_watch_get(p->nodes, NULL, f->node_name))
+                        continue; /* the Node stands for it */
                 int t = catalog_find(p->catalog, f->instance_type);
                 if (t < 0)
                         continue;
@@ -426,15 +577,32 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         }
         n_nodes = k;
 
+        /* Pending pods that an instance in flight was launched for count as on it. */
+        for (size_t i = 0; i < o->n_pods && p->n_inflight > 0; i++) {
+                SolverPod *sp = &o->pods[i];
+                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
+                if (!obj)
+                        continue;
+                char key[512];
+                snprintf(key, sizeof key, "%s/%s", strempty(sp->namespace_), strempty(kube_object_meta(obj, "uid")));
+                const InFlight *f = inflight_nominated(p, key);
+                if (!f)
+                        continue;
+                const char *on = f->node_name && kube_watch_get(p->nodes, NULL, f->node_name) ? f->node_name : f->instance_id;
+                for (size_t j = 0; j < n_nodes; j++)
+                        if (streq_ptr(nodes[j].name, on)) {
+                                sp->node_name = nodes[j].name;
+                                break;
+                        }
+        }
+
         /* A Node whose agent does not report: what runs there is unknown, so nothing new is
          * planned onto it (pods that fit there anyway are placed by kube-scheduler). */
         for (size_t i = 0; i < o->n_nodes; i++) {
-                bool reported = false;
-                NodeEntry *ne;
-                REGISTRY_FOREACH(ne, &p->c->registry)
-                        if (!reported && streq_ptr(provisioner_node_name(p, ne), nodes[i].name))
-                                reported = true;
-                if (!reported)
+                r = node_initializing(p, a, &nodes[i]);
+                if (r < 0)
+                        return r;
+                if (r == 0 && !node_reported(p, nodes[i].name))
                         nodes[i].unschedulable = true;
         }
 
@@ -594,6 +762,8 @@ static void resolved_reset(Resolved *r) {
                 free(r->ami[a]);
                 r->ami[a] = NULL;
         }
+        free(r->profile);
+        r->profile = NULL;
         r->resolved_usec = 0;
 }
 
@@ -610,6 +780,10 @@ static void resolved_free(Resolved *r) {
 }
 
 static void launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+        Round *rd = p->round;
+        if (rd->result && rd->next < rd->result->n_launches)
+                nodeclaims_launch_failed(p->c->status, rd, &rd->result->launches[rd->next], what,
+                                         err ? err->code : NULL, err ? err->message : NULL);
         p->launch_errors++;
         set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
         log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
@@ -618,15 +792,25 @@ static void launch_failed(Provisioner *p, const char *what, const Ec2Error *err)
         round_next(p);
 }
 
-/* The discovery filter for subnets and security groups: tag nodesmith.io/discovery=CLUSTER,
- * unless the EC2NodeClass names its own tags (subnetSelectorTerms[0].tags). */
+static const cJSON *class_terms(Provisioner *p, const char *node_class, const char *field) {
+        const cJSON *nc = node_class && p->nodeclasses ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
+        return jget(jget(nc, "spec"), field);
+}
+
+/* The filter for DescribeSubnets / DescribeSecurityGroups: the tag nodesmith.io/discovery=CLUSTER
+ * without a node class; a class's one term of plain tags as EC2 filters; else none, and the
+ * terms (ORed, with ids, names and "*" values) are matched on the answer. */
 static size_t selector_filters(Provisioner *p, const char *node_class, const char *field, Ec2Filter *f,
                                char names[][160], const char *values[][2]) {
-        const cJSON *nc = node_class && p->nodeclasses ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
-        const cJSON *terms = jget(jget(nc, "spec"), field);
-        const cJSON *tags = jget(cJSON_GetArrayItem(terms, 0), "tags");
+        const cJSON *terms = class_terms(p, node_class, field);
+        const cJSON *first = cJSON_GetArrayItem(terms, 0), *tags = jget(first, "tags");
         size_t n = 0;
         const cJSON *t;
+        bool plain = cJSON_GetArraySize(terms) == 1 && cJSON_GetArraySize(first) == 1 && cJSON_GetArraySize(tags) <= 4;
+        cJSON_ArrayForEach(t, tags)
+                plain = plain && cJSON_IsString(t) && !strpbrk(t->valuestring, "*?[");
+        if (terms && !plain)
+                return 0;
         cJSON_ArrayForEach(t, tags) {
                 if (n >= 4 || !cJSON_IsString(t))
                         break;
@@ -646,8 +830,11 @@ static size_t selector_filters(Provisioner *p, const char *node_class, const cha
 
 
 /* What DescribeSubnets and DescribeSecurityGroups found, kept for the node class. */
-static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list) {
+static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list, const cJSON *terms) {
         for (size_t i = 0; i < list->n && res->n_subnets < MAX_SUBNETS; i++) {
+                if (!launchclass_terms_match(terms, list->items[i].id, NULL, list->items[i].vpc_id, list->items[i].tags,
+                                             list->items[i].n_tags))
+                        continue;
                 res->subnets[res->n_subnets].id = strdup(list->items[i].id);
                 res->subnets[res->n_subnets].zone = strdup(strempty(list->items[i].zone));
                 res->subnets[res->n_subnets].free_ips = list->items[i].available_ips;
@@ -655,9 +842,12 @@ static void resolved_add_subnets(Resolved *res, const Ec2SubnetList *list) {
         }
 }
 
-static void resolved_add_sgs(Resolved *res, const Ec2SecurityGroupList *list) {
-        for (size_t i = 0; i < list->n && i < MAX_SGS; i++)
-                res->sgs[i] = strdup(list->items[i].id);
+static void resolved_add_sgs(Resolved *res, const Ec2SecurityGroupList *list, const cJSON *terms) {
+        size_t k = 0;
+        for (size_t i = 0; i < list->n && k < MAX_SGS; i++)
+                if (launchclass_terms_match(terms, list->items[i].id, list->items[i].name, list->items[i].vpc_id,
+                                            list->items[i].tags, list->items[i].n_tags))
+                        res->sgs[k++] = strdup(list->items[i].id);
 }
 
 /* Subnets and security groups of a node class, looked up before the first solve: the solver
@@ -688,7 +878,8 @@ static void prefetch_done(Prefetch *pf, bool ok) {
 static void on_prefetch_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata) {
         Prefetch *pf = userdata;
         if (!err)
-                resolved_add_sgs(pf->res, list);
+                resolved_add_sgs(pf->res, list, class_terms(pf->p, isempty(pf->node_class) ? NULL : pf->node_class,
+                                                              "securityGroupSelectorTerms"));
         else
                 log_warning("DescribeSecurityGroups failed: %s %s", err->code, err->message);
         ec2_security_group_list_free(list);
@@ -703,7 +894,8 @@ static void on_prefetch_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetLi
                 ec2_subnet_list_free(list);
                 return prefetch_done(pf, false);
         }
-        resolved_add_subnets(res, list);
+        resolved_add_subnets(res, list, class_terms(pf->p, isempty(pf->node_class) ? NULL : pf->node_class,
+                                                    "subnetSelectorTerms"));
         ec2_subnet_list_free(list);
         if (res->n_subnets == 0) {
                 log_warning("No subnet matches the selector of EC2NodeClass %s.",
@@ -757,7 +949,8 @@ static void on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list,
                 return launch_failed(p, "DescribeSubnets", err);
         }
         Resolved *res = rd->res;
-        resolved_add_subnets(res, list);
+        resolved_add_subnets(res, list, class_terms(p, isempty(res->node_class) ? NULL : res->node_class,
+                                                    "subnetSelectorTerms"));
         ec2_subnet_list_free(list);
         if (res->n_subnets == 0) {
                 Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
@@ -776,10 +969,70 @@ static void on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *li
                 ec2_security_group_list_free(list);
                 return launch_failed(p, "DescribeSecurityGroups", err);
         }
-        resolved_add_sgs(rd->res, list);
+        resolved_add_sgs(rd->res, list, class_terms(p, isempty(rd->res->node_class) ? NULL : rd->res->node_class,
+                                                    "securityGroupSelectorTerms"));
         ec2_security_group_list_free(list);
-        rd->step = STEP_AMI;
+        if (!rd->res->sgs[0]) {
+                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND };
+                snprintf(e.code, sizeof e.code, "NoSecurityGroups");
+                snprintf(e.message, sizeof e.message, "no security group matches the node class's selector");
+                rd->res->resolved_usec = 0; /* looked up again next time */
+                return launch_failed(p, "DescribeSecurityGroups", &e);
+        }
+        rd->step = STEP_PROFILE;
         round_next(p);
+}
+
+/* The node class's spec (NULL: none) and what it puts into a launch (in the round's arena). */
+static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_class, const cJSON **ret_spec) {
+        const cJSON *spec = node_class ? jget(kube_watch_get(p->nodeclasses, NULL, node_class), "spec") : NULL;
+        LaunchClass *lc = solver_arena_alloc(rd->arena, sizeof *lc);
+        if (!lc || launchclass_from_spec(spec, lc) < 0)
+                return NULL;
+        if (ret_spec)
+                *ret_spec = spec;
+        return lc;
+}
+
+static void on_profile(const Ec2Error *err, void *userdata) {
+        Provisioner *p = userdata;
+        Round *rd = p->round;
+        if (err)
+                return launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+        round_next(p);
+}
+
+/* The instance profile the class's nodes get: spec.instanceProfile as it is; for spec.role one
+ * made and kept by nodesmith; no class: the coordinator's --instance-profile. Returns 1 when a
+ * look-up was started (on_profile continues). */
+static int profile_resolve(Provisioner *p, Round *rd, const char *node_class) {
+        const CoordConfig *cfg = &p->c->cfg;
+        const cJSON *spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, node_class, &spec);
+        if (!lc)
+                return -ENOMEM;
+        const char *role = lc->role, *named = lc->instance_profile;
+        char name[160];
+        if (!role) {
+                rd->res->profile = strdup(named ?: strempty(cfg->instance_profile));
+                return rd->res->profile ? 0 : -ENOMEM;
+        }
+        int r = launchclass_profile_name(cfg->cluster_name, cfg->region, node_class, name, sizeof name);
+        if (r < 0)
+                return r;
+        rd->res->profile = strdup(name);
+        if (!rd->res->profile)
+                return -ENOMEM;
+        InstanceProfileSpec ips = { .name = name, .role = role, .cluster = cfg->cluster_name, .region = cfg->region,
+                                    .nodeclass = node_class, .tags = lc->tags, .n_tags = lc->n_tags };
+        r = instance_profile_ensure(p->ec2, &ips, on_profile, p);
+        if (r < 0) {
+                free(rd->res->profile);
+                rd->res->profile = NULL;
+                return r;
+        }
+        return 1;
 }
 
 static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
@@ -796,22 +1049,44 @@ static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userd
         round_next(p);
 }
 
+static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size);
+
+/* One term's images: the newest available one of the architecture competes with the other
+ * terms' (terms are ORed); after the last term the newest of all is the image. */
 static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
         const char *arch = rd->arch ? "arm64" : "x86_64";
         if (err) {
                 ec2_image_list_free(list);
+                free(rd->ami_best);
+                rd->ami_best = NULL;
                 return launch_failed(p, "DescribeImages (amiSelectorTerms)", err);
         }
-        /* newest first: the first available one of the architecture */
         const Ec2Image *img = NULL;
         for (size_t i = 0; list && i < list->n && !img; i++)
                 if (streq_ptr(list->items[i].architecture, arch) &&
                     (!list->items[i].state || streq(list->items[i].state, "available")))
                         img = &list->items[i];
-        char *id = img ? strdup(img->id) : NULL;
+        if (img && (!rd->ami_best || img->creation_date > rd->ami_best_date)) {
+                free(rd->ami_best);
+                rd->ami_best = strdup(img->id);
+                rd->ami_best_date = img->creation_date;
+        }
         ec2_image_list_free(list);
+        const SolverNodePool *pool = &rd->snap.nodepools[rd->result->launches[rd->next].nodepool];
+        const cJSON *terms = class_terms(p, pool->node_class, "amiSelectorTerms");
+        if (++rd->ami_term < (size_t) cJSON_GetArraySize(terms)) {
+                char ssm[256];
+                int r = ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
+                if (r >= 0)
+                        return;
+                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                snprintf(e.code, sizeof e.code, "Local");
+                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                return launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+        char *id = TAKE_PTR(rd->ami_best);
         if (!id) {
                 Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND, .error = -ENOENT };
                 snprintf(e.code, sizeof e.code, "NoMatchingImage");
@@ -822,20 +1097,37 @@ static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, v
         on_ami(ec2, NULL, id, p);
 }
 
+/* An ssmParameter term's image id, then that image (its architecture and state). */
+static void on_term_parameter(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
+        Provisioner *p = userdata;
+        if (err) {
+                free(value);
+                return launch_failed(p, "GetParameter (amiSelectorTerms ssmParameter)", err);
+        }
+        const char *ids[2] = { value, NULL };
+        int r = ec2_describe_images(p->ec2, ids, NULL, NULL, 0, on_images, p);
+        free(value);
+        if (r < 0) {
+                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
+                snprintf(e.code, sizeof e.code, "Local");
+                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
+                launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
+        }
+}
+
 /* The image for the launch's architecture from the EC2NodeClass's amiSelectorTerms: an alias
- * (al2023@latest, al2023@vYYYYMMDD, bottlerocket@latest: the SSM parameters AWS publishes),
- * else the newest available image of the architecture among the terms' ids, or matching the
- * first term's name / tags (owner if given). No terms: al2023@latest. */
+ * (al2023@latest, al2023@vYYYYMMDD: the SSM parameters AWS publishes); else each term in turn
+ * (an id; an ssmParameter holding an id; a name, tags and owner), the newest available image
+ * of the architecture among them. No terms: al2023@latest. */
 static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size) {
-        const cJSON *nc = node_class ? kube_watch_get(p->nodeclasses, NULL, node_class) : NULL;
-        const cJSON *terms = jget(jget(nc, "spec"), "amiSelectorTerms"), *t;
+        const cJSON *terms = class_terms(p, node_class, "amiSelectorTerms");
         const char *arch = rd->arch ? "arm64" : "x86_64", *k8s = p->c->cfg.kubernetes_version;
         const cJSON *first = cJSON_GetArrayItem(terms, 0);
         const char *alias = jstr(first, "alias");
         if (!first || alias) {
                 const char *at = alias ? strchr(alias, '@') : NULL;
                 const char *ver = at ? at + 1 : "latest";
-                if (alias && strncmp(alias, "bottlerocket@", 13) == 0)
+                if (alias && strncmp(alias, "bottlerocket@", 13) == 0) /* amiFamily Custom with this alias */
                         snprintf(ssm, size, "/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, ver);
                 else if (streq(ver, "latest"))
                         snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
@@ -845,31 +1137,32 @@ static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *s
                                             "amazon-eks-node-al2023-%s-standard-%s-%s/image_id", k8s, arch, arch, k8s, ver);
                 return ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
         }
-        const char *ids[17] = {}, *owners[2] = {}, *archv[1] = { arch };
-        size_t n_ids = 0;
-        cJSON_ArrayForEach(t, terms)
-                if (jstr(t, "id") && n_ids < 16)
-                        ids[n_ids++] = jstr(t, "id");
-        Ec2Filter f[6];
-        char names[5][160];
-        const char *values[5][1];
+        const cJSON *t = cJSON_GetArrayItem(terms, (int) rd->ami_term);
+        if (!t)
+                return -ENOENT;
+        if (jstr(t, "ssmParameter"))
+                return ec2_ssm_get_parameter(p->ec2, jstr(t, "ssmParameter"), on_term_parameter, p);
+        const char *ids[2] = { jstr(t, "id"), NULL }, *owners[2] = { jstr(t, "owner"), NULL }, *archv[1] = { arch };
+        Ec2Filter f[EC2_MAX_FILTERS];
+        char names[EC2_MAX_FILTERS][160];
+        const char *values[EC2_MAX_FILTERS][1];
         size_t nf = 0;
         f[nf++] = (Ec2Filter) { .name = "architecture", .values = archv, .n_values = 1 };
-        if (n_ids == 0) {
-                if (jstr(first, "name")) {
-                        values[0][0] = jstr(first, "name");
-                        f[nf++] = (Ec2Filter) { .name = "name", .values = values[0], .n_values = 1 };
-                }
-                cJSON_ArrayForEach(t, jget(first, "tags"))
-                        if (cJSON_IsString(t) && nf < ELEMENTSOF(f)) {
-                                snprintf(names[nf - 1], 160, "tag:%s", t->string);
-                                values[nf - 1][0] = t->valuestring;
-                                f[nf] = (Ec2Filter) { .name = names[nf - 1], .values = values[nf - 1], .n_values = 1 };
-                                nf++;
-                        }
-                owners[0] = jstr(first, "owner");
+        if (jstr(t, "name")) {
+                values[nf][0] = jstr(t, "name");
+                f[nf] = (Ec2Filter) { .name = "name", .values = values[nf], .n_values = 1 };
+                nf++;
         }
-        return ec2_describe_images(p->ec2, n_ids ? ids : NULL, owners[0] ? owners : NULL, f, nf, on_images, p);
+        const cJSON *tag;
+        cJSON_ArrayForEach(tag, jget(t, "tags")) {
+                if (!cJSON_IsString(tag) || nf >= ELEMENTSOF(f))
+                        return -E2BIG;
+                snprintf(names[nf], sizeof names[nf], "tag:%s", tag->string);
+                values[nf][0] = tag->valuestring;
+                f[nf] = (Ec2Filter) { .name = names[nf], .values = values[nf], .n_values = 1 };
+                nf++;
+        }
+        return ec2_describe_images(p->ec2, ids[0] ? ids : NULL, owners[0] ? owners : NULL, f, nf, on_images, p);
 }
 
 static void on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata) {
@@ -935,15 +1228,27 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                 .token = p->c->token,
                 .nodepool = pool->name,
         };
-        int r = userdata_render(&uds, &ud);
+        const cJSON *class_spec = NULL;
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, &class_spec);
+        if (!lc)
+                return -ENOMEM;
+        int r;
+        uds.kubelet = lc->kubelet;
+        uds.user_data = lc->user_data;
+        uds.raid0 = lc->raid0;
+        if (streq(lc->ami_family, "Custom"))
+                r = (ud = strdup(strempty(lc->user_data))) ? 0 : -ENOMEM; /* as given, as Karpenter does */
+        else
+                r = userdata_render(&uds, &ud);
         if (r < 0)
                 return r;
+        _cleanup_free_ char *class_json = class_spec ? cJSON_PrintUnformatted(class_spec) : NULL;
 
         /* The template's name carries a hash of what it holds: a change makes a new one. */
         char hash[65];
         StrBuf b;
         strbuf_init(&b, 1u << 20);
-        strbuf_printf(&b, "%s|%s|", strempty(res->ami[rd->arch]), ud);
+        strbuf_printf(&b, "%s|%s|%s|%s|", strempty(res->ami[rd->arch]), ud, strempty(res->profile), strempty(class_json));
         for (size_t i = 0; res->sgs[i]; i++)
                 strbuf_printf(&b, "%s,", res->sgs[i]);
         provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
@@ -959,9 +1264,21 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
         *spec = (Ec2LaunchTemplateSpec) {
                 .name = name,
                 .image_id = res->ami[rd->arch],
-                .instance_profile_name = cfg->instance_profile,
+                .instance_profile_name = isempty(res->profile) ? NULL : res->profile,
                 .security_group_ids = (const char *const *) res->sgs,
-                .metadata_hop_limit = 1,
+                .block_devices = lc->devices,
+                .n_block_devices = lc->n_devices,
+                .metadata_hop_limit = lc->hop_limit,
+                .http_tokens = lc->http_tokens,
+                .http_endpoint = lc->http_endpoint,
+                .http_protocol_ipv6 = lc->http_protocol_ipv6,
+                .detailed_monitoring = lc->detailed_monitoring,
+                .enclave = lc->enclave,
+                .associate_public_ip = lc->associate_public_ip,
+                .tags = lc->tags,
+                .n_tags = lc->n_tags,
+                .interface_tags = lc->tags,
+                .n_interface_tags = lc->n_tags,
                 .client_token = solver_arena_printf(rd->arena, "%.32s", hash),
         };
         *ret_userdata = TAKE_PTR(ud);
@@ -1001,10 +1318,13 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 for (char **id = in->instance_ids; id && *id; id++) {
                         disruption_launched(p, *id);
                         if (inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, now_usec(p), l->n_pods) > 0) {
+                                inflight_nominate(p, *id, rd, l);
                                 p->instances_launched++;
                                 log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
                                            strempty(in->instance_type), solver_capacity_type_to_name(ct),
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
+                                nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
+                                                    solver_capacity_type_to_name(ct), rd, l);
                         }
                 }
         }
@@ -1022,7 +1342,7 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s",
                          first_id, strempty(first_type), strempty(first_zone), pool->name);
                 KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
-                                     .name = sp->name, .uid = rd->pod_uids[l->pods[i]], .reason = "Nominated",
+                                     .name = sp->name, .uid = events_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
                                      .message = msg, .component = "nodesmith-coordinator" };
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
@@ -1035,6 +1355,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
         if (launched == 0) {
+                nodeclaims_launch_failed(p->c->status, rd, l, "CreateFleet", res->n_errors ? res->errors[0].code : NULL,
+                                         res->n_errors ? res->errors[0].message : NULL);
                 rd->launched_nothing = true;
                 p->launch_errors++;
                 set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);
@@ -1082,7 +1404,10 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
          * plan is the same fleet; a plan changed by capacity errors is a new one. */
         StrBuf b;
         strbuf_init(&b, 1u << 22);
-        strbuf_printf(&b, "%s|%s|", p->c->cfg.cluster_name, pool->name);
+        /* ... and by how many instances this coordinator has launched so far: once a plan's fleet
+         * exists, the same pods planned again later (their node could not take them) must make
+         * a new fleet, not get the old one back from EC2's idempotency */
+        strbuf_printf(&b, "%s|%s|%llu|", p->c->cfg.cluster_name, pool->name, (unsigned long long) p->instances_launched);
         for (size_t i = 0; i < l->n_pods; i++)
                 strbuf_printf(&b, "%s,", strempty(rd->pod_uids[l->pods[i]]));
         for (size_t i = 0; i < n; i++)
@@ -1094,7 +1419,13 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
         char token[48], name[128];
         snprintf(token, sizeof token, "nodesmith-%.32s", hash);
         snprintf(name, sizeof name, "nodesmith-%s-%s", p->c->cfg.cluster_name, pool->name);
+        LaunchClass *lc = launch_class(p, rd, pool->node_class, NULL);
+        if (!lc)
+                return -ENOMEM;
         Ec2FleetSpec spec = {
+                .context = lc->context,
+                .extra_tags = lc->tags,
+                .n_extra_tags = lc->n_tags,
                 .launch_template_name = res->template_name[rd->arch],
                 .overrides = ov,
                 .n_overrides = n,
@@ -1104,8 +1435,10 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
                 .name_tag = name,
                 .client_token = token,
         };
-        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s.", pool->name, n,
-                 ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token);
+        if (!provisioner_acting(p))
+                return -ESTALE;
+        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s, acting replica %s.", pool->name, n,
+                 ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token, provisioner_acting_as(p));
         return ec2_create_fleet(p->ec2, &spec, on_fleet, p);
 }
 
@@ -1117,7 +1450,7 @@ static void round_next(Provisioner *p) {
         char ssm[256];
 
         for (;;) {
-                if (!rd || rd->next >= rd->result->n_launches || !p->leading)
+                if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
                         return round_finish(p);
                 const SolverLaunch *l = &rd->result->launches[rd->next];
                 const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
@@ -1132,7 +1465,9 @@ static void round_next(Provisioner *p) {
                         if (rd->res->resolved_usec == 0 || now_usec(p) - rd->res->resolved_usec > RESOLVE_TTL_USEC) {
                                 resolved_reset(rd->res);
                                 rd->step = STEP_SUBNETS;
-                        } else if (!rd->res->ami[rd->arch])
+                        } else if (!rd->res->profile)
+                                rd->step = STEP_PROFILE;
+                        else if (!rd->res->ami[rd->arch])
                                 rd->step = STEP_AMI;
                         else
                                 rd->step = STEP_TEMPLATE;
@@ -1153,7 +1488,17 @@ static void round_next(Provisioner *p) {
                         r = ec2_describe_security_groups(p->ec2, NULL, f, nf, on_sgs, p);
                         break;
                 }
+                case STEP_PROFILE:
+                        r = profile_resolve(p, rd, pool->node_class);
+                        if (r == 0) {
+                                rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
+                                continue;
+                        }
+                        break;
                 case STEP_AMI:
+                        rd->ami_term = 0;
+                        free(rd->ami_best);
+                        rd->ami_best = NULL;
                         r = ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
                         break;
                 case STEP_TEMPLATE: {
@@ -1176,6 +1521,8 @@ static void round_next(Provisioner *p) {
                 }
                 case STEP_FLEET:
                         r = fleet_start(p, rd, l);
+                        if (r == -ESTALE) /* no longer acting: nothing is launched */
+                                return round_finish(p);
                         break;
                 }
                 if (r < 0) {
@@ -1191,6 +1538,7 @@ static void round_next(Provisioner *p) {
 void provisioner_round_free(Round *rd) {
         if (!rd)
                 return;
+        free(rd->ami_best);
         solver_result_free(rd->result);
         solver_free(rd->solver);
         nodepool_objects_free(rd->objects);
@@ -1203,7 +1551,8 @@ static void round_finish(Provisioner *p) {
         if (!rd)
                 return;
         p->last_round_seconds = (double) (now_usec(p) - rd->started_usec) / 1e6;
-        bool again = rd->launched_nothing;
+        histogram_observe(&p->c->metrics.round_seconds, p->last_round_seconds);
+        bool again = rd->launched_nothing || rd->budget_cut;
         p->round = NULL;
         provisioner_round_free(rd);
         catalog_swap(p); /* a catalog built meanwhile: the round no longer points into the old one */
@@ -1282,9 +1631,13 @@ static void round_start(Provisioner *p) {
                 NodeEntry *e;
                 REGISTRY_FOREACH(e, &p->c->registry)
                         opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
+                /* the budget covers compiling the snapshot too: what is left of it */
+                uint64_t budget = p->c->cfg.solver_budget_ms * USEC_PER_MSEC, spent = clock_usec() - t0;
+                opts.time_budget_usec = budget == 0 ? 0 : budget > spent ? budget - spent : 1;
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
         p->last_decision_seconds = (double) (clock_usec() - t0) / 1e6;
+        histogram_observe(&p->c->metrics.solver_seconds, p->last_decision_seconds);
         if (r < 0) {
                 log_warning("Solver failed: %s", err ? err : strerror(-r));
                 set_error(p, "solver: %s", err ? err : strerror(-r));
@@ -1299,6 +1652,14 @@ static void round_start(Provisioner *p) {
                  "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
                  res->n_unschedulable, p->last_decision_seconds * 1000);
+        if (res->budget_exhausted) {
+                /* a partial plan: launch it, and plan the rest in the next round */
+                rd->budget_cut = true;
+                p->budget_cuts++;
+                p->pods_deferred += res->n_deferred;
+                log_info("Provisioning: the solver's time budget (%llu ms) ran out; %zu pod(s) left for the next round.",
+                         (unsigned long long) p->c->cfg.solver_budget_ms, res->n_deferred);
+        }
         for (size_t i = 0; i < res->n_decisions; i++)
                 if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
                     res->decisions[i].target < rd->snap.n_nodes)
@@ -1307,6 +1668,7 @@ static void round_start(Provisioner *p) {
                 if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
                         log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
                                  strempty(res->decisions[i].message));
+        events_pod_decisions(p->c, rd);
         rd->next = 0;
         rd->step = STEP_IDLE;
         round_next(p);
@@ -1391,6 +1753,11 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
 
 static void terminate_one(Provisioner *p, const char *id) {
         const char *ids[2] = { id, NULL };
+        if (!provisioner_acting(p)) {
+                log_info("Not terminating %s: this replica is not acting (Lease not renewed in time).", id);
+                return;
+        }
+        log_info("TerminateInstances %s, acting replica %s.", id, provisioner_acting_as(p));
         (void) ec2_terminate_instances(p->ec2, ids, on_node_terminated, p);
 }
 
@@ -1515,7 +1882,8 @@ static void termination_pass(Provisioner *p) {
 
         OrphanScan s = { p, now };
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
-        proxy_drains_pass(p->c->proxy_drains, p->leading_since_usec);
+        if (provisioner_acting(p))
+                proxy_drains_pass(p->c->proxy_drains, p->leading_since_usec);
 }
 
 
@@ -1578,8 +1946,10 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
                 const Ec2Instance *in = &list->items[i];
                 SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
                 if (inflight_add(p, in->id, ec2_instance_tag(in, "nodesmith.io/nodepool"), in->instance_type, in->zone,
-                                 ct, now_usec(p), 0) > 0)
+                                 ct, now_usec(p), 0) > 0) {
+                        inflight_find(p, in->id)->learned = true;
                         added++;
+                }
         }
         ec2_instance_list_free(list);
         /* those that are Nodes already are not in flight */
@@ -1619,15 +1989,17 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         if (p->c->cfg.consolidation_interval_ms > 0 &&
             now - p->last_disruption_usec >= p->c->cfg.consolidation_interval_ms * USEC_PER_MSEC) {
                 p->last_disruption_usec = now;
-                disruption_pass(p);
+                (void) disruption_pass(p); /* a failure is logged and counted; the next pass tries again */
         }
-        if (p->leading && p->learned && !p->round) {
+        if (provisioner_acting(p) && p->learned && !p->round) {
                 const char *ids[65];
                 size_t n = 0;
                 for (size_t i = 0; i < p->n_inflight && n < 64;)
                         if (now - p->inflight[i].launched_usec > timeout) {
-                                log_warning("Instance %s did not register within %llus; terminating it.",
-                                            p->inflight[i].instance_id, (unsigned long long) (timeout / USEC_PER_SEC));
+                                log_warning("Instance %s did not %s within %llus; terminating it.",
+                                            p->inflight[i].instance_id,
+                                            p->inflight[i].node_name ? "initialize (Ready, startup taints gone, agent reporting)" : "register",
+                                            (unsigned long long) (timeout / USEC_PER_SEC));
                                 ids[n++] = strdup(p->inflight[i].instance_id);
                                 p->terminated_unregistered++;
                                 inflight_remove(p, i);
@@ -1635,6 +2007,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
                                 i++;
                 ids[n] = NULL;
                 if (n > 0) {
+                        log_info("TerminateInstances of %zu unregistered instance(s), acting replica %s.", n, provisioner_acting_as(p));
                         (void) ec2_terminate_instances(p->ec2, ids, on_terminated, p);
                         provisioner_poke(p); /* their pods need capacity again */
                 }
@@ -1722,7 +2095,8 @@ int provisioner_new(Coordinator *c, Provisioner **ret) {
         if (r < 0)
                 goto fail;
         Ec2Config ec = { .region = cfg->region, .ec2_endpoint = cfg->ec2_endpoint,
-                         .ssm_endpoint = cfg->ssm_endpoint, .cluster_name = cfg->cluster_name };
+                         .ssm_endpoint = cfg->ssm_endpoint, .iam_endpoint = cfg->iam_endpoint,
+                         .cluster_name = cfg->cluster_name };
         r = ec2_client_new(c->event, p->http, p->creds, &ec, &p->ec2);
         if (r < 0)
                 goto fail;
@@ -1826,6 +2200,11 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                          "# TYPE nodesmith_instances_in_flight gauge\nnodesmith_instances_in_flight %zu\n", p->n_inflight);
         strbuf_printf(b, "# HELP nodesmith_decision_seconds Time the solver took in the last round.\n"
                          "# TYPE nodesmith_decision_seconds gauge\nnodesmith_decision_seconds %.6f\n", p->last_decision_seconds);
+        strbuf_printf(b, "# HELP nodesmith_solver_budget_exhausted_total Rounds whose solver ran out of its time budget (a partial plan).\n"
+                         "# TYPE nodesmith_solver_budget_exhausted_total counter\nnodesmith_solver_budget_exhausted_total %llu\n"
+                         "# HELP nodesmith_solver_deferred_pods_total Pods such rounds left for the next round.\n"
+                         "# TYPE nodesmith_solver_deferred_pods_total counter\nnodesmith_solver_deferred_pods_total %llu\n",
+                      (unsigned long long) p->budget_cuts, (unsigned long long) p->pods_deferred);
         strbuf_printf(b, "# HELP nodesmith_ec2_requests_total EC2 and SSM HTTP requests.\n"
                          "# TYPE nodesmith_ec2_requests_total counter\nnodesmith_ec2_requests_total %llu\n"
                          "# HELP nodesmith_ec2_throttled_total Throttling answers from EC2.\n"

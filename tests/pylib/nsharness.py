@@ -429,3 +429,22 @@ class FakeKube:
                     "contexts: [{name: fake, context: {cluster: fake, user: u}}]\n"
                     "current-context: fake\nusers: [{name: u, user: {}}]\n" % self.url)
         return path
+
+
+class Checklist:
+    """Named checks that all run: "ok    WHAT" or "FAIL  WHAT" with the detail, and a summary."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, what, ok, detail=""):
+        print(("ok    " if ok else "FAIL  ") + what)
+        if not ok:
+            self.failed.append(what)
+            if detail:
+                print("      " + str(detail).replace("\n", "\n      ")[:4000])
+        return ok
+
+    def exit_code(self, name):
+        print(f"{name}: {len(self.failed)} failed" if self.failed else f"{name}: OK")
+        return 1 if self.failed else 0
