@@ -58,15 +58,28 @@ int ctl_target_kube(const char *kubeconfig, const char *context, const char *ns,
                                 "name the server's certificate carries in the server URL\n", path);
                 return -EOPNOTSUPP;
         }
-        if (asprintf(&proxy_base, "%s/api/v1/namespaces/%s/services/%s:http/proxy", kube->server, ns, service) < 0)
+        if (asprintf(&proxy_base, "%s/api/v1/namespaces/%s/services/%s:api/proxy", kube->server, ns, service) < 0)
                 return -ENOMEM;
         *ret_base = proxy_base;
         return 0;
 }
 
 int ctl_target_apply(CURL *h, struct curl_slist **headers) {
-        if (!kube)
+        if (!kube) {
+                /* straight to --coordinator: a bearer token for its /api/v1, if one is given */
+                const char *env = getenv("NODESMITH_API_TOKEN");
+                _cleanup_free_ char *hdr = NULL;
+                if (isempty(env))
+                        return 0;
+                if (asprintf(&hdr, "Authorization: Bearer %s", env) < 0)
+                        return -ENOMEM;
+                struct curl_slist *l = curl_slist_append(*headers, hdr);
+                explicit_bzero(hdr, strlen(hdr));
+                if (!l)
+                        return -ENOMEM;
+                *headers = l;
                 return 0;
+        }
         _cleanup_free_ char *token = NULL;
         if (kube->token_file) {
                 int r = read_file_trimmed(kube->token_file, TOKEN_MAX, &token);
@@ -82,6 +95,16 @@ int ctl_target_apply(CURL *h, struct curl_slist **headers) {
                         return -ENOMEM;
                 struct curl_slist *l = curl_slist_append(*headers, hdr);
                 explicit_bzero(hdr, strlen(hdr));
+                if (!l)
+                        return -ENOMEM;
+                *headers = l;
+                /* the API server's service proxy drops Authorization: the coordinator's /api/v1 gets
+                 * the same token here and checks it with a TokenReview (docs/security.md) */
+                _cleanup_free_ char *fwd = NULL;
+                if (asprintf(&fwd, "X-Nodesmith-Authorization: Bearer %s", bearer) < 0)
+                        return -ENOMEM;
+                l = curl_slist_append(*headers, fwd);
+                explicit_bzero(fwd, strlen(fwd));
                 if (!l)
                         return -ENOMEM;
                 *headers = l;
