@@ -64,21 +64,23 @@ int ctl_target_kube(const char *kubeconfig, const char *context, const char *ns,
         return 0;
 }
 
+static int append_bearer(struct curl_slist **headers, const char *name, const char *token) {
+        _cleanup_free_ char *hdr = NULL;
+        if (asprintf(&hdr, "%s: Bearer %s", name, token) < 0)
+                return -ENOMEM;
+        struct curl_slist *l = curl_slist_append(*headers, hdr);
+        explicit_bzero(hdr, strlen(hdr));
+        if (!l)
+                return -ENOMEM;
+        *headers = l;
+        return 0;
+}
+
 int ctl_target_apply(CURL *h, struct curl_slist **headers) {
         if (!kube) {
                 /* straight to --coordinator: a bearer token for its /api/v1, if one is given */
                 const char *env = getenv("NODESMITH_API_TOKEN");
-                _cleanup_free_ char *hdr = NULL;
-                if (isempty(env))
-                        return 0;
-                if (asprintf(&hdr, "Authorization: Bearer %s", env) < 0)
-                        return -ENOMEM;
-                struct curl_slist *l = curl_slist_append(*headers, hdr);
-                explicit_bzero(hdr, strlen(hdr));
-                if (!l)
-                        return -ENOMEM;
-                *headers = l;
-                return 0;
+                return isempty(env) ? 0 : append_bearer(headers, "Authorization", env);
         }
         _cleanup_free_ char *token = NULL;
         if (kube->token_file) {
@@ -90,24 +92,13 @@ int ctl_target_apply(CURL *h, struct curl_slist **headers) {
         }
         const char *bearer = token ? token : kube->token;
         if (!isempty(bearer)) {
-                _cleanup_free_ char *hdr = NULL;
-                if (asprintf(&hdr, "Authorization: Bearer %s", bearer) < 0)
-                        return -ENOMEM;
-                struct curl_slist *l = curl_slist_append(*headers, hdr);
-                explicit_bzero(hdr, strlen(hdr));
-                if (!l)
-                        return -ENOMEM;
-                *headers = l;
+                int r = append_bearer(headers, "Authorization", bearer);
                 /* the API server's service proxy drops Authorization: the coordinator's /api/v1 gets
                  * the same token here and checks it with a TokenReview (docs/security.md) */
-                _cleanup_free_ char *fwd = NULL;
-                if (asprintf(&fwd, "X-Nodesmith-Authorization: Bearer %s", bearer) < 0)
-                        return -ENOMEM;
-                l = curl_slist_append(*headers, fwd);
-                explicit_bzero(fwd, strlen(fwd));
-                if (!l)
-                        return -ENOMEM;
-                *headers = l;
+                if (r >= 0)
+                        r = append_bearer(headers, "X-Nodesmith-Authorization", bearer);
+                if (r < 0)
+                        return r;
         }
         if (kube->ca_file)
                 curl_easy_setopt(h, CURLOPT_CAINFO, kube->ca_file);
