@@ -285,6 +285,14 @@ static bool drifted(Provisioner *p, Round *rd, size_t i, int k, char *why, size_
                         return true;
                 }
         }
+        /* the image behind the class's alias, as looked up last (images.c) */
+        const char *img = label_of(n, DISRUPTION_LABEL_IMAGE);
+        const Resolved *res = nc && img ? provisioner_resolved_find(p, nc) : NULL;
+        int arch = streq_ptr(label_of(n, SOLVER_LABEL_ARCH), "arm64") ? 1 : 0;
+        if (res && res->ami[arch] && !streq(res->ami[arch], img)) {
+                snprintf(why, size, "EC2NodeClass %s's image is now %s (node has %s)", nc, res->ami[arch], img);
+                return true;
+        }
         /* requirements, against the node's labels and its instance type's */
         size_t nl = n->n_labels, nt = 0;
         const SolverInstanceType *types = catalog_types(p->catalog, &nt);
