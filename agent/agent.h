@@ -96,6 +96,9 @@ typedef struct Manager {
         int64_t drain_deadline_ms;
         bool drain_force;
         bool directive_received;     /* at least one reply since start */
+        uint8_t boot_secret[32];     /* from the coordinator (NodeDirective.boot_secret), sent back */
+        size_t boot_secret_len;
+        size_t scheduling_truncated;  /* pods whose scheduling the last report left out */
         bool attested;               /* the coordinator holds this boot's attestation: the
                                       * identity document stays out of reports */
 

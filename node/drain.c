@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grow.h"
 #include "drain.h"
 #include "log.h"
 
@@ -375,14 +376,9 @@ static DrainPod *pod_find(Drain *d, const char *uid) {
 }
 
 static DrainPod *pod_add(Drain *d, const PodInfo *p) {
-        if (d->n_pods == d->n_alloc) {
-                size_t n = d->n_alloc ? d->n_alloc * 2 : 32;
-                DrainPod **v = realloc(d->pods, n * sizeof *v);
-                if (!v)
-                        return NULL;
-                d->pods = v;
-                d->n_alloc = n;
-        }
+        /* pods that left the list stay until their eviction is settled: twice the node's */
+        if (GROW(d->pods, d->n_alloc, d->n_pods + 1, (size_t) 2 * KUBE_NODE_MAX_PODS) < 0)
+                return NULL;
         DrainPod *dp = calloc(1, sizeof *dp);
         if (!dp)
                 return NULL;

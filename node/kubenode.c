@@ -5,9 +5,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "json-util.h"
 #include "kubenode.h"
 #include "log.h"
 #include "quantity.h"
+#include "timestamp.h"
 
 struct KubeNode {
         KubeClient *client;
@@ -32,34 +34,13 @@ static uint64_t mono_usec(void) {
 
 /* ---- pure helpers ------------------------------------------------------------------------- */
 
-static const char *str_at(const cJSON *o, const char *key) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-        return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static void copy(char *dst, size_t size, const char *s) {
         snprintf(dst, size, "%s", strempty(s));
 }
 
 int64_t kube_parse_rfc3339_ms(const char *s) {
-        struct tm tm = {};
-        if (isempty(s))
-                return 0;
-        const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-        if (!rest)
-                return 0;
-        int64_t ms = 0;
-        if (*rest == '.') {
-                int64_t scale = 100;
-                for (rest++; *rest >= '0' && *rest <= '9'; rest++) {
-                        ms += (*rest - '0') * scale;
-                        scale /= 10;
-                }
-        }
-        time_t t = timegm(&tm);
-        if (t == (time_t) -1)
-                return 0;
-        return (int64_t) t * 1000 + ms;
+        int64_t usec;
+        return timestamp_parse_rfc3339(s, 0, &usec) < 0 ? 0 : usec / 1000;
 }
 
 /* Add the requests of one container (or the pod's overhead) to r. */
@@ -90,11 +71,11 @@ static void add_requests(const cJSON *requests, NodeResources *r, int sign) {
 }
 
 static const cJSON *container_requests(const cJSON *c) {
-        const cJSON *res = cJSON_GetObjectItemCaseSensitive(c, "resources");
-        const cJSON *req = cJSON_GetObjectItemCaseSensitive(res, "requests");
+        const cJSON *res = json_get(c, "resources");
+        const cJSON *req = json_get(res, "requests");
         /* limits without requests default the requests */
         if (!req)
-                req = cJSON_GetObjectItemCaseSensitive(res, "limits");
+                req = json_get(res, "limits");
         return req;
 }
 
@@ -124,10 +105,10 @@ static void pod_requests(const cJSON *spec, NodeResources *ret) {
         NodeResources sum = {}, init_max = {}, sidecars = {};
         const cJSON *c;
 
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "initContainers")) {
+        cJSON_ArrayForEach(c, json_get(spec, "initContainers")) {
                 NodeResources one = {};
                 add_requests(container_requests(c), &one, 1);
-                if (streq_ptr(str_at(c, "restartPolicy"), "Always")) {
+                if (streq_ptr(json_str(c, "restartPolicy"), "Always")) {
                         add_into(&sidecars, &one);
                         max_into(&init_max, &sidecars);
                 } else {
@@ -135,37 +116,37 @@ static void pod_requests(const cJSON *spec, NodeResources *ret) {
                         max_into(&init_max, &one);
                 }
         }
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(spec, "containers"))
+        cJSON_ArrayForEach(c, json_get(spec, "containers"))
                 add_requests(container_requests(c), &sum, 1);
         add_into(&sum, &sidecars);
         max_into(&sum, &init_max);
-        add_requests(cJSON_GetObjectItemCaseSensitive(spec, "overhead"), &sum, 1);
+        add_requests(json_get(spec, "overhead"), &sum, 1);
         sum.pods = 1;
         *ret = sum;
 }
 
 static bool annotation_true(const cJSON *annotations, const char *key) {
-        const char *v = str_at(annotations, key);
+        const char *v = json_str(annotations, key);
         return v && streq(v, "true");
 }
 
 int pod_info_parse(const cJSON *pod, PodInfo *ret) {
-        const cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
-        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
-        const cJSON *status = cJSON_GetObjectItemCaseSensitive(pod, "status");
-        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(md, "annotations");
+        const cJSON *md = json_get(pod, "metadata");
+        const cJSON *spec = json_get(pod, "spec");
+        const cJSON *status = json_get(pod, "status");
+        const cJSON *ann = json_get(md, "annotations");
         PodInfo p = {};
 
-        if (isempty(str_at(md, "name")) || isempty(str_at(md, "namespace")))
+        if (isempty(json_str(md, "name")) || isempty(json_str(md, "namespace")))
                 return -EBADMSG;
-        copy(p.namespace, sizeof p.namespace, str_at(md, "namespace"));
-        copy(p.name, sizeof p.name, str_at(md, "name"));
-        copy(p.uid, sizeof p.uid, str_at(md, "uid"));
+        copy(p.namespace, sizeof p.namespace, json_str(md, "namespace"));
+        copy(p.name, sizeof p.name, json_str(md, "name"));
+        copy(p.uid, sizeof p.uid, json_str(md, "uid"));
 
         /* the controller, else the first owner */
         const cJSON *o, *owner = NULL;
-        cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(md, "ownerReferences")) {
-                if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "controller"))) {
+        cJSON_ArrayForEach(o, json_get(md, "ownerReferences")) {
+                if (cJSON_IsTrue(json_get(o, "controller"))) {
                         owner = o;
                         break;
                 }
@@ -173,15 +154,15 @@ int pod_info_parse(const cJSON *pod, PodInfo *ret) {
                         owner = o;
         }
         if (owner) {
-                copy(p.owner_kind, sizeof p.owner_kind, str_at(owner, "kind"));
-                copy(p.owner_name, sizeof p.owner_name, str_at(owner, "name"));
-                p.daemonset = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(owner, "controller")) &&
+                copy(p.owner_kind, sizeof p.owner_kind, json_str(owner, "kind"));
+                copy(p.owner_name, sizeof p.owner_name, json_str(owner, "name"));
+                p.daemonset = cJSON_IsTrue(json_get(owner, "controller")) &&
                               streq(p.owner_kind, "DaemonSet");
         }
-        p.mirror = cJSON_GetObjectItemCaseSensitive(ann, "kubernetes.io/config.mirror") != NULL;
+        p.mirror = json_get(ann, "kubernetes.io/config.mirror") != NULL;
         p.do_not_disrupt = annotation_true(ann, "nodesmith.io/do-not-disrupt") ||
                            annotation_true(ann, "karpenter.sh/do-not-disrupt");
-        const char *cost = str_at(ann, "controller.kubernetes.io/pod-deletion-cost");
+        const char *cost = json_str(ann, "controller.kubernetes.io/pod-deletion-cost");
         if (cost) {
                 char *end = NULL;
                 errno = 0;
@@ -189,18 +170,18 @@ int pod_info_parse(const cJSON *pod, PodInfo *ret) {
                 if (errno == 0 && end != cost && *end == 0 && v >= INT32_MIN && v <= INT32_MAX)
                         p.deletion_cost = v;
         }
-        p.terminating = !isempty(str_at(md, "deletionTimestamp"));
+        p.terminating = !isempty(json_str(md, "deletionTimestamp"));
 
         pod_requests(spec, &p.requests);
-        const cJSON *prio = cJSON_GetObjectItemCaseSensitive(spec, "priority");
+        const cJSON *prio = json_get(spec, "priority");
         if (cJSON_IsNumber(prio))
                 p.priority = (int32_t) prio->valuedouble;
-        copy(p.priority_class, sizeof p.priority_class, str_at(spec, "priorityClassName"));
+        copy(p.priority_class, sizeof p.priority_class, json_str(spec, "priorityClassName"));
         p.critical = streq(p.priority_class, "system-node-critical") ||
                      streq(p.priority_class, "system-cluster-critical");
-        const cJSON *grace = cJSON_GetObjectItemCaseSensitive(spec, "terminationGracePeriodSeconds");
+        const cJSON *grace = json_get(spec, "terminationGracePeriodSeconds");
         p.grace_seconds = cJSON_IsNumber(grace) && grace->valuedouble >= 0 ? (int64_t) grace->valuedouble : 30;
-        copy(p.phase, sizeof p.phase, str_at(status, "phase"));
+        copy(p.phase, sizeof p.phase, json_str(status, "phase"));
         if (isempty(p.phase))
                 copy(p.phase, sizeof p.phase, "Pending");
         *ret = p;
@@ -221,16 +202,16 @@ void pod_infos_requested(const PodInfo *pods, size_t n, NodeResources *ret) {
 
 bool node_has_taint(const cJSON *node, const char *key) {
         const cJSON *t;
-        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "spec"),
+        cJSON_ArrayForEach(t, json_get(json_get(node, "spec"),
                                                                "taints"))
-                if (streq_ptr(str_at(t, "key"), key))
+                if (streq_ptr(json_str(t, "key"), key))
                         return true;
         return false;
 }
 
 bool node_has_finalizer(const cJSON *node, const char *finalizer) {
         const cJSON *f;
-        cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "metadata"),
+        cJSON_ArrayForEach(f, json_get(json_get(node, "metadata"),
                                                                "finalizers"))
                 if (cJSON_IsString(f) && streq(f->valuestring, finalizer))
                         return true;
@@ -323,10 +304,10 @@ const cJSON *kube_node_object(const KubeNode *k) {
 
 bool kube_node_ready(const KubeNode *k) {
         const cJSON *n = kube_node_object(k), *c;
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(n, "status"),
+        cJSON_ArrayForEach(c, json_get(json_get(n, "status"),
                                                                "conditions"))
-                if (streq_ptr(str_at(c, "type"), "Ready"))
-                        return streq_ptr(str_at(c, "status"), "True");
+                if (streq_ptr(json_str(c, "type"), "Ready"))
+                        return streq_ptr(json_str(c, "status"), "True");
         return false;
 }
 
@@ -349,8 +330,8 @@ bool kube_node_has_taint(const KubeNode *k) {
 }
 
 bool kube_node_unschedulable(const KubeNode *k) {
-        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(kube_node_object(k), "spec");
-        return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable"));
+        const cJSON *spec = json_get(kube_node_object(k), "spec");
+        return cJSON_IsTrue(json_get(spec, "unschedulable"));
 }
 
 typedef struct Collect {
@@ -424,7 +405,7 @@ int kube_node_ensure_finalizer(KubeNode *k) {
         const char *rv = kube_object_meta(n, "resourceVersion");
         if (isempty(rv))
                 return -EBADMSG;
-        const cJSON *fins = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(n, "metadata"),
+        const cJSON *fins = json_get(json_get(n, "metadata"),
                                                              "finalizers");
         /* the resourceVersion test makes it idempotent: a second add on the same version fails */
         cJSON *p = cJSON_CreateArray(), *op = NULL;

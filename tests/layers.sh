@@ -9,6 +9,9 @@
 # An include is resolved as the compiler does (the including file's folder for "…", then the
 # layer's -I folders from the Makefile); one that resolves outside the layer, or only in another
 # layer's folder, is reported as FILE:LINE. Exit 1 when any is found.
+# Include circles are refused too: between the coordinator's folders (coordinator/ itself, the
+# wiring, counts as one folder; coordinator/X/ as another), and between lib/'s headers. Every
+# include that closes a circle is reported with the circle it closes.
 #   tests/layers.sh [ROOT]      check ROOT (default: this tree)
 #   tests/layers.sh --self-test check a small tree with one violation of each kind
 set -u
@@ -25,9 +28,65 @@ allowed() { # path of a source file -> the folders its includes may land in, sea
   esac
 }
 PROTO_H=nodesmith.pb-c.h # generated into $(BUILD)/proto: every layer but the solver
+# Include edges of the coordinator that close a circle today, each removed by the inversion of
+# the coordinator (issue #19): tolerated and listed on stderr; any other circle fails.
+KNOWN_CIRCLES="coordinator>coordinator/agents coordinator>coordinator/interruption
+  coordinator>coordinator/provision coordinator/agents>coordinator
+  coordinator/agents>coordinator/provision coordinator/interruption>coordinator
+  coordinator/interruption>coordinator/provision coordinator/provision>coordinator
+  coordinator/provision>coordinator/agents coordinator/provision>coordinator/disruption
+  coordinator/disruption>coordinator/provision
+  coordinator/agents>coordinator/status coordinator/http>coordinator coordinator/http>coordinator/agents coordinator/http>coordinator/interruption coordinator/http>coordinator/provision coordinator/http>coordinator/status coordinator/provision>coordinator/status coordinator/status>coordinator coordinator/status>coordinator/provision coordinator>coordinator/http coordinator>coordinator/status"
+KNOWN_CIRCLES=$(echo $KNOWN_CIRCLES) # on one line
+[ "${1:-}" = --self-test ] && KNOWN_CIRCLES=
+
+unit_of() { # file -> the node of the include graph it belongs to ("" when not checked)
+  case "$1" in
+    coordinator/solver/*|coordinator/ctl/*) echo "" ;; # leaves: nothing includes them back
+    coordinator/*/*) local d=${1#coordinator/}; echo "coordinator/${d%%/*}" ;;
+    coordinator/*) echo "coordinator" ;;
+    lib/*.h) echo "$1" ;;
+    *) echo "" ;;
+  esac
+}
+
+# Edges "FROM TO FILE:LINE" of the include graph; a cycle is an edge whose target reaches its
+# source. Prints each such edge; returns their count (capped at 255).
+cycles() {
+  local -A next=()
+  local e from to where n=0
+  for e in "${EDGES[@]}"; do
+    read -r from to where <<<"$e"
+    [[ " ${next[$from]:-} " == *" $to "* ]] || next[$from]="${next[$from]:-} $to"
+  done
+  for e in "${EDGES[@]}"; do
+    read -r from to where <<<"$e"
+    local -A seen=([$to]=1)
+    local queue=("$to") found= x y
+    while [ ${#queue[@]} -gt 0 ] && [ -z "$found" ]; do
+      x=${queue[0]}; queue=("${queue[@]:1}")
+      for y in ${next[$x]:-}; do
+        [ "$y" = "$from" ] && { found=1; break; }
+        [ -n "${seen[$y]:-}" ] || { seen[$y]=1; queue+=("$y"); }
+      done
+    done
+    unset seen
+    if [ -n "$found" ]; then
+      if [[ " $KNOWN_CIRCLES " == *" $from>$to "* ]]; then
+        echo "$where: known include circle $from -> $to (tolerated until issue #19 removes it)" >&2
+        continue
+      fi
+      echo "$where: $from includes $to, whose includes lead back to $from (an include circle)"
+      n=$((n + 1))
+    fi
+  done
+  [ $n -gt 255 ] && n=255
+  return $n
+}
 
 check() { # ROOT -> prints violations, returns their count (capped at 255)
-  local root=$1 n=0 f line lineno inc quote d hit where ok a
+  local root=$1 n=0 f line lineno inc quote d hit where ok a uf uh
+  EDGES=()
   cd "$root" || return 255
   while IFS= read -r f; do
     lineno=0
@@ -58,6 +117,8 @@ check() { # ROOT -> prints violations, returns their count (capped at 255)
         done
         continue
       fi
+      uf=$(unit_of "$f") uh=$(unit_of "$hit")
+      [ -n "$uf" ] && [ -n "$uh" ] && [ "$uf" != "$uh" ] && EDGES+=("$uf $uh $f:$lineno")
       ok=
       for a in $(allowed "$f"); do
         [[ "$hit" == "$a"/* ]] && ok=1
@@ -67,6 +128,9 @@ check() { # ROOT -> prints violations, returns their count (capped at 255)
       fi
     done <"$f"
   done < <(find lib node agent coordinator -name '*.[ch]' 2>/dev/null | sort)
+  local c
+  c=$(cycles); n=$((n + $?))
+  [ -n "$c" ] && echo "$c"
   [ $n -gt 255 ] && n=255
   return $n
 }
@@ -74,9 +138,13 @@ check() { # ROOT -> prints violations, returns their count (capped at 255)
 if [ "${1:-}" = --self-test ]; then
   t=$(mktemp -d) || exit 1
   trap 'rm -rf "$t"' EXIT
-  mkdir -p "$t"/lib "$t"/node "$t"/agent "$t"/coordinator/solver "$t"/coordinator/aws
+  mkdir -p "$t"/lib "$t"/node "$t"/agent "$t"/coordinator/solver "$t"/coordinator/aws \
+           "$t"/coordinator/model
   touch "$t"/lib/macro.h "$t"/node/drain.h "$t"/agent/agent.h "$t"/coordinator/aws/ec2.h \
         "$t"/coordinator/solver/solver.h
+  printf '#include "aws/ec2.h"\n' >"$t"/coordinator/model/catalog.h                 # 1: a circle:
+  printf '#include "model/catalog.h"\n' >"$t"/coordinator/aws/ec2.c                  # 1: aws<->model
+  printf '#include "a.h"\n' >"$t"/lib/b.h; printf '#include "b.h"\n' >"$t"/lib/a.h  # 2: a.h<->b.h
   printf '#include "macro.h"\n#include "../agent/agent.h"\n' >"$t"/lib/a.c          # 1
   printf '#include "drain.h"\n#include "agent.h"\n' >"$t"/node/b.c                  # 1
   printf '#include "drain.h"\n#include "aws/ec2.h"\n' >"$t"/agent/c.c               # 1
@@ -86,14 +154,14 @@ if [ "${1:-}" = --self-test ]; then
          >"$t"/coordinator/e.c                                                       # 0
   out=$(check "$t"); got=$?
   echo "$out"
-  if [ $got -ne 5 ]; then
-    echo "self-test: expected 5 violations, found $got"; exit 1
+  if [ $got -ne 9 ]; then
+    echo "self-test: expected 9 violations, found $got"; exit 1
   fi
-  echo "self-test: the 5 planted violations were found"; exit 0
+  echo "self-test: the 9 planted violations were found"; exit 0
 fi
 
 out=$(check "${1:-$(cd "$(dirname "$0")/.." && pwd)}"); got=$?
 if [ $got -ne 0 ]; then
-  echo "$out"; echo "layers: $got include(s) cross a layer boundary (docs/architecture.md)"; exit 1
+  echo "$out"; echo "layers: $got include(s) cross a layer boundary or close a circle (docs/architecture.md)"; exit 1
 fi
-echo "layers: every include stays within its layer"
+echo "layers: every include stays within its layer and closes no new circle"

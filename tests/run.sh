@@ -2,7 +2,7 @@
 # Runs nodesmith's tests: the layer check (tests/layers.sh), every cmocka unit binary, then every
 # integration script in tests/integration (test_*.py with $PYTHON, test_*.sh with bash), each
 # under a time limit.
-# Prints one line per test and closes with "N passed, N failed". Exit status 1 on any failure.
+# tests/security/test_*.py run with the integration tests. Prints one line per test and closes with "N passed, N failed". Exit status 1 on any failure.
 #   tests/run.sh [--unit|--integration] [NAME-FILTER]
 set -u
 cd "$(dirname "$0")/.."
@@ -50,7 +50,8 @@ if [ "$mode" != integration ]; then
   done
 fi
 if [ "$mode" != unit ]; then
-  for t in tests/integration/test_*; do
+  # tests/security: each row of docs/security.md's threat model played as an attack
+  for t in tests/integration/test_* tests/security/test_*; do
     [ -f "$t" ] || continue
     case "$t" in
       *.py) run_one "$(basename "$t")" 600 "$PYTHON" "$t" ;;

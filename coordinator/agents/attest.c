@@ -12,12 +12,14 @@
 #include <time.h>
 
 #include "attest.h"
+#include "base64.h"
 #include "aws/aws-credentials.h"
 #include "aws/ec2.h"
 #include "fileio.h"
 #include "http.h"
 #include "log.h"
 #include "strbuf.h"
+#include "timestamp.h"
 
 #define TRUST_FILE_MAX (1024 * 1024)
 #define LOG_EVERY_USEC (60 * USEC_PER_SEC)
@@ -121,50 +123,17 @@ size_t attest_trust_count(const AttestTrust *t) {
 
 /* ---- the signature ---------------------------------------------------------------------------- */
 
-/* base64 with line breaks, "-----" armour lines skipped. */
-static int decode_base64(const uint8_t *in, size_t len, uint8_t **ret, size_t *ret_len) {
-        _cleanup_free_ char *clean = malloc(len + 1);
-        _cleanup_free_ uint8_t *out = malloc(len / 4 * 3 + 3);
-        size_t n = 0;
-        if (!clean || !out)
-                return -ENOMEM;
-        for (size_t i = 0; i < len;) {
-                size_t e = i;
-                while (e < len && in[e] != '\n')
-                        e++;
-                bool armour = e - i >= 5 && memcmp(in + i, "-----", 5) == 0;
-                for (size_t k = i; k < e && !armour; k++) {
-                        uint8_t ch = in[k];
-                        if (ch == ' ' || ch == '\r' || ch == '\t')
-                                continue;
-                        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-                              (ch >= '0' && ch <= '9') || ch == '+' || ch == '/' || ch == '='))
-                                return -EBADMSG;
-                        clean[n++] = (char) ch;
-                }
-                i = e + 1;
-        }
-        if (n == 0 || n % 4 != 0)
-                return -EBADMSG;
-        int k = EVP_DecodeBlock(out, (const unsigned char *) clean, (int) n);
-        if (k < 0)
-                return -EBADMSG;
-        size_t pad = (clean[n - 1] == '=') + (clean[n - 2] == '=');
-        *ret_len = (size_t) k - pad;
-        *ret = TAKE_PTR(out);
-        return 0;
-}
-
 int attest_verify_signature(const AttestTrust *t, const uint8_t *doc, size_t doc_len,
                             const uint8_t *sig, size_t sig_len) {
-        _cleanup_free_ uint8_t *der = NULL;
+        _cleanup_free_ void *der = NULL;
         size_t der_len = 0;
         int r;
 
         if (!t || !doc || doc_len == 0 || doc_len > ATTEST_MAX_DOCUMENT || !sig || sig_len == 0 ||
             sig_len > ATTEST_MAX_SIGNATURE)
                 return -EBADMSG;
-        r = decode_base64(sig, sig_len, &der, &der_len);
+        /* base64 with line breaks, "-----" armour lines skipped */
+        r = base64_decode((const char *) sig, sig_len, BASE64_SKIP_ARMOUR, &der, &der_len);
         if (r < 0)
                 return r;
         const unsigned char *p = der;
@@ -208,27 +177,13 @@ done:
 
 /* ---- the document ----------------------------------------------------------------------------- */
 
+/* pendingTime: RFC 3339 in UTC, to epoch seconds. */
 static int parse_time(const char *s, int64_t *ret) {
-        struct tm tm = {};
-        int n = 0;
-        if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                   &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
+        int64_t usec;
+        int r = timestamp_parse_rfc3339(s, TIMESTAMP_UTC_ONLY, &usec);
+        if (r < 0)
                 return -EBADMSG;
-        const char *rest = s + n;
-        if (*rest == '.') {
-                rest++;
-                size_t digits = strspn(rest, "0123456789");
-                if (digits == 0 || digits > 9)
-                        return -EBADMSG;
-                rest += digits;
-        }
-        if (!streq(rest, "Z") || tm.tm_year < 1970 || tm.tm_year > 9999 || tm.tm_mon < 1 ||
-            tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
-            tm.tm_sec > 60)
-                return -EBADMSG;
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        *ret = (int64_t) timegm(&tm);
+        *ret = usec / (int64_t) USEC_PER_SEC;
         return 0;
 }
 
@@ -416,7 +371,8 @@ static void log_refusal(Attestor *a, Entry *e, const char *instance_id, const ch
                 e->logged = why;
                 e->logged_usec = now;
         }
-        log_warning("Attestation %s for %s (agent boot %s): %s%s [%s].",
+        /* the boot id only in part: the whole of it is not for the journal */
+        log_warning("Attestation %s for %s (agent boot %.8s...): %s%s [%s].",
                     a->cfg.mode == ATTEST_REQUIRED ? "refused" : "failed (warn mode: report accepted)",
                     instance_id, isempty(boot_id) ? "-" : boot_id, attest_reason_describe(why),
                     why == ATTEST_REASON_EC2_UNAVAILABLE ? "; the agent will retry" : "",
@@ -515,7 +471,7 @@ AttestVerdict attestor_check(Attestor *a, const char *instance_id, const char *b
                 a->stats.accepted++;
                 snprintf(e->accepted_boot, sizeof e->accepted_boot, "%s", strempty(boot_id));
                 e->logged = ATTEST_REASON_NONE;
-                log_info("Attestation accepted for %s (agent boot %s): signed identity document, "
+                log_info("Attestation accepted for %s (agent boot %.8s...): signed identity document, "
                          "instance %s with this cluster's tag, launched %lld.",
                          instance_id, isempty(boot_id) ? "-" : boot_id, e->facts.state,
                          (long long) e->facts.launch_time);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "fastpath.h"
+#include "wire.h"
 
 typedef struct FastEntry FastEntry;
 struct FastEntry {
@@ -23,6 +24,8 @@ struct FastEntry {
         int64_t deadline_unix_ms;
         bool force;
         bool attested;
+        bool has_secret;
+        uint8_t secret[32];
 };
 
 struct FastPath {
@@ -107,50 +110,50 @@ static uint64_t clock_usec(clockid_t id) {
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }
 
-static bool token_equal(const char *given, const char *expected) {
-        size_t gl = strlen(given), el = strlen(expected);
-        return gl == el && el > 0 && CRYPTO_memcmp(given, expected, el) == 0;
-}
-
 int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
                      size_t *ret_len) {
-        Nodesmith__V1__AgentReport *env = nodesmith__v1__agent_report__unpack(NULL, len, req);
+        WireView v;
+        char instance_id[65], boot_id[65];
         int r = 0;
 
-        /* anything but a well-formed report of the current version with the right token, from a
-         * remembered boot, newer and unchanged, is the loop's to answer (and refuse) */
-        if (!env || env->protocol_version != NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT ||
-            !token_equal(strempty(env->token), f->token) || isempty(env->instance_id)) {
-                if (env)
-                        nodesmith__v1__agent_report__free_unpacked(env, NULL);
+        /* read in place, nothing unpacked: anything but a well-formed report of the current
+         * version with the right token (and boot secret), from a remembered boot, newer and
+         * unchanged, is the loop's to answer (and refuse) */
+        if (wire_peek_report(req, len, &v) < 0 ||
+            v.protocol_version != NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT ||
+            !wire_span_equal(v.token, f->token) || v.instance_id.len == 0 ||
+            wire_span_string(v.instance_id, instance_id, sizeof instance_id) < 0 ||
+            wire_span_string(v.boot_id, boot_id, sizeof boot_id) < 0)
                 return 0;
-        }
         uint64_t now = clock_usec(CLOCK_MONOTONIC);
         pthread_mutex_lock(&f->lock);
-        FastEntry *fe = *find(f, env->instance_id);
-        if (fe && streq(fe->boot_id, strempty(env->boot_id)) && env->sequence > fe->sequence &&
-            now - fe->seen_usec < f->fresh_usec && fe->state_len == env->state.len &&
-            memcmp(fe->state, env->state.data, fe->state_len) == 0) {
+        FastEntry *fe = *find(f, instance_id);
+        if (fe && streq(fe->boot_id, boot_id) && v.sequence > fe->sequence &&
+            now - fe->seen_usec < f->fresh_usec && fe->state_len == v.state.len &&
+            memcmp(fe->state, v.state.data, fe->state_len) == 0 &&
+            (!fe->has_secret || (v.boot_secret.len == sizeof fe->secret &&
+                                 CRYPTO_memcmp(v.boot_secret.data, fe->secret, sizeof fe->secret) == 0))) {
                 Nodesmith__V1__NodeDirective d = NODESMITH__V1__NODE_DIRECTIVE__INIT;
                 d.protocol_version = NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
                 d.report_interval_ms = f->report_interval_ms;
                 d.now_unix_ms = (int64_t) (clock_usec(CLOCK_REALTIME) / 1000);
-                d.ack_sequence = env->sequence;
+                d.ack_sequence = v.sequence;
                 d.action = (Nodesmith__V1__NodeDirective__Action) fe->action;
                 d.reason = fe->reason;
                 d.deadline_unix_ms = fe->deadline_unix_ms;
                 d.force = fe->force;
                 d.attested = fe->attested;
+                if (fe->has_secret)
+                        d.boot_secret = (ProtobufCBinaryData) { .len = sizeof fe->secret, .data = fe->secret };
                 if (nodesmith__v1__node_directive__get_packed_size(&d) <= reply_size) {
                         *ret_len = nodesmith__v1__node_directive__pack(&d, reply);
-                        fe->sequence = env->sequence;
+                        fe->sequence = v.sequence;
                         fe->seen_usec = now;
                         fe->pending++;
                         r = 1;
                 }
         }
         pthread_mutex_unlock(&f->lock);
-        nodesmith__v1__agent_report__free_unpacked(env, NULL);
         return r;
 }
 
@@ -202,6 +205,10 @@ static int entry_update(FastEntry *fe, const NodeEntry *e, const char *boot_id, 
         fe->deadline_unix_ms = e->deadline_unix_ms;
         fe->force = e->force;
         fe->attested = attested;
+        /* a report must present it here; one without it (not confirmed yet) goes to the loop */
+        fe->has_secret = e->secret_boot && streq(e->secret_boot, boot_id);
+        if (fe->has_secret)
+                memcpy(fe->secret, e->boot_secret, sizeof fe->secret);
         return 0;
 }
 

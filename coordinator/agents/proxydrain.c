@@ -12,6 +12,7 @@
 #include "kubenode.h"
 #include "log.h"
 #include "model/nodepool.h"
+#include "nodebind.h"
 #include "proxydrain.h"
 
 #define COMPONENT "nodesmith-coordinator"
@@ -72,12 +73,6 @@ static int64_t now_unix_ms(void) {
         return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* "aws:///us-east-1a/i-0abc" -> "i-0abc" */
-static const char *node_instance(const cJSON *node) {
-        const char *pid = json_str(json_get(node, "spec"), "providerID");
-        const char *slash = pid ? strrchr(pid, '/') : NULL;
-        return slash && slash[1] == 'i' ? slash + 1 : NULL;
-}
 
 static uint64_t silent_usec(const ProxyDrains *pd) {
         const CoordConfig *cfg = &pd->c->cfg;
@@ -315,7 +310,7 @@ typedef struct OrphanPass {
 static int orphan(const cJSON *node, void *userdata) {
         OrphanPass *o = userdata;
         ProxyDrains *pd = o->pd;
-        const char *name = kube_object_meta(node, "name"), *id = node_instance(node);
+        const char *name = kube_object_meta(node, "name"), *id = node_provider_instance(node);
         const char *dts = kube_object_meta(node, "deletionTimestamp");
         if (!name || !id || !dts || !node_has_finalizer(node, KUBE_NODE_FINALIZER))
                 return 0;
@@ -342,8 +337,9 @@ void proxy_drains_pass(ProxyDrains *pd, uint64_t leading_since_usec) {
                 pd->v[i]->wanted = false;
 
         REGISTRY_FOREACH(e, &pd->c->registry) {
-                const char *node = e->state && e->state->identity ? e->state->identity->node_name : NULL;
-                const cJSON *obj = !isempty(node) ? kube_watch_get(pd->nodes, NULL, node) : NULL;
+                /* only the Node whose providerID names this instance: never one another agent named */
+                const char *node = node_bound_name(pd->nodes, e);
+                const cJSON *obj = node ? kube_watch_get(pd->nodes, NULL, node) : NULL;
                 if (!obj)
                         continue;
                 bool deleting = kube_object_meta(obj, "deletionTimestamp") != NULL;
@@ -389,8 +385,8 @@ void proxy_drains_pass(ProxyDrains *pd, uint64_t leading_since_usec) {
 }
 
 void proxy_drains_agent_reported(ProxyDrains *pd, const NodeEntry *e) {
-        const char *node = e && e->state && e->state->identity ? e->state->identity->node_name : NULL;
-        ProxyDrain *d = pd ? find(pd, node) : NULL;
+        const char *node = pd ? node_bound_name(pd->nodes, e) : NULL;
+        ProxyDrain *d = pd && node ? find(pd, node) : NULL;
         if (!d || d->withdrawing)
                 return;
         DrainStatusInfo st;

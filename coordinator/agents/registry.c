@@ -36,7 +36,16 @@ static void entry_free(NodeEntry *e) {
         free(e->state_bytes);
         free(e->instance_id);
         free(e->reason);
+        free(e->secret_boot);
         free(e);
+}
+
+static size_t pb_arena_used_or_zero(const PbArena *a) {
+        return a ? pb_arena_used(a) : 0;
+}
+
+static size_t entry_memory(const NodeEntry *e) {
+        return e ? e->state_len + pb_arena_used_or_zero(e->arena) : 0;
 }
 
 void registry_done(Registry *r) {
@@ -116,6 +125,10 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
         size_t i = find_slot(r, id);
         NodeEntry *e = r->slots[i];
         bool is_new = false;
+        size_t old_bytes = entry_memory(e), new_bytes = len + pb_arena_used_or_zero(arena);
+        if (r->max_state_memory && new_bytes > old_bytes &&
+            r->state_memory - old_bytes + new_bytes > r->max_state_memory)
+                return -ENOBUFS;
 
         uint8_t *copy = malloc(len ? len : 1);
         if (!copy)
@@ -152,6 +165,7 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
         }
         if (is_new || !same_pods(e->state, state))
                 e->pods_changed_usec = now;
+        r->state_memory = r->state_memory - entry_memory(e) + new_bytes;
         pb_arena_free(e->arena);
         free(e->state_bytes);
         e->state = state;
@@ -185,6 +199,7 @@ int registry_remove(Registry *r, const char *id) {
         size_t mask = r->capacity - 1, i = find_slot(r, id);
         if (!r->slots[i])
                 return -ENOENT;
+        r->state_memory -= entry_memory(r->slots[i]);
         entry_free(r->slots[i]);
         r->slots[i] = NULL;
         r->n--;

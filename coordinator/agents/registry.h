@@ -51,6 +51,10 @@ typedef struct NodeEntry {
         char replace_reason[32];
         bool replace_on_demand;               /* the consolidation found an on-demand replacement */
         /* desired state handed back with every reply */
+        /* the per-boot secret (proto: NodeDirective.boot_secret) and the boot it was issued to */
+        char *secret_boot;
+        uint8_t boot_secret[32];
+        bool secret_confirmed;                /* the agent has presented it: from now on it must */
         Nodesmith__V1__NodeDirective__Action action;
         char *reason;
         int64_t deadline_unix_ms;
@@ -62,6 +66,8 @@ typedef struct Registry {
         size_t capacity;     /* power of two */
         size_t n;
         size_t max_nodes;
+        size_t state_memory;     /* bytes of the stored states (their copies and arenas) */
+        size_t max_state_memory; /* 0: no budget; a state beyond it is refused with -ENOBUFS */
         char *gone[256];     /* instances terminated lately: their late reports are refused */
         size_t gone_next;
 } Registry;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 #include <string.h>
 #include <time.h>
 
@@ -7,8 +8,11 @@
 #include "coordinator.h"
 #include "fastpath.h"
 #include "provision/provisioner.h"
+#include "status/events.h"
 #include "proxydrain.h"
 #include "log.h"
+#include "nodebind.h"
+#include "wire.h"
 #include "macro.h"
 
 static const char *const result_names[_REPORT_RESULT_MAX] = {
@@ -19,6 +23,7 @@ static const char *const result_names[_REPORT_RESULT_MAX] = {
         [REPORT_VERSION_MISMATCH] = "version_mismatch",
         [REPORT_OVERLOADED] = "overloaded",
         [REPORT_PENDING] = "pending",
+        [REPORT_NODE_MISMATCH] = "node_mismatch",
 };
 
 const char *report_result_to_string(ReportResult r) {
@@ -38,25 +43,26 @@ static int64_t now_unix_ms(void) {
         return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static bool token_equal(const char *given, const char *expected) {
-        size_t gl = strlen(given), el = strlen(expected);
-        if (gl != el || el == 0)
-                return false;
-        return CRYPTO_memcmp(given, expected, el) == 0;
+/* The agent's sequence starts at its wall clock in microseconds and grows by one per report: a
+ * sequence more than a day ahead of ours is forged (it would make every later report of the boot
+ * a duplicate). */
+static uint64_t implausible_sequence(void) {
+        return (uint64_t) (now_unix_ms() + 24LL * 3600 * 1000) * 1000;
 }
 
-/* A refused agent is logged, but at most once every 10 s with a count of what was suppressed, so
- * a misconfigured fleet cannot flood the journal. */
-static void log_refusal(Coordinator *c, const char *what, const char *instance) {
+/* A refused agent is logged, but at most once every 10 s per kind of refusal with a count of what
+ * was suppressed, so a misconfigured fleet cannot flood the journal, and a flood of one kind (a
+ * wrong token) does not hide another (a report naming another node's Node). */
+static void log_refusal(Coordinator *c, ReportResult res, const char *what, const char *instance) {
         uint64_t now = coordinator_now(c);
-        if (c->auth_log_usec && now - c->auth_log_usec < 10 * USEC_PER_SEC) {
-                c->auth_suppressed++;
+        if (c->auth_log_usec[res] && now - c->auth_log_usec[res] < 10 * USEC_PER_SEC) {
+                c->auth_suppressed[res]++;
                 return;
         }
         log_warning("Refused report from %s: %s%s", isempty(instance) ? "unidentified agent" : instance,
-                    what, c->auth_suppressed ? " (and earlier refusals not logged)" : "");
-        c->auth_log_usec = now;
-        c->auth_suppressed = 0;
+                    what, c->auth_suppressed[res] ? " (and earlier refusals not logged)" : "");
+        c->auth_log_usec[res] = now;
+        c->auth_suppressed[res] = 0;
 }
 
 void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool added, void *userdata) {
@@ -71,10 +77,12 @@ void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool 
                 else
                         log_notice("Node %s: %s notice %s.", e->instance_id, notice_kind_to_string(k),
                                    n->event_id);
+                events_notice(c, e, notice_kind_to_string(k), n->event_id, left, true);
         } else {
                 c->metrics.notices_withdrawn_total[k]++;
                 log_notice("Node %s: %s notice %s withdrawn.", e->instance_id,
                            notice_kind_to_string(k), n->event_id);
+                events_notice(c, e, notice_kind_to_string(k), n->event_id, 0, false);
         }
 }
 
@@ -88,6 +96,7 @@ void coordinator_apply_notices(Coordinator *c, NodeEntry *e) {
                 provisioner_node_leaving(c->provisioner, e);
         } else
                 log_notice("Node %s: drain withdrawn, notices gone.", e->instance_id);
+        events_notice_drain(c, e, e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN);
 }
 
 static bool state_valid(const Coordinator *c, const Nodesmith__V1__AgentReport *env,
@@ -151,6 +160,42 @@ static AttestVerdict attest_report(Coordinator *c, const Nodesmith__V1__AgentRep
                               *st ? (*st)->identity : NULL, now, ret_reason);
 }
 
+/* A large report's scratch memory is given back after it. */
+#define SCRATCH_KEEP (256 * 1024)
+
+static bool entry_alive(const Coordinator *c, const NodeEntry *e) {
+        return e && e->state && e->state->identity && !e->state->shutting_down && e->reports > 0 &&
+               coordinator_now((Coordinator *) c) - e->last_seen_usec < c->cfg.stale_after_ms * USEC_PER_MSEC;
+}
+
+/* A boot that was issued a secret must present it while its agent is alive; while it is, another
+ * boot may not take the instance over. Once the agent has been silent for stale-after, or says it
+ * shuts down, a new boot (a reboot) or the same one without its secret (an agent that lost it) is
+ * accepted again (attested, if attestation is on) and issued a new secret.
+ * < 0: refuse; SECRET_KEEP: the boot's secret holds (presented, or not yet confirmed and sent
+ * again); SECRET_NEW: a new one is issued if the report is accepted. */
+enum { SECRET_KEEP, SECRET_NEW };
+
+static int boot_secret_check(const Coordinator *c, const NodeEntry *e, const char *boot_id, WireSpan given,
+                             const char **ret_why) {
+        bool same_boot = e && e->secret_boot && streq(e->secret_boot, strempty(boot_id));
+        bool presented = same_boot && given.len == sizeof e->boot_secret &&
+                         CRYPTO_memcmp(given.data, e->boot_secret, sizeof e->boot_secret) == 0;
+        if (presented || (same_boot && given.len == 0 && !e->secret_confirmed))
+                return SECRET_KEEP; /* (the reply that carried it may have been lost) */
+        if (!e || !e->secret_boot || !entry_alive(c, e))
+                return SECRET_NEW;
+        *ret_why = same_boot ? "boot secret missing or wrong" : "another agent boot holds this instance";
+        return -EPERM;
+}
+
+static int boot_secret_issue(NodeEntry *e, const char *boot_id) {
+        if (RAND_bytes(e->boot_secret, sizeof e->boot_secret) != 1)
+                return -EIO;
+        e->secret_confirmed = false;
+        return free_and_strdup(&e->secret_boot, strempty(boot_id));
+}
+
 static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, uint64_t sequence, uint64_t seen_usec,
                       int action, const char *reason, int64_t deadline_unix_ms, bool force, void *userdata);
 
@@ -159,7 +204,7 @@ static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, 
                 result = (res);                                                       \
                 d.status = NODESMITH__V1__NODE_DIRECTIVE__STATUS__##code;             \
                 d.error = (char *) (text);                                            \
-                log_refusal(c, d.error, instance);                                    \
+                log_refusal(c, result, d.error, instance);                            \
                 goto reply;                                                           \
         } while (0)
 
@@ -176,28 +221,40 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
         Nodesmith__V1__NodeState *st = NULL;
         AttestReason attest_why = ATTEST_REASON_NONE;
         bool attested = false;
+        WireView view;
+        char peer_instance[65];
+        int secret = SECRET_NEW;
 
         d.protocol_version = NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
         d.report_interval_ms = (uint32_t) c->cfg.report_interval_ms;
         d.now_unix_ms = now_unix_ms();
+
+        /* Nothing is unpacked or copied before the token is checked: the envelope is read in
+         * place (a peer without the token costs no allocation). A large report's scratch memory
+         * goes back afterwards (see reply). */
+        if (wire_peek_report(req, len, &view) < 0)
+                REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed report");
+        d.ack_sequence = view.sequence;
+        if (wire_span_string(view.instance_id, peer_instance, sizeof peer_instance) >= 0)
+                instance = peer_instance;
+        if (view.protocol_version != NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
+                snprintf(errbuf, sizeof errbuf,
+                         "coordinator %s speaks protocol version %d, the agent sent version %llu",
+                         COORDINATOR_VERSION, NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT,
+                         (unsigned long long) view.protocol_version);
+                REFUSE(REPORT_VERSION_MISMATCH, STATUS_VERSION_MISMATCH, errbuf);
+        }
+        if (!wire_span_equal(view.token, c->token))
+                REFUSE(REPORT_UNAUTHENTICATED, STATUS_UNAUTHENTICATED, "wrong bootstrap token");
 
         /* The envelope is small; its allocations go to a scratch arena reused for every report. */
         pb_arena_reset(c->scratch);
         env = nodesmith__v1__agent_report__unpack(pb_arena_allocator(c->scratch), len, req);
         if (!env)
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed report");
-        d.ack_sequence = env->sequence;
         instance = env->instance_id;
-
-        if (env->protocol_version != NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
-                snprintf(errbuf, sizeof errbuf,
-                         "coordinator %s speaks protocol version %d, the agent sent version %u",
-                         COORDINATOR_VERSION, NODESMITH__V1__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT,
-                         env->protocol_version);
-                REFUSE(REPORT_VERSION_MISMATCH, STATUS_VERSION_MISMATCH, errbuf);
-        }
-        if (!token_equal(strempty(env->token), c->token))
-                REFUSE(REPORT_UNAUTHENTICATED, STATUS_UNAUTHENTICATED, "wrong bootstrap token");
+        if (env->sequence > implausible_sequence())
+                REFUSE(REPORT_INVALID, STATUS_INVALID, "implausible sequence (ahead of the clock)");
         if (isempty(env->instance_id) || strlen(env->instance_id) > 64)
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "report carries no valid instance id");
         if (strlen(strempty(env->boot_id)) > 64)
@@ -235,6 +292,9 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                         goto reply;
                 }
         }
+        secret = boot_secret_check(c, e, env->boot_id, view.boot_secret, &why);
+        if (secret < 0)
+                REFUSE(REPORT_UNAUTHENTICATED, STATUS_UNAUTHENTICATED, why);
         if (registry_is_duplicate(e, env->boot_id, env->sequence)) {
                 result = REPORT_DUPLICATE; /* still answered with the desired state */
                 goto directive;
@@ -252,6 +312,12 @@ int coordinator_handle_report(const uint8_t *req, size_t len, uint8_t *reply, si
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed node state");
         if (!state_valid(c, env, st, &why))
                 REFUSE(REPORT_INVALID, STATUS_INVALID, why);
+        /* the Node it speaks for must be its instance's (providerID), never one it merely names */
+        if (node_binding_check(provisioner_nodes(c->provisioner), env->instance_id, st->identity->node_name,
+                               &why) < 0) {
+                snprintf(errbuf, sizeof errbuf, "node_name %.64s: %s", st->identity->node_name, why);
+                REFUSE(REPORT_NODE_MISMATCH, STATUS_UNAUTHENTICATED, errbuf);
+        }
 
         bool is_new = false;
         int k = registry_put(&c->registry, env->instance_id, env->sequence, st, arena, env->state.data,
@@ -286,6 +352,14 @@ directive:
                 d.deadline_unix_ms = e->deadline_unix_ms;
                 d.force = e->force;
                 d.attested = attested;
+                /* the secret goes only to a report that presented it, or that it is issued to */
+                if (secret == SECRET_NEW && result == REPORT_OK && boot_secret_issue(e, env->boot_id) < 0)
+                        log_warning("Node %s: cannot issue its boot secret.", e->instance_id);
+                else if (secret == SECRET_KEEP && view.boot_secret.len > 0)
+                        e->secret_confirmed = true;
+                if ((secret == SECRET_KEEP || result == REPORT_OK) && e->secret_boot &&
+                    streq(e->secret_boot, strempty(env->boot_id)))
+                        d.boot_secret = (ProtobufCBinaryData) { .len = sizeof e->boot_secret, .data = e->boot_secret };
                 /* the next unchanged report of this boot is answered in NNG's threads; not while
                  * the node drains (the coordinator may drain for it when it falls silent, and must
                  * stop the moment it reports again) */
@@ -297,11 +371,14 @@ directive:
 reply:
         c->metrics.reports[result]++;
         pb_arena_free(arena); /* a state that was refused */
+        if (len > SCRATCH_KEEP)
+                pb_arena_trim(c->scratch, SCRATCH_KEEP);
         size_t n = nodesmith__v1__node_directive__get_packed_size(&d);
         if (n > reply_size)
                 return -EMSGSIZE;
         *ret_len = nodesmith__v1__node_directive__pack(&d, reply);
-        return 0;
+        /* the connection proved itself: it leaves the unauthenticated pool (link-guard.h) */
+        return result == REPORT_OK || result == REPORT_DUPLICATE || result == REPORT_PENDING;
 }
 
 int coordinator_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size, size_t *ret_len,

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "timestamp.h"
 #include "aws-credentials.h"
+#include "ec2-internal.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
@@ -113,39 +115,13 @@ int aws_credentials_copy(const AwsCredentials *src, AwsCredentials *ret) {
 
 /* ---- parsing ----------------------------------------------------------------------------- */
 
-int aws_parse_iso8601(const char *s, int64_t *ret) {
-        struct tm tm = {};
-        const char *p;
-        long offset = 0;
-
-        if (isempty(s))
-                return -EINVAL;
-        p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-        if (!p)
-                return -EINVAL;
-        if (*p == '.')
-                for (p++; isdigit((unsigned char) *p); p++)
-                        ;
-        if (*p == 'Z' || *p == 'z')
-                p++;
-        else if (*p == '+' || *p == '-') {
-                /* exactly ±HH:MM: a shorter offset must not move p past the end */
-                int sign = *p == '-' ? -1 : 1;
-                if (!isdigit((unsigned char) p[1]) || !isdigit((unsigned char) p[2]) || p[3] != ':' ||
-                    !isdigit((unsigned char) p[4]) || !isdigit((unsigned char) p[5]))
-                        return -EINVAL;
-                int hh = (p[1] - '0') * 10 + (p[2] - '0'), mm = (p[4] - '0') * 10 + (p[5] - '0');
-                if (hh > 23 || mm > 59)
-                        return -EINVAL;
-                offset = sign * (hh * 3600L + mm * 60L);
-                p += 6;
-        }
-        if (*p)
-                return -EINVAL;
-        time_t t = timegm(&tm);
-        if (t == (time_t) -1)
-                return -EINVAL;
-        *ret = (int64_t) t - offset;
+/* An expiration (RFC 3339) in epoch seconds. */
+static int parse_expiration(const char *s, int64_t *ret) {
+        int64_t usec;
+        int r = timestamp_parse_rfc3339(s, 0, &usec);
+        if (r < 0)
+                return r;
+        *ret = usec / (int64_t) USEC_PER_SEC;
         return 0;
 }
 
@@ -253,8 +229,7 @@ int aws_sts_parse_credentials(const char *xml, size_t len, AwsCredentials *ret) 
 
         if (len > STS_BODY_MAX || len > INT32_MAX)
                 return -EMSGSIZE;
-        doc = xmlReadMemory(xml, (int) len, NULL, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
-                                                                XML_PARSE_NOWARNING);
+        doc = ec2_xml_read(xml, len);
         if (!doc)
                 return -EBADMSG;
         xmlNode *root = xmlDocGetRootElement(doc);
@@ -268,7 +243,7 @@ int aws_sts_parse_credentials(const char *xml, size_t len, AwsCredentials *ret) 
         char *sk = xml_child_text(c, "SecretAccessKey"), *token = xml_child_text(c, "SessionToken");
         _cleanup_free_ char *exp = xml_child_text(c, "Expiration");
         int64_t expiration = 0;
-        r = exp ? aws_parse_iso8601(exp, &expiration) : -EBADMSG;
+        r = exp ? parse_expiration(exp, &expiration) : -EBADMSG;
         if (r >= 0)
                 r = credentials_set(ret, ak, sk, token, expiration);
         if (r == -ENOKEY)
@@ -295,7 +270,7 @@ int aws_imds_parse_credentials(const char *json, AwsCredentials *ret) {
         else if (!ak || !sk)
                 r = -EBADMSG;
         else {
-                r = exp ? aws_parse_iso8601(exp, &expiration) : 0;
+                r = exp ? parse_expiration(exp, &expiration) : 0;
                 if (r >= 0)
                         r = credentials_set(ret, ak, sk, token, expiration);
         }

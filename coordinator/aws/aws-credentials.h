@@ -85,5 +85,3 @@ int aws_shared_credentials_load(const char *path, const char *profile, AwsCreden
 int aws_sts_parse_credentials(const char *xml, size_t len, AwsCredentials *ret);
 /* IMDS iam/security-credentials/ROLE answer (JSON). */
 int aws_imds_parse_credentials(const char *json, AwsCredentials *ret);
-/* ISO 8601 "2025-01-01T00:00:00Z" (fraction and offsets accepted) → epoch seconds. */
-int aws_parse_iso8601(const char *s, int64_t *ret);

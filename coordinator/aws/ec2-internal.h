@@ -35,6 +35,8 @@ char *ec2_build_ssm_get_parameter(const char *name);
 /* ---- answers ------------------------------------------------------------------------- */
 /* Parse an answer; an error document fills *ret_error (kind from code and status) and returns
  * -EPROTO; an unreadable one -EBADMSG. */
+/* Any AWS XML answer (EC2, STS): NULL when unreadable or when it carries a DTD. */
+xmlDoc *ec2_xml_read(const char *body, size_t len);
 int ec2_xml_parse(const char *body, size_t len, long status, xmlDoc **ret, Ec2Error *ret_error);
 xmlNode *ec2_xml_child(xmlNode *parent, const char *name);
 char *ec2_xml_text(xmlNode *parent, const char *name); /* child's text, strdup'd, or NULL */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "timestamp.h"
 #include "aws-credentials.h"
 #include "ec2-internal.h"
 #include "macro.h"
@@ -113,10 +114,8 @@ static bool bool_path(xmlNode *n, const char *path) {
 
 static int64_t time_path(xmlNode *n, const char *path) {
         _cleanup_free_ char *s = text_path(n, path);
-        int64_t t = 0;
-        if (s)
-                (void) aws_parse_iso8601(s, &t);
-        return t;
+        int64_t usec;
+        return s && timestamp_parse_rfc3339(s, 0, &usec) >= 0 ? usec / (int64_t) USEC_PER_SEC : 0;
 }
 
 #define FOREACH_ITEM(item, set) \
@@ -166,16 +165,41 @@ int ec2_json_error(const char *body, long status, Ec2Error *e) {
         return j ? 0 : -EBADMSG;
 }
 
+/* An AWS answer never carries a DTD: one is refused the moment the parser meets it (before any
+ * entity is declared, let alone expanded), and libxml2's default limits on text and depth hold
+ * (no XML_PARSE_HUGE). */
+static void refuse_dtd(void *userdata, const xmlChar *name, const xmlChar *external_id, const xmlChar *system_id) {
+        xmlStopParser(userdata);
+}
+
+xmlDoc *ec2_xml_read(const char *body, size_t len) {
+        if (len == 0 || len > EC2_BODY_MAX)
+                return NULL;
+        xmlParserCtxt *ctxt = xmlNewParserCtxt();
+        if (!ctxt)
+                return NULL;
+        ctxt->sax->internalSubset = refuse_dtd;
+        ctxt->sax->externalSubset = refuse_dtd;
+        xmlDoc *doc = xmlCtxtReadMemory(ctxt, body, (int) len, NULL, NULL,
+                                        XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING |
+                                                XML_PARSE_NOBLANKS);
+        /* stopped at a DTD: libxml2 may still hand back what it had built (no root element) */
+        if (doc && (!ctxt->wellFormed || ctxt->errNo != XML_ERR_OK || doc->intSubset || doc->extSubset ||
+                    !xmlDocGetRootElement(doc))) {
+                xmlFreeDoc(doc);
+                doc = NULL;
+        }
+        xmlFreeParserCtxt(ctxt);
+        return doc;
+}
+
 int ec2_xml_parse(const char *body, size_t len, long status, xmlDoc **ret, Ec2Error *e) {
         xmlDoc *doc;
 
         *e = (Ec2Error) { .status = status };
         if (len > EC2_BODY_MAX)
                 return -EFBIG;
-        doc = len ? xmlReadMemory(body, (int) len, NULL, NULL,
-                                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING |
-                                          XML_PARSE_NOBLANKS | XML_PARSE_HUGE)
-                  : NULL;
+        doc = len ? ec2_xml_read(body, len) : NULL;
         if (!doc) {
                 if (status >= 200 && status < 300)
                         return -EBADMSG;

@@ -3,11 +3,11 @@
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 
+#include "base64.h"
 #include "ec2-internal.h"
 #include "http.h"
 #include "macro.h"
@@ -177,17 +177,6 @@ int ec2_build_create_fleet(const Ec2FleetSpec *s, const char *cluster, StrBuf *b
         return r < 0 ? r : b->error;
 }
 
-static char *base64(const char *s) {
-        size_t n = strlen(s);
-        if (n > 16 * 1024) /* EC2's limit on user data before encoding */
-                return NULL;
-        char *o = malloc(4 * ((n + 2) / 3) + 1);
-        if (!o)
-                return NULL;
-        EVP_EncodeBlock((unsigned char *) o, (const unsigned char *) s, (int) n);
-        return o;
-}
-
 int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char *cluster,
                                      StrBuf *b) {
         char num[32];
@@ -232,9 +221,11 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                                                s->n_interface_tags);
         }
         if (r >= 0 && s->user_data) {
-                _cleanup_free_ char *u = base64(s->user_data);
-                if (!u)
-                        return strlen(s->user_data) > 16 * 1024 ? -EMSGSIZE : -ENOMEM;
+                _cleanup_free_ char *u = NULL;
+                /* EC2's limit is on user data before encoding */
+                r = base64_encode(s->user_data, strlen(s->user_data), 16 * 1024, &u);
+                if (r < 0)
+                        return r == -E2BIG ? -EMSGSIZE : r;
                 r = ec2_query_add(b, "LaunchTemplateData.UserData", u);
         }
         for (size_t i = 0; r >= 0 && i < s->n_block_devices; i++) {

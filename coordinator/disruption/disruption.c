@@ -60,6 +60,7 @@ struct Disruption {
         cJSON *last_decision;
         uint64_t decisions[_METHOD_MAX];
         uint64_t validated, invalidated;
+        uint64_t pass_failures;        /* passes that stopped on an error (logged, then counted) */
         double last_pass_seconds;
 };
 
@@ -146,7 +147,7 @@ void disruption_class_hash(const cJSON *nc, char out[17]) {
 static NodeEntry *entry_for_node(Provisioner *p, const char *name) {
         NodeEntry *e;
         REGISTRY_FOREACH(e, &p->c->registry)
-                if (streq_ptr(provisioner_node_name(e), name))
+                if (streq_ptr(provisioner_node_name(p, e), name))
                         return e;
         return NULL;
 }
@@ -199,8 +200,9 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
         e->force = false;
         e->replace_started_usec = 0;
         p->disruptions++;
-        const char *node = provisioner_node_name(e);
-        log_notice("Disrupting Node %s (%s): %s.", strempty(node), reason, why);
+        const char *node = provisioner_node_name(p, e);
+        log_notice("Disrupting Node %s (%s): %s; acting replica %s.", strempty(node), reason, why,
+                   provisioner_acting_as(p));
         node_event(p, node, "Disrupting", why);
         provisioner_node_leaving(p, e);
 }
@@ -214,7 +216,7 @@ static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char
         e->replace_started_usec = provisioner_now(p);
         e->replace_round = p->rounds;
         snprintf(e->replace_reason, sizeof e->replace_reason, "%s", reason);
-        const char *node = provisioner_node_name(e);
+        const char *node = provisioner_node_name(p, e);
         log_notice("Replacing Node %s (%s): %s.", strempty(node), reason, why);
         node_event(p, node, "Replacing", why);
         provisioner_poke(p);
@@ -584,35 +586,41 @@ static void explain_set(Provisioner *p, Pass *s, const char *state, const char *
         d->explain = j;
 }
 
-void disruption_pass(Provisioner *p) {
+int disruption_pass(Provisioner *p) {
         Disruption *d = p->disruption;
         uint64_t now = provisioner_now(p), t0 = now;
         size_t pending = 0;
         char msg[512];
+        const char *step = NULL; /* what failed, for the one log line */
+        int r = 0;
 
-        if (!p->leading) {
+        if (!provisioner_acting(p)) {
                 explain_set(p, NULL, "standby", "this replica does not hold the Lease");
-                return;
+                return 0;
         }
         if (!p->learned || p->round)
-                return;
+                return 0;
         promote_replacements(p, now);
         if (p->batch_open || p->n_inflight > 0) {
                 explain_set(p, NULL, "waiting", "provisioning first: a batch is open or instances are in flight");
-                return;
+                return 0;
         }
         if (now - p->leading_since_usec < 2 * p->c->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
-                return;
+                return 0;
         if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodes) || !kube_watch_synced(p->nodepools))
-                return;
+                return 0;
         Round *rd = calloc(1, sizeof *rd);
         if (!rd || solver_arena_new(&rd->arena) < 0) {
                 free(rd);
-                return;
+                d->pass_failures++;
+                return log_warning_errno(-ENOMEM, "Disruption pass failed: out of memory.");
         }
         Pass s = { .p = p, .rd = rd, .now = now, .wall = time(NULL) };
-        if (provisioner_snapshot(p, rd, &pending) < 0)
+        r = provisioner_snapshot(p, rd, &pending);
+        if (r < 0) {
+                step = "building the snapshot";
                 goto done;
+        }
         if (pending > 0) {
                 snprintf(msg, sizeof msg, "provisioning first: %zu pod(s) pending or moving", pending);
                 explain_set(p, NULL, "waiting", msg);
@@ -628,8 +636,10 @@ void disruption_pass(Provisioner *p) {
         s.podcount = solver_arena_alloc(a, (sn->n_nodes + 1) * sizeof(size_t));
         s.node_j = solver_arena_alloc(a, (sn->n_nodes + 1) * sizeof(cJSON *));
         s.nodes_json = cJSON_CreateArray();
-        if (!s.pool_nodes || !s.pool_disrupting || !s.cand || !s.podcount || !s.node_j || !s.nodes_json)
+        if (!s.pool_nodes || !s.pool_disrupting || !s.cand || !s.podcount || !s.node_j || !s.nodes_json) {
+                r = -ENOMEM, step = "allocating the pass";
                 goto done;
+        }
         for (size_t i = 0; i < sn->n_nodes; i++) {
                 int k = pool_index(sn, sn->nodes[i].nodepool);
                 if (k < 0)
@@ -700,8 +710,11 @@ void disruption_pass(Provisioner *p) {
                 goto done;
         }
 
-        if (candidates(&s) < 0)
+        r = candidates(&s);
+        if (r < 0) {
+                step = "choosing candidates";
                 goto done;
+        }
 
         /* a consolidation found earlier: made again on fresh reports, then acted on */
         Pending *pd = &d->pending;
@@ -757,8 +770,10 @@ void disruption_pass(Provisioner *p) {
         size_t *set = solver_arena_alloc(a, (s.nc + 1) * sizeof(size_t)), ns = 0;
         double old_price = 0, new_price = 0;
         bool on_demand = false;
-        if (!set)
+        if (!set) {
+                r = -ENOMEM, step = "allocating the pass";
                 goto done;
+        }
         for (size_t c = 0; c < s.nc; c++) {
                 size_t i = s.cand[c];
                 int k = pool_index(sn, sn->nodes[i].nodepool);
@@ -777,21 +792,28 @@ void disruption_pass(Provisioner *p) {
                 churn_guard(&s);
                 size_t *allow = solver_arena_alloc(a, (sn->n_nodepools + 1) * sizeof(size_t));
                 char *err = NULL;
-                if (!allow)
+                if (!allow) {
+                        r = -ENOMEM, step = "allocating the pass";
                         goto done;
+                }
                 for (size_t k = 0; k < sn->n_nodepools; k++)
                         allow[k] = allowance(&s, (int) k, DISRUPTION_UNDERUTILIZED);
                 SolverConsolidateOptions co = { .candidates = s.cand, .n_candidates = s.nc,
                                                 .pool_allowance = allow,
                                                 .threshold = threshold_of(&s, s.cand, s.nc),
                                                 .spot_to_spot = p->c->cfg.spot_to_spot };
-                if (solver_new(sn, &rd->solver, &err) < 0) {
-                        log_warning("Consolidation: %s", strempty(err));
+                r = solver_new(sn, &rd->solver, &err);
+                if (r < 0) {
+                        snprintf(msg, sizeof msg, "compiling the snapshot (%s)", strempty(err));
                         free(err);
+                        step = msg;
                         goto done;
                 }
-                if (solver_consolidate(rd->solver, &co, &c) < 0)
+                r = solver_consolidate(rd->solver, &co, &c);
+                if (r < 0) {
+                        step = "consolidating";
                         goto done;
+                }
                 if (c->kind == SOLVER_CONSOLIDATE_NONE) {
                         explain_set(p, &s, "idle", c->message);
                         solver_consolidation_free(c);
@@ -820,6 +842,7 @@ void disruption_pass(Provisioner *p) {
                 pd->nodes[pd->n_nodes] = strdup(sn->nodes[set[i]].name);
                 if (!pd->nodes[pd->n_nodes]) {
                         pending_clear(pd);
+                        r = -ENOMEM, step = "recording the consolidation";
                         goto done;
                 }
                 pd->n_nodes++;
@@ -839,6 +862,14 @@ done:
         cJSON_Delete(s.nodes_json);
         provisioner_round_free(rd);
         d->last_pass_seconds = (double) (provisioner_now(p) - t0) / USEC_PER_SEC;
+        if (r < 0) {
+                char why[600];
+                d->pass_failures++;
+                snprintf(why, sizeof why, "the pass failed %s: %s", step, strerror(-r));
+                explain_set(p, NULL, "failed", why);
+                return log_warning_errno(r, "Disruption: %s", why);
+        }
+        return 0;
 }
 
 void disruption_metrics(Provisioner *p, StrBuf *b) {
@@ -859,6 +890,9 @@ void disruption_metrics(Provisioner *p, StrBuf *b) {
                       (unsigned long long) d->validated, (unsigned long long) d->invalidated);
         strbuf_printf(b, "# HELP nodesmith_nodes_replacing Nodes whose replacement is being launched before they drain.\n"
                          "# TYPE nodesmith_nodes_replacing gauge\nnodesmith_nodes_replacing %zu\n", replacing);
+        strbuf_printf(b, "# HELP nodesmith_disruption_pass_failures_total Disruption passes that stopped on an error.\n"
+                         "# TYPE nodesmith_disruption_pass_failures_total counter\nnodesmith_disruption_pass_failures_total %llu\n",
+                      (unsigned long long) d->pass_failures);
         strbuf_printf(b, "# HELP nodesmith_disruption_pass_seconds Duration of the last disruption pass.\n"
                          "# TYPE nodesmith_disruption_pass_seconds gauge\nnodesmith_disruption_pass_seconds %.6f\n",
                       d->last_pass_seconds);

@@ -26,8 +26,10 @@ typedef struct cJSON cJSON;
 int disruption_new(Disruption **ret);
 Disruption *disruption_free(Disruption *d);
 
-/* One pass (from the housekeeping timer). */
-void disruption_pass(Provisioner *p);
+/* One pass (from the housekeeping timer). 0 when it decided (or had nothing to decide, or was
+ * not its turn); -errno when it stopped on a failure, which it has logged once and counted in
+ * nodesmith_disruption_pass_failures_total. */
+int disruption_pass(Provisioner *p);
 /* An instance launched: if nodes are being replaced, it is their replacement, and the churn
  * guard keeps consolidation off it for a while. */
 void disruption_launched(Provisioner *p, const char *instance_id);

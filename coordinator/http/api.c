@@ -9,12 +9,14 @@
 #include "provision/provisioner.h"
 #include "agents/proxydrain.h"
 #include "macro.h"
+#include "http/observe.h"
+#include "http/promtext.h"
 #include "pbjson.h"
 #include "strbuf.h"
 
 #define BODY_MAX (64u * 1024 * 1024)
 
-static const char *capacity_type_name(Nodesmith__V1__CapacityType t) {
+const char *capacity_type_name(Nodesmith__V1__CapacityType t) {
         switch (t) {
         case NODESMITH__V1__CAPACITY_TYPE__CAPACITY_TYPE_SPOT:
                 return "spot";
@@ -22,18 +24,6 @@ static const char *capacity_type_name(Nodesmith__V1__CapacityType t) {
                 return "on-demand";
         default:
                 return "";
-        }
-}
-
-/* Prometheus label values: escape backslash, quote and newline. */
-static void label(StrBuf *b, const char *s) {
-        for (; s && *s; s++) {
-                if (*s == '\\' || *s == '"')
-                        strbuf_printf(b, "\\%c", *s);
-                else if (*s == '\n')
-                        strbuf_append(b, "\\n", 2);
-                else
-                        strbuf_append(b, s, 1);
         }
 }
 
@@ -51,6 +41,35 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         for (int i = 0; i < _REPORT_RESULT_MAX; i++)
                 strbuf_printf(&b, "nodesmith_reports_total{result=\"%s\"} %llu\n",
                               report_result_to_string(i), (unsigned long long) c->metrics.reports[i]);
+        {
+                LinkGuardStats g;
+                link_server_guard_stats(c->link, &g);
+                strbuf_printf(&b, "# HELP nodesmith_link_connections Agent connections now, by state.\n"
+                                  "# TYPE nodesmith_link_connections gauge\n"
+                                  "nodesmith_link_connections{state=\"authenticated\"} %llu\n"
+                                  "nodesmith_link_connections{state=\"unauthenticated\"} %llu\n"
+                                  "# HELP nodesmith_link_connections_refused_total Agent connections closed as they arrived, by the limit they met.\n"
+                                  "# TYPE nodesmith_link_connections_refused_total counter\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-connections\"} %llu\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-connections-per-source\"} %llu\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-unauthenticated\"} %llu\n"
+                                  "nodesmith_link_connections_refused_total{limit=\"max-unauthenticated-per-source\"} %llu\n"
+                                  "# HELP nodesmith_link_connections_closed_total Agent connections closed by a timeout.\n"
+                                  "# TYPE nodesmith_link_connections_closed_total counter\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"auth-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"idle-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"handshake-timeout\"} %llu\n"
+                                  "nodesmith_link_connections_closed_total{reason=\"handshake-limit\"} %llu\n"
+                                  "# HELP nodesmith_link_handshakes TCP connections still in their TLS handshake, at the last sweep.\n"
+                                  "# TYPE nodesmith_link_handshakes gauge\n"
+                                  "nodesmith_link_handshakes %llu\n",
+                              (unsigned long long) (g.pipes - g.unauthenticated), (unsigned long long) g.unauthenticated,
+                              (unsigned long long) g.refused_total, (unsigned long long) g.refused_per_source,
+                              (unsigned long long) g.refused_unauthenticated,
+                              (unsigned long long) g.refused_unauthenticated_per_source, (unsigned long long) g.closed_auth_timeout,
+                              (unsigned long long) g.closed_idle, (unsigned long long) g.handshakes_closed_timeout,
+                              (unsigned long long) g.handshakes_closed_limit, (unsigned long long) g.handshakes);
+        }
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
                           "# TYPE nodesmith_notices_total counter\n");
         for (int k = 1; k < NOTICE_KINDS; k++)
@@ -109,9 +128,9 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                             { "nvidia_com_gpu", a->gpus } };
                 for (size_t k = 0; k < ELEMENTSOF(res); k++) {
                         strbuf_printf(&b, "nodesmith_node_allocatable{instance_id=\"");
-                        label(&b, e->instance_id);
+                        prom_label_value(&b, e->instance_id);
                         strbuf_printf(&b, "\",node=\"");
-                        label(&b, e->state->identity->node_name);
+                        prom_label_value(&b, e->state->identity->node_name);
                         if (k == 0)
                                 strbuf_printf(&b, "\",resource=\"cpu\"} %.3f\n", (double) res[k].v / 1000.0);
                         else
@@ -123,7 +142,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
                           "# TYPE nodesmith_node_report_age_seconds gauge\n");
         REGISTRY_FOREACH(e, &c->registry) {
                 strbuf_printf(&b, "nodesmith_node_report_age_seconds{instance_id=\"");
-                label(&b, e->instance_id);
+                prom_label_value(&b, e->instance_id);
                 strbuf_printf(&b, "\"} %.3f\n", (double) (now - e->last_seen_usec) / 1e6);
         }
         strbuf_printf(&b, "# HELP nodesmith_leader Whether this replica holds the Lease (acts).\n"
@@ -132,6 +151,7 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         attestor_metrics(c->attest, &b);
         proxy_drains_metrics(c->proxy_drains, &b);
         interruption_metrics(c->interruption, &b);
+        observe_metrics(c, &b);
         if (b.error < 0) {
                 int r = b.error;
                 strbuf_done(&b);

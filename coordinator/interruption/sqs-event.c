@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "timestamp.h"
 #include "aws/aws-credentials.h"
 #include "json-util.h"
 #include "macro.h"
@@ -53,23 +54,13 @@ static int add_instance(SqsEvent *ev, const char *id) {
         return copy(ev->instances[ev->n_instances++], sizeof ev->instances[0], id);
 }
 
-/* ISO 8601 (EventBridge) or RFC 1123 "Sat, 05 Jun 2021 04:00:00 GMT" (Health's startTime). */
+/* RFC 3339 (EventBridge) or an HTTP-date "Sat, 05 Jun 2021 04:00:00 GMT" (Health's startTime). */
 static int parse_time_ms(const char *s, int64_t *ret) {
-        int64_t t;
-        if (isempty(s) || strlen(s) > 64)
-                return -EBADMSG;
-        if (aws_parse_iso8601(s, &t) >= 0) {
-                *ret = t * 1000;
-                return 0;
-        }
-        struct tm tm = {};
-        const char *end = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        if (!end || *end)
-                return -EBADMSG;
-        time_t u = timegm(&tm);
-        if (u == (time_t) -1)
-                return -EBADMSG;
-        *ret = (int64_t) u * 1000;
+        int64_t usec;
+        int r = isempty(s) ? -EBADMSG : timestamp_parse_any(s, &usec);
+        if (r < 0)
+                return r;
+        *ret = usec / 1000;
         return 0;
 }
 

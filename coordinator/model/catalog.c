@@ -5,11 +5,14 @@
 #include <stdio.h>
 
 #include "catalog.h"
+#include "fileio.h"
+#include "grow.h"
 #include "log.h"
 #include "macro.h"
 
 #define MI ((int64_t) 1024 * 1024)
 #define CATALOG_MAX_FILE (64u * 1024 * 1024)
+#define CATALOG_MAX_TYPES 10000u /* EC2 offers about 1 000 */
 
 typedef struct TypeInfo {
         uint32_t enis, ipv4_per_eni;
@@ -198,18 +201,13 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         if (spot_prices && !cJSON_IsObject(spot_prices))
                 return set_error(ret_error, "instance type %s: \"spot_prices\" must be an object", name);
 
-        if (c->n == c->cap) {
-                size_t nc = c->cap ? c->cap * 2 : 256;
-                SolverInstanceType *nt = realloc(c->types, nc * sizeof(SolverInstanceType));
-                if (!nt)
-                        return -ENOMEM;
-                c->types = nt;
-                TypeInfo *ni = realloc(c->info, nc * sizeof(TypeInfo));
-                if (!ni)
-                        return -ENOMEM;
-                c->info = ni;
-                c->cap = nc;
-        }
+        /* types and their info grow together: info's capacity follows types' */
+        size_t info_cap = c->cap;
+        int r = GROW(c->types, c->cap, c->n + 1, (size_t) CATALOG_MAX_TYPES);
+        if (r >= 0)
+                r = GROW(c->info, info_cap, c->cap, (size_t) CATALOG_MAX_TYPES);
+        if (r < 0)
+                return r == -ENOBUFS ? set_error(ret_error, "more than %u instance types", CATALOG_MAX_TYPES) : r;
         SolverArena *a = c->arena;
         SolverInstanceType *t = &c->types[c->n];
         TypeInfo *ti = &c->info[c->n];
@@ -243,7 +241,7 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         char family[64], cat[32], gen[16];
         snprintf(family, sizeof(family), "%.*s", dot ? (int) (dot - name) : (int) strlen(name), name);
         split_family(family, cat, sizeof(cat), gen, sizeof(gen));
-        int r = 0;
+        r = 0;
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_INSTANCE_TYPE, "%s", name);
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_ARCH, "%s", arch);
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_OS, "linux");
@@ -356,43 +354,20 @@ int catalog_load_json(Catalog *c, const cJSON *root, char **ret_error) {
 
 int catalog_load_file(const char *path, Catalog **ret, char **ret_error) {
         _cleanup_free_ char *text = NULL;
-        FILE *f = fopen(path, "re");
-        if (!f) {
-                int r = -errno;
+        size_t n = 0;
+        int r = read_file_bounded(path, CATALOG_MAX_FILE, &text, &n);
+        if (r == -EFBIG)
+                return set_error(ret_error, "%s: larger than %u bytes", path, CATALOG_MAX_FILE);
+        if (r < 0) {
                 if (ret_error && asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
         }
-        size_t cap = 0, n = 0;
-        for (;;) {
-                if (n + 65536 + 1 > cap) {
-                        cap = cap ? cap * 2 : 1 << 20;
-                        if (cap > CATALOG_MAX_FILE + 65536) {
-                                fclose(f);
-                                return set_error(ret_error, "%s: larger than %u bytes", path, CATALOG_MAX_FILE);
-                        }
-                        char *nt = realloc(text, cap);
-                        if (!nt) {
-                                fclose(f);
-                                return -ENOMEM;
-                        }
-                        text = nt;
-                }
-                size_t k = fread(text + n, 1, cap - n - 1, f);
-                n += k;
-                if (k == 0)
-                        break;
-        }
-        bool err = ferror(f);
-        fclose(f);
-        if (err)
-                return set_error(ret_error, "%s: read error", path);
-        text[n] = 0;
         cJSON *root = cJSON_ParseWithLength(text, n);
         if (!root)
                 return set_error(ret_error, "%s: not valid JSON", path);
         _cleanup_(catalog_freep) Catalog *c = NULL;
-        int r = catalog_new(NULL, &c);
+        r = catalog_new(NULL, &c);
         if (r >= 0)
                 r = catalog_load_json(c, root, ret_error);
         cJSON_Delete(root);

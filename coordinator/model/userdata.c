@@ -1,23 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <cjson/cJSON.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "macro.h"
 #include "strbuf.h"
 #include "userdata.h"
 
 #define BOUNDARY "==NODESMITH-BOUNDARY=="
-
-char *userdata_base64(const char *data, size_t len) {
-        size_t n = 4 * ((len + 2) / 3) + 1;
-        char *out = malloc(n);
-        if (!out)
-                return NULL;
-        EVP_EncodeBlock((unsigned char *) out, (const unsigned char *) data, (int) len);
-        return out;
-}
 
 static bool safe_value(const char *s) {
         return s && !strpbrk(s, "\r\n#");
@@ -159,9 +150,9 @@ static int user_parts(const char *ud, StrBuf *b) {
 }
 
 static int add_file(cJSON *files, const char *path, const char *text) {
-        _cleanup_free_ char *b64 = userdata_base64(text, strlen(text));
+        _cleanup_free_ char *b64 = NULL;
         cJSON *f = cJSON_CreateObject();
-        if (!b64 || !f) {
+        if (base64_encode(text, strlen(text), 0, &b64) < 0 || !f) {
                 cJSON_Delete(f);
                 return -ENOMEM;
         }

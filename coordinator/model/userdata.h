@@ -37,5 +37,3 @@ typedef struct UserDataSpec {
 
 /* The document, malloc'ed. -EINVAL names nothing; values with newlines or '#' are refused. */
 int userdata_render(const UserDataSpec *spec, char **ret);
-/* base64 of data (OpenSSL), malloc'ed. */
-char *userdata_base64(const char *data, size_t len);

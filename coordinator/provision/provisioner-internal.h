@@ -34,6 +34,12 @@ typedef struct InFlight {
         SolverCapacityType capacity_type;
         uint64_t launched_usec;  /* CLOCK_MONOTONIC */
         size_t n_pods;           /* nominated when launched */
+        char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
+                                  * may be NULL): while it is in flight they count as on it */
+        bool learned;            /* found in EC2 at start-up, not launched by this replica */
+        char *node_name;         /* its Node, once registered; it stays in flight until that
+                                  * Node is initialized (Ready, temporary taints gone, agent
+                                  * reporting), as Karpenter treats a NodeClaim */
 } InFlight;
 
 typedef struct Unavailable {
@@ -95,6 +101,7 @@ typedef struct Round {
         char *ami_best;             /* the newest image of the terms so far */
         int64_t ami_best_date;
         bool launched_nothing;      /* a launch failed for capacity: solve again */
+        bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;
         char **pod_uids;            /* per snapshot pod */
 } Round;
@@ -131,6 +138,7 @@ struct Provisioner {
         /* metrics */
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
         uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
+        uint64_t budget_cuts, pods_deferred;
         uint64_t last_disruption_usec;
         Orphan orphans[64];
         size_t n_orphans;
@@ -156,11 +164,17 @@ static inline const char *jstr(const cJSON *o, const char *k) {
  * leaving nodes), nodes with the pods their agents report, instances in flight. */
 int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 void provisioner_round_free(Round *rd);
+/* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
+bool pod_unschedulable(const cJSON *pod);
 /* Open (or extend) a batch: a solve follows soon. */
 void provisioner_poke(Provisioner *p);
+/* Leading, with the Lease renewed within its renew deadline: asked before every action. */
+bool provisioner_acting(const Provisioner *p);
+const char *provisioner_acting_as(const Provisioner *p);
 /* Hex SHA-256 of data into out (65 bytes for all of it). */
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
-const char *provisioner_node_name(const NodeEntry *e);
+/* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
+const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
 
 /* images.c: the class's resolved launch inputs (NULL: none yet), and the periodic look-up of the
  * images behind aliases. */

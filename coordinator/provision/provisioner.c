@@ -16,11 +16,15 @@
 #include "aws/instanceprofile.h"
 #include "kube.h"
 #include "launchclass.h"
+#include "leader.h"
 #include "log.h"
 #include "macro.h"
-#include "model/nodepool.h"
+#include "agents/nodebind.h"
 #include "agents/proxydrain.h"
+#include "model/nodepool.h"
 #include "provisioner-internal.h"
+#include "status/events.h"
+#include "status/nodeclaims.h"
 #include "solver/solver.h"
 #include "model/userdata.h"
 
@@ -37,9 +41,22 @@ static uint64_t clock_usec(void) {
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
+/* May this replica act now? Leading, and (with an election) its last Lease renewal younger than
+ * the renew deadline, by the clock, not by a callback the loop may not have run yet. Asked before
+ * every EC2 write, so two replicas never act at once (docs/leader-election.md). */
+bool provisioner_acting(const Provisioner *p) {
+        return p->leading && (!p->c->leader || leader_is_leading(p->c->leader));
+}
+
+const char *provisioner_acting_as(const Provisioner *p) {
+        return p->c->leader ? leader_identity(p->c->leader) : "the only replica";
+}
+
 /* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
- * reason Unschedulable) and nobody is deleting it. */
-static bool pod_unschedulable(const cJSON *pod) {
+ * reason Unschedulable) and nobody is deleting it. As Karpenter's IsProvisionable: a pod with
+ * status.nominatedNodeName is being placed by the scheduler's preemption (its victims are
+ * going), and DaemonSet or static pods follow their node, so none of these gets capacity. */
+bool pod_unschedulable(const cJSON *pod) {
         const cJSON *md = jget(pod, "metadata"), *status = jget(pod, "status");
         if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
                 return false;
@@ -47,6 +64,13 @@ static bool pod_unschedulable(const cJSON *pod) {
                 return false;
         if (!streq_ptr(jstr(status, "phase"), "Pending"))
                 return false;
+        if (!isempty(jstr(status, "nominatedNodeName")))
+                return false;
+        const cJSON *o;
+        cJSON_ArrayForEach(o, jget(md, "ownerReferences"))
+                if (cJSON_IsTrue(jget(o, "controller")) &&
+                    (streq_ptr(jstr(o, "kind"), "DaemonSet") || streq_ptr(jstr(o, "kind"), "Node")))
+                        return false;
         const cJSON *c;
         cJSON_ArrayForEach(c, jget(status, "conditions"))
                 if (streq_ptr(jstr(c, "type"), "PodScheduled") && streq_ptr(jstr(c, "status"), "False") &&
@@ -126,7 +150,8 @@ static void on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata)
 static void on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
         /* a changed EC2NodeClass (AMI, security groups...) is resolved again before the next launch */
-        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED) {
+        if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED &&
+            !cJSON_Compare(jget(ev->object, "spec"), jget(ev->old, "spec"), true)) { /* not a status write */
                 const char *name = jstr(jget(ev->object, "metadata"), "name");
                 for (size_t i = 0; name && i < p->n_resolved; i++)
                         if (streq(p->resolved[i]->node_class, name))
@@ -144,6 +169,10 @@ static void inflight_free(InFlight *f) {
         free(f->nodepool);
         free(f->instance_type);
         free(f->zone);
+        free(f->node_name);
+        for (char **k = f->pods; k && *k; k++)
+                free(*k);
+        free(f->pods);
 }
 
 static InFlight *inflight_find(Provisioner *p, const char *id) {
@@ -175,28 +204,130 @@ static int inflight_add(Provisioner *p, const char *id, const char *pool, const 
         return 1;
 }
 
+/* Remembers the pods a launch was made for: until the instance is initialized they count as on
+ * it, so a round that runs meanwhile does not plan them again (Karpenter's nominations). */
+static void inflight_nominate(Provisioner *p, const char *id, const Round *rd, const SolverLaunch *l) {
+        InFlight *f = inflight_find(p, id);
+        if (!f || f->pods || l->n_pods == 0)
+                return;
+        f->pods = calloc(l->n_pods + 1, sizeof(char *));
+        for (size_t i = 0, k = 0; f->pods && i < l->n_pods; i++)
+                if (rd->pod_uids[l->pods[i]] && (f->pods[k] = strdup(rd->pod_uids[l->pods[i]])))
+                        k++;
+}
+
+static const InFlight *inflight_nominated(const Provisioner *p, const char *key) {
+        for (size_t i = 0; i < p->n_inflight; i++)
+                for (char **k = p->inflight[i].pods; k && *k; k++)
+                        if (streq(*k, key))
+                                return &p->inflight[i];
+        return NULL;
+}
+
 static void inflight_remove(Provisioner *p, size_t i) {
         inflight_free(&p->inflight[i]);
         p->inflight[i] = p->inflight[--p->n_inflight];
 }
 
-/* The instance id of a Node, from spec.providerID "aws:///us-east-1a/i-0abc". */
-static const char *node_instance_id(const cJSON *node) {
-        const char *pid = jstr(jget(node, "spec"), "providerID");
-        const char *slash = pid ? strrchr(pid, '/') : NULL;
-        return slash && slash[1] == 'i' ? slash + 1 : NULL;
+
+/* Taints a new Node carries while it starts, which go away by themselves: the kubelet's and the
+ * node lifecycle controller's (not-ready, unreachable, network-unavailable) and the cloud
+ * controller manager's (uninitialized), as Karpenter's KnownEphemeralTaints. */
+static bool taint_ephemeral(const char *key) {
+        static const char *const keys[] = { "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                                            "node.kubernetes.io/network-unavailable",
+                                            "node.cloudprovider.kubernetes.io/uninitialized" };
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (streq_ptr(key, keys[i]))
+                        return true;
+        return false;
+}
+
+/* A startup taint of the node's NodePool (spec.template.spec.startupTaints): removed by
+ * something on the node once it is set up. */
+static bool taint_startup(Provisioner *p, const char *pool, const char *key) {
+        const cJSON *np = pool ? kube_watch_get(p->nodepools, NULL, pool) : NULL;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, jget(jget(jget(jget(np, "spec"), "template"), "spec"), "startupTaints"))
+                if (streq_ptr(jstr(t, "key"), key))
+                        return true;
+        return false;
+}
+
+/* An agent reports for the Node (the Node its attested instance is bound to). */
+static bool node_reported(Provisioner *p, const char *name) {
+        NodeEntry *ne;
+        REGISTRY_FOREACH(ne, &p->c->registry)
+                if (streq_ptr(provisioner_node_name(p, ne), name))
+                        return true;
+        return false;
+}
+
+/* A launched instance's Node is initialized once it is Ready, its temporary taints are gone and
+ * its agent reports: until then it stays in flight, and the solver sees it without them. An
+ * instance this replica found in EC2 at start-up (a new leader) needs no report: its agent may
+ * still be reporting to the old leader's address. */
+static bool node_initialized(Provisioner *p, const cJSON *node, const InFlight *f) {
+        const char *pool = f->nodepool;
+        bool ready = false;
+        const cJSON *c, *t;
+        cJSON_ArrayForEach(c, jget(jget(node, "status"), "conditions"))
+                if (streq_ptr(jstr(c, "type"), "Ready"))
+                        ready = streq_ptr(jstr(c, "status"), "True");
+        if (!ready)
+                return false;
+        cJSON_ArrayForEach(t, jget(jget(node, "spec"), "taints"))
+                if (taint_ephemeral(jstr(t, "key")) || taint_startup(p, pool, jstr(t, "key")))
+                        return false;
+        return f->learned || node_reported(p, kube_object_meta(node, "name"));
 }
 
 static int forget_registered(const cJSON *node, void *userdata) {
         Provisioner *p = userdata;
-        const char *id = node_instance_id(node);
-        for (size_t i = 0; id && i < p->n_inflight; i++)
-                if (streq(p->inflight[i].instance_id, id)) {
-                        log_info("Instance %s registered as Node %s.", id, strempty(kube_object_meta(node, "name")));
-                        inflight_remove(p, i);
-                        break;
+        const char *id = node_provider_instance(node);
+        const char *name = kube_object_meta(node, "name");
+        for (size_t i = 0; id && i < p->n_inflight; i++) {
+                InFlight *f = &p->inflight[i];
+                if (!streq(f->instance_id, id))
+                        continue;
+                if (!f->node_name) {
+                        log_info("Instance %s registered as Node %s.", id, strempty(name));
+                        if (!f->learned)
+                                histogram_observe(&p->c->metrics.registration_seconds,
+                                                  (double) (now_usec(p) - f->launched_usec) / 1e6);
+                        (void) free_and_strdup(&f->node_name, name);
                 }
+                if (node_initialized(p, node, f)) {
+                        log_info("Node %s (%s) initialized: Ready, no startup taints%s.", strempty(name), id,
+                                 f->learned ? "" : ", agent reporting");
+                        inflight_remove(p, i);
+                }
+                break;
+        }
         return 0;
+}
+
+/* In flight with a Node already: the snapshot takes the Node (its name, labels and allocatable)
+ * without the taints that go away by themselves, and takes it as a node that will take pods. */
+static int node_initializing(Provisioner *p, SolverArena *a, SolverNode *n) {
+        const InFlight *f = NULL;
+        for (size_t i = 0; i < p->n_inflight && !f; i++)
+                if (streq_ptr(p->inflight[i].node_name, n->name))
+                        f = &p->inflight[i];
+        if (!f)
+                return 0;
+        SolverTaint *kept = solver_arena_alloc(a, (n->n_taints + 1) * sizeof *kept);
+        if (!kept)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < n->n_taints; i++)
+                if (!taint_ephemeral(n->taints[i].key) && !taint_startup(p, f->nodepool, n->taints[i].key))
+                        kept[k++] = n->taints[i];
+        n->taints = kept;
+        n->n_taints = k;
+        /* until its agent reports its pods, the pool's DaemonSet overhead is counted for it */
+        n->in_flight = !node_reported(p, n->name);
+        return 1;
 }
 
 static void forget_orphan(Provisioner *p, const char *id) {
@@ -212,7 +343,7 @@ static void on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata
         if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED)
                 (void) forget_registered(ev->object, p);
         if (ev->type == KUBE_WATCH_DELETED)
-                forget_orphan(p, node_instance_id(ev->object));
+                forget_orphan(p, node_provider_instance(ev->object));
 }
 
 /* ---- insufficient capacity ---------------------------------------------------------------- */
@@ -406,8 +537,21 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         size_t k = o->n_nodes;
         size_t nt = 0;
         const SolverInstanceType *types = catalog_types(p->catalog, &nt);
+        /* an in-flight instance whose Node is registered is re-checked here, as its agent's
+         * first report does not come with a Node event */
+        for (size_t i = 0; i < p->n_inflight;) {
+                const InFlight *f = &p->inflight[i];
+                const cJSON *obj = f->node_name ? kube_watch_get(p->nodes, NULL, f->node_name) : NULL;
+                size_t before = p->n_inflight;
+                if (obj)
+                        (void) forget_registered(obj, p);
+                if (p->n_inflight == before)
+                        i++;
+        }
         for (size_t i = 0; i < p->n_inflight; i++) {
                 const InFlight *f = &p->inflight[i];
+                if (f->node_name && kube_watch_get(p->nodes, NULL, f->node_name))
+                        continue; /* the Node stands for it */
                 int t = catalog_find(p->catalog, f->instance_type);
                 if (t < 0)
                         continue;
@@ -433,23 +577,39 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         }
         n_nodes = k;
 
+        /* Pending pods that an instance in flight was launched for count as on it. */
+        for (size_t i = 0; i < o->n_pods && p->n_inflight > 0; i++) {
+                SolverPod *sp = &o->pods[i];
+                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
+                if (!obj)
+                        continue;
+                char key[512];
+                snprintf(key, sizeof key, "%s/%s", strempty(sp->namespace_), strempty(kube_object_meta(obj, "uid")));
+                const InFlight *f = inflight_nominated(p, key);
+                if (!f)
+                        continue;
+                const char *on = f->node_name && kube_watch_get(p->nodes, NULL, f->node_name) ? f->node_name : f->instance_id;
+                for (size_t j = 0; j < n_nodes; j++)
+                        if (streq_ptr(nodes[j].name, on)) {
+                                sp->node_name = nodes[j].name;
+                                break;
+                        }
+        }
+
         /* A Node whose agent does not report: what runs there is unknown, so nothing new is
          * planned onto it (pods that fit there anyway are placed by kube-scheduler). */
         for (size_t i = 0; i < o->n_nodes; i++) {
-                bool reported = false;
-                NodeEntry *ne;
-                REGISTRY_FOREACH(ne, &p->c->registry)
-                        if (!reported && ne->state && ne->state->identity &&
-                            streq_ptr(ne->state->identity->node_name, nodes[i].name))
-                                reported = true;
-                if (!reported)
+                r = node_initializing(p, a, &nodes[i]);
+                if (r < 0)
+                        return r;
+                if (r == 0 && !node_reported(p, nodes[i].name))
                         nodes[i].unschedulable = true;
         }
 
         /* Nodes told to drain are leaving: they take no pods, and theirs need a place. */
         NodeEntry *e;
         REGISTRY_FOREACH(e, &p->c->registry) {
-                const char *node = e->state && e->state->identity ? e->state->identity->node_name : NULL;
+                const char *node = provisioner_node_name(p, e);
                 if ((e->action != NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN && !e->replace_started_usec) || !node)
                         continue;
                 for (size_t i = 0; i < o->n_nodes; i++)
@@ -469,7 +629,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         size_t np = o->n_pods;
         REGISTRY_FOREACH(e, &p->c->registry) {
                 const Nodesmith__V1__NodeState *st = e->state;
-                const char *node = st && st->identity ? st->identity->node_name : NULL;
+                const char *node = provisioner_node_name(p, e);
                 bool known = false;
                 for (size_t i = 0; node && i < o->n_nodes && !known; i++)
                         known = streq(nodes[i].name, node);
@@ -502,7 +662,8 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                         sp->node_name = move ? NULL : solver_arena_strdup(a, node);
                         sp->priority = pp->priority;
                         sp->daemonset = pp->daemonset;
-                        sp->do_not_disrupt = pp->do_not_disrupt;
+                        /* constraints the agent left out (proto Pod.scheduling_truncated): not moved */
+                        sp->do_not_disrupt = pp->do_not_disrupt || pp->scheduling_truncated;
                         sp->deletion_cost = pp->deletion_cost;
                         resources_from_pb(pp->requests, &sp->requests);
                         sp->requests.v[SOLVER_RES_PODS] = 1;
@@ -619,6 +780,10 @@ static void resolved_free(Resolved *r) {
 }
 
 static void launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+        Round *rd = p->round;
+        if (rd->result && rd->next < rd->result->n_launches)
+                nodeclaims_launch_failed(p->c->status, rd, &rd->result->launches[rd->next], what,
+                                         err ? err->code : NULL, err ? err->message : NULL);
         p->launch_errors++;
         set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
         log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
@@ -1148,10 +1313,13 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 for (char **id = in->instance_ids; id && *id; id++) {
                         disruption_launched(p, *id);
                         if (inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, now_usec(p), l->n_pods) > 0) {
+                                inflight_nominate(p, *id, rd, l);
                                 p->instances_launched++;
                                 log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
                                            strempty(in->instance_type), solver_capacity_type_to_name(ct),
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
+                                nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
+                                                    solver_capacity_type_to_name(ct), rd, l);
                         }
                 }
         }
@@ -1169,7 +1337,7 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s",
                          first_id, strempty(first_type), strempty(first_zone), pool->name);
                 KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
-                                     .name = sp->name, .uid = rd->pod_uids[l->pods[i]], .reason = "Nominated",
+                                     .name = sp->name, .uid = events_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
                                      .message = msg, .component = "nodesmith-coordinator" };
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
@@ -1182,6 +1350,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
         }
         if (launched == 0) {
+                nodeclaims_launch_failed(p->c->status, rd, l, "CreateFleet", res->n_errors ? res->errors[0].code : NULL,
+                                         res->n_errors ? res->errors[0].message : NULL);
                 rd->launched_nothing = true;
                 p->launch_errors++;
                 set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);
@@ -1229,7 +1399,10 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
          * plan is the same fleet; a plan changed by capacity errors is a new one. */
         StrBuf b;
         strbuf_init(&b, 1u << 22);
-        strbuf_printf(&b, "%s|%s|", p->c->cfg.cluster_name, pool->name);
+        /* ... and by how many instances this coordinator has launched so far: once a plan's fleet
+         * exists, the same pods planned again later (their node could not take them) must make
+         * a new fleet, not get the old one back from EC2's idempotency */
+        strbuf_printf(&b, "%s|%s|%llu|", p->c->cfg.cluster_name, pool->name, (unsigned long long) p->instances_launched);
         for (size_t i = 0; i < l->n_pods; i++)
                 strbuf_printf(&b, "%s,", strempty(rd->pod_uids[l->pods[i]]));
         for (size_t i = 0; i < n; i++)
@@ -1257,8 +1430,10 @@ static int fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
                 .name_tag = name,
                 .client_token = token,
         };
-        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s.", pool->name, n,
-                 ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token);
+        if (!provisioner_acting(p))
+                return -ESTALE;
+        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s, acting replica %s.", pool->name, n,
+                 ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token, provisioner_acting_as(p));
         return ec2_create_fleet(p->ec2, &spec, on_fleet, p);
 }
 
@@ -1270,7 +1445,7 @@ static void round_next(Provisioner *p) {
         char ssm[256];
 
         for (;;) {
-                if (!rd || rd->next >= rd->result->n_launches || !p->leading)
+                if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
                         return round_finish(p);
                 const SolverLaunch *l = &rd->result->launches[rd->next];
                 const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
@@ -1341,6 +1516,8 @@ static void round_next(Provisioner *p) {
                 }
                 case STEP_FLEET:
                         r = fleet_start(p, rd, l);
+                        if (r == -ESTALE) /* no longer acting: nothing is launched */
+                                return round_finish(p);
                         break;
                 }
                 if (r < 0) {
@@ -1369,7 +1546,8 @@ static void round_finish(Provisioner *p) {
         if (!rd)
                 return;
         p->last_round_seconds = (double) (now_usec(p) - rd->started_usec) / 1e6;
-        bool again = rd->launched_nothing;
+        histogram_observe(&p->c->metrics.round_seconds, p->last_round_seconds);
+        bool again = rd->launched_nothing || rd->budget_cut;
         p->round = NULL;
         provisioner_round_free(rd);
         catalog_swap(p); /* a catalog built meanwhile: the round no longer points into the old one */
@@ -1448,9 +1626,13 @@ static void round_start(Provisioner *p) {
                 NodeEntry *e;
                 REGISTRY_FOREACH(e, &p->c->registry)
                         opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
+                /* the budget covers compiling the snapshot too: what is left of it */
+                uint64_t budget = p->c->cfg.solver_budget_ms * USEC_PER_MSEC, spent = clock_usec() - t0;
+                opts.time_budget_usec = budget == 0 ? 0 : budget > spent ? budget - spent : 1;
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
         p->last_decision_seconds = (double) (clock_usec() - t0) / 1e6;
+        histogram_observe(&p->c->metrics.solver_seconds, p->last_decision_seconds);
         if (r < 0) {
                 log_warning("Solver failed: %s", err ? err : strerror(-r));
                 set_error(p, "solver: %s", err ? err : strerror(-r));
@@ -1465,6 +1647,14 @@ static void round_start(Provisioner *p) {
                  "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
                  res->n_unschedulable, p->last_decision_seconds * 1000);
+        if (res->budget_exhausted) {
+                /* a partial plan: launch it, and plan the rest in the next round */
+                rd->budget_cut = true;
+                p->budget_cuts++;
+                p->pods_deferred += res->n_deferred;
+                log_info("Provisioning: the solver's time budget (%llu ms) ran out; %zu pod(s) left for the next round.",
+                         (unsigned long long) p->c->cfg.solver_budget_ms, res->n_deferred);
+        }
         for (size_t i = 0; i < res->n_decisions; i++)
                 if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
                     res->decisions[i].target < rd->snap.n_nodes)
@@ -1473,6 +1663,7 @@ static void round_start(Provisioner *p) {
                 if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
                         log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
                                  strempty(res->decisions[i].message));
+        events_pod_decisions(p->c, rd);
         rd->next = 0;
         rd->step = STEP_IDLE;
         round_next(p);
@@ -1491,8 +1682,12 @@ void provisioner_node_leaving(Provisioner *p, const NodeEntry *e) {
         provisioner_poke(p);
 }
 
-const char *provisioner_node_name(const NodeEntry *e) {
-        return e->state && e->state->identity ? e->state->identity->node_name : NULL;
+const char *provisioner_node_name(Provisioner *p, const NodeEntry *e) {
+        return node_bound_name(p ? p->nodes : NULL, e);
+}
+
+const KubeWatch *provisioner_nodes(Provisioner *p) {
+        return p ? p->nodes : NULL;
 }
 
 static bool has_finalizer(const cJSON *node) {
@@ -1535,7 +1730,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
         }
         for (char **id = res ? res->terminated : NULL; id && *id; id++) {
                 NodeEntry *e = registry_get(&p->c->registry, *id);
-                const char *node = e ? provisioner_node_name(e) : NULL;
+                const char *node = e ? provisioner_node_name(p, e) : NULL;
                 log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
                 p->terminated++;
                 if (node)
@@ -1553,6 +1748,11 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
 
 static void terminate_one(Provisioner *p, const char *id) {
         const char *ids[2] = { id, NULL };
+        if (!provisioner_acting(p)) {
+                log_info("Not terminating %s: this replica is not acting (Lease not renewed in time).", id);
+                return;
+        }
+        log_info("TerminateInstances %s, acting replica %s.", id, provisioner_acting_as(p));
         (void) ec2_terminate_instances(p->ec2, ids, on_node_terminated, p);
 }
 
@@ -1594,7 +1794,7 @@ static void on_orphan_described(Ec2Client *ec2, const Ec2Error *err, Ec2Instance
 static int scan_orphan(const cJSON *node, void *userdata) {
         OrphanScan *s = userdata;
         Provisioner *p = s->p;
-        const char *name = kube_object_meta(node, "name"), *id = node_instance_id(node);
+        const char *name = kube_object_meta(node, "name"), *id = node_provider_instance(node);
         const cJSON *dts = jget(jget(node, "metadata"), "deletionTimestamp");
         if (!name || !id || !cJSON_IsString(dts) || !has_finalizer(node))
                 return 0;
@@ -1646,7 +1846,7 @@ static void termination_pass(Provisioner *p) {
         REGISTRY_FOREACH(e, &p->c->registry) {
                 if (n >= ELEMENTSOF(todo) || e->terminate_sent_usec)
                         continue;
-                const char *node = provisioner_node_name(e);
+                const char *node = provisioner_node_name(p, e);
                 const cJSON *obj = node ? kube_watch_get(p->nodes, NULL, node) : NULL;
                 bool deleting = obj && cJSON_IsString(jget(jget(obj, "metadata"), "deletionTimestamp"));
                 bool draining = e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN || deleting;
@@ -1677,7 +1877,8 @@ static void termination_pass(Provisioner *p) {
 
         OrphanScan s = { p, now };
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
-        proxy_drains_pass(p->c->proxy_drains, p->leading_since_usec);
+        if (provisioner_acting(p))
+                proxy_drains_pass(p->c->proxy_drains, p->leading_since_usec);
 }
 
 
@@ -1740,8 +1941,10 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
                 const Ec2Instance *in = &list->items[i];
                 SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
                 if (inflight_add(p, in->id, ec2_instance_tag(in, "nodesmith.io/nodepool"), in->instance_type, in->zone,
-                                 ct, now_usec(p), 0) > 0)
+                                 ct, now_usec(p), 0) > 0) {
+                        inflight_find(p, in->id)->learned = true;
                         added++;
+                }
         }
         ec2_instance_list_free(list);
         /* those that are Nodes already are not in flight */
@@ -1782,15 +1985,17 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         if (p->c->cfg.consolidation_interval_ms > 0 &&
             now - p->last_disruption_usec >= p->c->cfg.consolidation_interval_ms * USEC_PER_MSEC) {
                 p->last_disruption_usec = now;
-                disruption_pass(p);
+                (void) disruption_pass(p); /* a failure is logged and counted; the next pass tries again */
         }
-        if (p->leading && p->learned && !p->round) {
+        if (provisioner_acting(p) && p->learned && !p->round) {
                 const char *ids[65];
                 size_t n = 0;
                 for (size_t i = 0; i < p->n_inflight && n < 64;)
                         if (now - p->inflight[i].launched_usec > timeout) {
-                                log_warning("Instance %s did not register within %llus; terminating it.",
-                                            p->inflight[i].instance_id, (unsigned long long) (timeout / USEC_PER_SEC));
+                                log_warning("Instance %s did not %s within %llus; terminating it.",
+                                            p->inflight[i].instance_id,
+                                            p->inflight[i].node_name ? "initialize (Ready, startup taints gone, agent reporting)" : "register",
+                                            (unsigned long long) (timeout / USEC_PER_SEC));
                                 ids[n++] = strdup(p->inflight[i].instance_id);
                                 p->terminated_unregistered++;
                                 inflight_remove(p, i);
@@ -1798,6 +2003,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
                                 i++;
                 ids[n] = NULL;
                 if (n > 0) {
+                        log_info("TerminateInstances of %zu unregistered instance(s), acting replica %s.", n, provisioner_acting_as(p));
                         (void) ec2_terminate_instances(p->ec2, ids, on_terminated, p);
                         provisioner_poke(p); /* their pods need capacity again */
                 }
@@ -1990,6 +2196,11 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                          "# TYPE nodesmith_instances_in_flight gauge\nnodesmith_instances_in_flight %zu\n", p->n_inflight);
         strbuf_printf(b, "# HELP nodesmith_decision_seconds Time the solver took in the last round.\n"
                          "# TYPE nodesmith_decision_seconds gauge\nnodesmith_decision_seconds %.6f\n", p->last_decision_seconds);
+        strbuf_printf(b, "# HELP nodesmith_solver_budget_exhausted_total Rounds whose solver ran out of its time budget (a partial plan).\n"
+                         "# TYPE nodesmith_solver_budget_exhausted_total counter\nnodesmith_solver_budget_exhausted_total %llu\n"
+                         "# HELP nodesmith_solver_deferred_pods_total Pods such rounds left for the next round.\n"
+                         "# TYPE nodesmith_solver_deferred_pods_total counter\nnodesmith_solver_deferred_pods_total %llu\n",
+                      (unsigned long long) p->budget_cuts, (unsigned long long) p->pods_deferred);
         strbuf_printf(b, "# HELP nodesmith_ec2_requests_total EC2 and SSM HTTP requests.\n"
                          "# TYPE nodesmith_ec2_requests_total counter\nnodesmith_ec2_requests_total %llu\n"
                          "# HELP nodesmith_ec2_throttled_total Throttling answers from EC2.\n"
@@ -2042,27 +2253,13 @@ char *provisioner_api(Provisioner *p) {
 
 /* ---- Nodes by instance (the interruption queue) ------------------------------------------- */
 
-typedef struct NodeByInstance {
-        const char *instance_id;
-        const cJSON *node;
-} NodeByInstance;
-
-static int match_instance(const cJSON *node, void *userdata) {
-        NodeByInstance *k = userdata;
-        if (!streq_ptr(node_instance_id(node), k->instance_id))
-                return 0;
-        k->node = node;
-        return -EEXIST; /* found: stop */
-}
-
 int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON **ret) {
-        NodeByInstance k = { .instance_id = instance_id };
         if (!p || !kube_watch_synced(p->nodes))
                 return -EAGAIN;
-        (void) kube_watch_foreach(p->nodes, match_instance, &k);
-        if (!k.node)
+        const cJSON *node = node_of_instance(p->nodes, instance_id);
+        if (!node)
                 return -ENOENT;
-        *ret = k.node;
+        *ret = node;
         return 0;
 }
 

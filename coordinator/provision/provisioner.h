@@ -31,6 +31,9 @@ void provisioner_node_leaving(Provisioner *p, const NodeEntry *e);
 struct cJSON;
 /* The Node whose spec.providerID (aws:///ZONE/ID) names the instance, from the Node watch:
  * -EAGAIN until the watch has listed the Nodes, -ENOENT when there is none. */
+/* The Node watch (NULL without provisioning), for binding reports to their Node (nodebind.h). */
+struct KubeWatch;
+const struct KubeWatch *provisioner_nodes(Provisioner *p);
 int provisioner_find_node(Provisioner *p, const char *instance_id, const struct cJSON **ret);
 /* An instance launched but not registered yet is going away (a spot interruption, a state
  * change to stopping or terminated): it no longer counts as capacity on the way and its pods

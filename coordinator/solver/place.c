@@ -1141,7 +1141,7 @@ static int64_t place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                         order_g = &s->groups[v->cons[c].group];
                         break;
                 }
-        while (q >= 0 && placed < n) {
+        while (q >= 0 && placed < n && !solver_out_of_time(s)) {
                 int64_t quota[SOLVER_MAX_ZONES];
                 uint32_t A = allowed_zones(s, v, pod_at(s, pods[placed]), quota);
                 if (!A)
@@ -1362,7 +1362,7 @@ static int64_t place_plain(Solver *s, Variant *v, const uint32_t *pods, int64_t 
                         break;
                 placed++;
         }
-        while (placed < n) {
+        while (placed < n && !solver_out_of_time(s)) {
                 uint32_t ni;
                 q = open_node(s, v, NO_ZONE, &ni);
                 if (q < 0)
@@ -1465,6 +1465,12 @@ static void zero_host_min(Variant *v) {
                 v->cons[c].host_min = 0;
 }
 
+/* Out of time: the batch's pods from `from` on stay undecided, for a later run. */
+static void defer_rest(Solver *s, const Batch *b, uint32_t from) {
+        for (uint32_t i = from; i < b->n; i++)
+                s->n_deferred += b->pods[i] < s->snap->n_pods;
+}
+
 static int place_batch(Solver *s, const Batch *b) {
         Variant *v = solver_variant(s, b->shape, b->level);
         if (!v)
@@ -1480,6 +1486,10 @@ static int place_batch(Solver *s, const Batch *b) {
         }
         if (placed == b->n)
                 return 0;
+        if (s->out_of_time) {
+                defer_rest(s, b, (uint32_t) placed);
+                return 0;
+        }
         const Shape *sh = &s->shapes[b->shape];
         if (b->level < sh->n_relax && !v->unsupported) {
                 Batch nb = *b;
@@ -1577,6 +1587,10 @@ int solver_place_all(Solver *s) {
         }
         while (s->n_heap > 0) {
                 Batch b = heap_pop(s);
+                if (solver_out_of_time(s)) {
+                        defer_rest(s, &b, 0);
+                        continue;
+                }
                 q = place_batch(s, &b);
                 if (q < 0)
                         goto out;

@@ -361,6 +361,10 @@ struct Solver {
         uint64_t seq;
         size_t new_nodes;
         size_t headroom_unplaced;           /* headroom units that failed in this run */
+        uint64_t deadline_usec;             /* CLOCK_MONOTONIC; 0: options set no budget */
+        unsigned budget_polls;              /* calls since the clock was last read */
+        bool out_of_time;                   /* the budget ran out: place nothing more */
+        size_t n_deferred;                  /* pods left undecided because of it */
         SolverResources *remaining;         /* [n_pools] limits left during a run */
         /* run output (into the result) */
         SolverDecision *decisions;
@@ -414,3 +418,8 @@ void undo_all(Solver *s);
 
 /* result.c */
 int solver_build_result(Solver *s, SolverResult **ret);
+
+/* The time budget (SolverOptions.time_budget_usec): true once it is spent. Reads the clock
+ * every 16th call, so it can sit in inner loops. */
+bool solver_out_of_time(Solver *s);
+void solver_budget_start(Solver *s, uint64_t budget_usec);

@@ -370,6 +370,11 @@ typedef struct SolverOptions {
         size_t max_types_per_launch;     /* 0: 60 (CreateFleet override list size) */
         bool stop_at_first_failure;      /* consolidation: give up as soon as a pod fails */
         bool on_demand_only;             /* new nodes: on-demand offerings only */
+        /* CPU time the caller lets the placement run (monotonic microseconds; 0: no limit).
+         * Past it, what is placed stays placed, the rest is left undecided (decision NONE,
+         * counted in SolverResult.n_deferred) and the result says so (budget_exhausted): a
+         * caller on an event loop plans those pods in a later round instead of stalling. */
+        uint64_t time_budget_usec;
 } SolverOptions;
 
 #define SOLVER_OPTIONS_DEFAULT ((SolverOptions) { .max_new_nodes = SIZE_MAX })
@@ -450,6 +455,8 @@ typedef struct SolverResult {
         uint32_t *preempted_pods;        /* bound pods evicted by PREEMPT decisions */
         size_t n_preempted_pods;
         size_t n_headroom_unplaced;      /* NodePool headroom units that found no room */
+        bool budget_exhausted;           /* options.time_budget_usec ran out: a partial plan */
+        size_t n_deferred;               /* pods left undecided for that reason */
         void *arena;                     /* private */
 } SolverResult;
 

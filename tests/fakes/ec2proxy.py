@@ -9,6 +9,7 @@
 - ClientToken idempotency for CreateFleet, RunInstances and CreateLaunchTemplate.
 - The EKS-optimized AMI SSM parameters (AL2023, Bottlerocket) pointing at AMIs made in moto.
 - DescribeSpotPriceHistory and the Price List API GetProducts from the on-demand price table.
+- DescribeInstanceTopology, which moto does not implement, from moto's instances.
 - A log of CreateFleet / RunInstances / TerminateInstances calls at /_fake/log.
 
 Everything else is forwarded to moto byte for byte (SigV4 headers intact). Requests the proxy
@@ -54,6 +55,16 @@ LOCATIONS = {"us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)"
              "eu-west-1": "EU (Ireland)", "eu-central-1": "EU (Frankfurt)"}
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
               "trailers", "transfer-encoding", "upgrade", "content-length"}
+# DescribeInstanceTopology (moto 5.2 answers it with HTTP 500, NotImplementedError): the instance
+# types EC2 gives a topology for, and how many network nodes (AWS, "Prerequisites for Amazon EC2
+# topology"); only running instances have one.
+TOPOLOGY_TYPES = re.compile(
+    r"^(g6e\.(x|2x|4x|8x|12x|16x|24x|48x)large|g7e\.(2x|4x|8x|12x|24x|48x)large"
+    r"|hpc6a\.48xlarge|hpc6id\.32xlarge|hpc7g\.(4x|8x|16x)large|hpc7a\.(12x|24x|48x|96x)large"
+    r"|hpc8a\.96xlarge|p3dn\.24xlarge|p4d\.24xlarge|p4de\.24xlarge|p5\.48xlarge|p5e\.48xlarge"
+    r"|p5en\.48xlarge|p6e-gb200\.36xlarge|trn1\.(2x|32x)large|trn1n\.32xlarge|trn2\.48xlarge"
+    r"|trn2u\.48xlarge|p6-b200\.48xlarge|p6-b300\.48xlarge)$")
+TOPOLOGY_FOUR_LAYERS = ("p6-b200.48xlarge", "p6-b300.48xlarge")
 ICE_ERRORS = ("InsufficientInstanceCapacity", "UnfulfillableCapacity",
               "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InsufficientCapacity")
 
@@ -785,6 +796,10 @@ class Handler(BaseHTTPRequestHandler):
                 if not self._self_auth(service, auth, path, query, body):
                     return
                 return self._spot_prices(pairs, auth["region"] if auth else px.region)
+            if action == "DescribeInstanceTopology":
+                if not self._self_auth(service, auth, path, query, body):
+                    return
+                return self._instance_topology(pairs, auth["region"] if auth else px.region)
         if service == "ssm" and action in ("GetParameter", "GetParameters"):
             return self._ssm(path, query, body, action, auth)
         if service == "pricing":
@@ -1319,6 +1334,77 @@ class Handler(BaseHTTPRequestHandler):
                        f"<availabilityZone>{r['availability-zone']}</availabilityZone></item>")
         out.append(f"</spotPriceHistorySet><nextToken>{nxt}</nextToken></DescribeSpotPriceHistoryResponse>")
         return self._xml(200, "".join(out).encode())
+
+    # ---- DescribeInstanceTopology ------------------------------------------------------
+    def _instance_topology(self, pairs, region):
+        """EC2's answer from moto's instances (read from /moto-api/data.json): supported types
+        that are running, each with 3 network nodes (4 for p6-b200/p6-b300), top layer first.
+        The node ids are made up but stable: layer 1 per zone, layer 2 per zone and placement
+        group, the bottom layer per instance. zoneId is left out (optional; moto's zone ids are
+        not in its state dump)."""
+        ids = getlist(pairs, "InstanceId")
+        groups = getlist(pairs, "GroupName")
+        filters = unflatten(pairs, "Filter") or []
+        try:
+            max_results = int(get1(pairs, "MaxResults", "20"))
+            offset = int(base64.b64decode(get1(pairs, "NextToken")).decode()) \
+                if get1(pairs, "NextToken") else 0
+        except (ValueError, TypeError):
+            return self._xml(400, ec2_error("InvalidParameterValue", "bad parameter"))
+        if get1(pairs, "MaxResults") is not None and ids:
+            return self._xml(400, ec2_error("InvalidParameterCombination",
+                                            "MaxResults cannot be used with InstanceIds"))
+        if not 1 <= max_results <= 100 or len(ids) > 100 or len(groups) > 100:
+            return self._xml(400, ec2_error("InvalidParameterValue",
+                                            "MaxResults must be 1..100; at most 100 InstanceIds "
+                                            "and 100 GroupNames"))
+        fields = {"availability-zone": "availability_zone", "instance-type": "instance_type",
+                  "zone-id": None}
+        for f in filters:
+            if f.get("Name") not in fields:
+                return self._xml(400, ec2_error("InvalidParameterValue",
+                                                f"The filter '{f.get('Name')}' is invalid"))
+            if f.get("Name") == "zone-id":
+                return self._xml(400, ec2_error("InvalidParameterValue",
+                                                "The filter 'zone-id' is not emulated"))
+        instances = [i for i in self.server.proxy.moto.data().get("ec2", {}).get("Instance", [])
+                     if i.get("region_name", region) == region]
+        known = {i["id"] for i in instances}
+        missing = [x for x in ids if x not in known]
+        if missing:
+            return self._xml(400, ec2_error("InvalidInstanceID.NotFound",
+                                            f"The instance IDs '{', '.join(missing)}' do not exist"))
+        out = []
+        for i in sorted(instances, key=lambda i: i["id"]):
+            if ids and i["id"] not in ids or groups and i.get("group_name") not in groups:
+                continue
+            if i.get("state") != "running" or not TOPOLOGY_TYPES.match(i["instance_type"]):
+                continue
+            if all(any(fnmatch.fnmatchcase(i[fields[f["Name"]]], x) for x in
+                       ([f["Value"]] if isinstance(f.get("Value"), str) else f.get("Value") or []))
+                   for f in filters):
+                out.append(i)
+        page = out if ids else out[offset:offset + max_results]
+        nxt = base64.b64encode(str(offset + max_results).encode()).decode() \
+            if not ids and offset + max_results < len(out) else ""
+
+        def nn(*key):
+            return "nn-" + hashlib.sha256("/".join(key).encode()).hexdigest()[:17]
+        xml = [f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeInstanceTopologyResponse '
+               f'xmlns="{EC2_NS}"><requestId>{uuid.uuid4()}</requestId><instanceSet>']
+        for i in page:
+            zone, group = i["availability_zone"], i.get("group_name") or ""
+            nodes = [nn(zone), nn(zone, group), nn(zone, group, i["id"])]
+            if i["instance_type"] in TOPOLOGY_FOUR_LAYERS:
+                nodes.insert(2, nn(zone, group, "layer-3"))
+            xml.append(f"<item><instanceId>{i['id']}</instanceId>"
+                       f"<instanceType>{i['instance_type']}</instanceType>"
+                       + (f"<groupName>{escape(group)}</groupName>" if group else "")
+                       + "<networkNodeSet>" + "".join(f"<item>{n}</item>" for n in nodes)
+                       + f"</networkNodeSet><availabilityZone>{zone}</availabilityZone></item>")
+        xml.append("</instanceSet>" + (f"<nextToken>{nxt}</nextToken>" if nxt else "")
+                   + "</DescribeInstanceTopologyResponse>")
+        return self._xml(200, "".join(xml).encode())
 
     # ---- SSM ---------------------------------------------------------------------------
     SSM_PUBLIC = re.compile(r"^/aws/service/(eks/optimized-ami|bottlerocket)/")
