@@ -180,3 +180,5 @@ const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
  * images behind aliases. */
 const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class);
 void provisioner_images_refresh(Provisioner *p);
+/* annotate.c: the NodePool's template annotations onto its node. */
+void provisioner_annotate_node(Provisioner *p, const cJSON *node);
