@@ -19,6 +19,11 @@ fi
 if run provision; then
   echo "== bench/provision"; python3 bench/bench_provision.py ${PROVISION_ARGS:---sizes 1000,10000 --runs 3}
 fi
+if run optimum; then
+  echo "== bench/optimum: plan cost against the optimum on the solver's own model"
+  bash bootstrap/deps-bench.sh
+  python3 bench/optimum.py ${OPTIMUM_ARGS:-}
+fi
 for b in "$BUILD"/benchbin/*; do
   name=$(basename "$b")
   [ "$name" = link ] && continue  # driven by bench_link.py
