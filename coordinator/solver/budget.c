@@ -41,7 +41,7 @@ static int cmp_per_dollar(const void *a, const void *b) {
 }
 
 /* Unit prices (y_cpu, y_mem) maximizing y.D subject to y.room_t <= price_t for every type. */
-static int pool_unit_prices(const Solver *s, const Pool *p, const double *demand, double *ret) {
+static int pool_unit_prices(const Solver *s, const Pool *p, const double *price, const double *demand, double *ret) {
         ret[0] = ret[1] = 0;
         if (demand[0] <= 0 && demand[1] <= 0)
                 return 0;
@@ -51,7 +51,7 @@ static int pool_unit_prices(const Solver *s, const Pool *p, const double *demand
         size_t n = 0;
         for (uint32_t i = 0; i < p->n_price_order; i++) {
                 uint32_t t = p->price_order[i];
-                double pr = p->tprice[t], room[2];
+                double pr = price[t], room[2];
                 room_of(s, p, t, room);
                 if (pr <= 0 || room[0] <= 0 || room[1] <= 0)
                         continue;
@@ -131,11 +131,23 @@ uint32_t variant_max_per_node(const Solver *s, const Variant *v, bool *ret_relax
         return cap == INT64_MAX ? 0 : (uint32_t) cap;
 }
 
+/* Budget classes: nodes that may use spot (priced at the pool's cheapest offering) and nodes
+ * held to on-demand (priced at on-demand), so that pods that must run on-demand are not sized
+ * with spot prices, nor spot-capable pods counted into on-demand nodes. */
+static int class_of_slots(uint64_t slots) {
+        return (slots & slots_of_ct(SOLVER_CAPACITY_SPOT)) ? 0 : 1;
+}
+
+static const double *class_price(const Pool *p, int cls) {
+        return cls ? p->odprice : p->tprice;
+}
+
 int budget_prepare(Solver *s) {
         budget_done(s);
-        s->unit_price = calloc(2 * (size_t) s->n_pools + 1, sizeof(double));
-        s->to_place = calloc(2 * (size_t) s->n_pools + 1, sizeof(double));
-        s->forced = calloc((size_t) s->n_pools + 1, sizeof(int64_t));
+        size_t n = (size_t) s->n_pools * 2;
+        s->unit_price = calloc(2 * n + 1, sizeof(double));
+        s->to_place = calloc(2 * n + 1, sizeof(double));
+        s->forced = calloc(n + 1, sizeof(int64_t));
         if (!s->unit_price || !s->to_place || !s->forced)
                 return -ENOMEM;
         for (size_t i = 0; i < s->n_heap; i++) {
@@ -148,16 +160,19 @@ int budget_prepare(Solver *s) {
                         continue;
                 uint32_t per_node = variant_max_per_node(s, v, NULL);
                 for (uint32_t pi = 0; pi < s->n_pools; pi++) {
-                        if (!solver_pool_compat(s, v, pi)->ok)
+                        PoolCompat *pc = solver_pool_compat(s, v, pi);
+                        if (!pc->ok)
                                 continue;
+                        size_t k = (size_t) pi * 2 + (size_t) class_of_slots(pc->slots);
                         if (per_node > 0)
-                                s->forced[pi] = MAX(s->forced[pi], ((int64_t) b->n + per_node - 1) / per_node);
-                        s->to_place[2 * pi] += (double) b->n * (double) sh->req.v[SOLVER_RES_CPU];
-                        s->to_place[2 * pi + 1] += (double) b->n * (double) sh->req.v[SOLVER_RES_MEMORY];
+                                s->forced[k] = MAX(s->forced[k], ((int64_t) b->n + per_node - 1) / per_node);
+                        s->to_place[2 * k] += (double) b->n * (double) sh->req.v[SOLVER_RES_CPU];
+                        s->to_place[2 * k + 1] += (double) b->n * (double) sh->req.v[SOLVER_RES_MEMORY];
                 }
         }
-        for (uint32_t pi = 0; pi < s->n_pools; pi++) {
-                int q = pool_unit_prices(s, &s->pools[pi], s->to_place + 2 * pi, s->unit_price + 2 * pi);
+        for (size_t k = 0; k < n; k++) {
+                const Pool *p = &s->pools[k / 2];
+                int q = pool_unit_prices(s, p, class_price(p, (int) (k % 2)), s->to_place + 2 * k, s->unit_price + 2 * k);
                 if (q < 0)
                         return q;
         }
@@ -169,9 +184,10 @@ void budget_consume(Solver *s, Variant *v, int64_t m) {
                 return;
         const Shape *sh = &s->shapes[v->shape];
         for (uint32_t pi = 0; pi < s->n_pools; pi++) {
-                if (!solver_pool_compat(s, v, pi)->ok)
+                PoolCompat *pc = solver_pool_compat(s, v, pi);
+                if (!pc->ok)
                         continue;
-                double *d = s->to_place + 2 * pi;
+                double *d = s->to_place + 2 * ((size_t) pi * 2 + (size_t) class_of_slots(pc->slots));
                 d[0] = MAX(d[0] - (double) m * (double) sh->req.v[SOLVER_RES_CPU], 0.0);
                 d[1] = MAX(d[1] - (double) m * (double) sh->req.v[SOLVER_RES_MEMORY], 0.0);
         }
@@ -183,48 +199,67 @@ static double type_value(const Solver *s, const Pool *p, uint32_t t, const doubl
         return y[0] * MIN(MAX(room[0], 0.0), MAX(d[0], 1.0)) + y[1] * MIN(MAX(room[1], 0.0), MAX(d[1], 1.0));
 }
 
-/* The cheapest type of the set with room for demand d (its price), or < 0. */
-static double cheapest_holding(const Solver *s, const Pool *p, const uint64_t *types, const double *d,
-                               uint32_t *ret_type) {
-        for (uint32_t i = 0; i < p->n_price_order; i++) {
-                uint32_t t = p->price_order[i];
+/* The price of the cheapest type of the set with room for demand d, or < 0. */
+static double cheapest_holding(const Solver *s, const Pool *p, const double *price, const uint64_t *types,
+                               const double *d) {
+        double best = -1;
+        BS_FOREACH(t, types, s->W) {
                 double room[2];
-                if (!bs_test(types, t))
+                if (price[t] <= 0 || (best > 0 && price[t] >= best))
                         continue;
-                room_of(s, p, t, room);
-                if (room[0] >= d[0] && room[1] >= d[1]) {
-                        if (ret_type)
-                                *ret_type = t;
-                        return p->tprice[t];
-                }
+                room_of(s, p, (uint32_t) t, room);
+                if (room[0] >= d[0] && room[1] >= d[1])
+                        best = price[t];
         }
-        return -1;
+        return best;
 }
 
-bool budget_apply(Solver *s, uint32_t pi, const uint64_t *types, uint64_t *ret_budget) {
+bool budget_apply(Solver *s, uint32_t pi, uint64_t slots, const uint64_t *types, uint64_t *ret_budget) {
         if (!s->unit_price)
                 return false;
         const Pool *p = &s->pools[pi];
-        const double *y = s->unit_price + 2 * pi;
+        size_t k = (size_t) pi * 2 + (size_t) class_of_slots(slots);
+        const double *y = s->unit_price + 2 * k, *price = class_price(p, class_of_slots(slots));
         if (y[0] <= 0 && y[1] <= 0)
                 return false;
         /* hostname rules that force N nodes: each new node expects its share of the demand */
-        double share = (double) MAX(s->forced[pi]--, (int64_t) 1);
-        double d[2] = { s->to_place[2 * pi] / share, s->to_place[2 * pi + 1] / share };
+        double share = (double) MAX(s->forced[k]--, (int64_t) 1);
+        double d[2] = { s->to_place[2 * k] / share, s->to_place[2 * k + 1] / share };
+        /* fewer, bigger nodes when asked: each remaining node holds its share of the demand */
+        uint64_t *cand = s->scratch + 7 * s->W;
+        bs_copy(cand, types, s->W);
+        if (s->opts->target_nodes > 0) {
+                double left = (double) (s->opts->target_nodes > s->new_nodes ? s->opts->target_nodes - s->new_nodes : 1);
+                double need[2] = { s->to_place[2 * k] / left, s->to_place[2 * k + 1] / left }, most = 0;
+                BS_FOREACH(t, types, s->W) {
+                        double room[2];
+                        room_of(s, p, (uint32_t) t, room);
+                        if (room[0] < need[0] || room[1] < need[1]) {
+                                cand[t / 64] &= ~(((uint64_t) 1) << (t % 64));
+                                most = MAX(most, price[t]);
+                        }
+                }
+                if (!bs_any(cand, s->W)) { /* none is that big: the largest may do */
+                        bs_copy(ret_budget, types, s->W);
+                        return true;
+                }
+                d[0] = MAX(d[0], need[0]);
+                d[1] = MAX(d[1], need[1]);
+        }
         /* the best price per value, ties to the larger type */
         double best = INFINITY, cap = 0;
         uint32_t tb = NONE32;
-        BS_FOREACH(t, types, s->W) {
-                double pr = p->tprice[t], value = type_value(s, p, (uint32_t) t, y, d);
-                if (pr > 0 && value > 0 && pr / value < best)
-                        best = pr / value;
+        BS_FOREACH(t, cand, s->W) {
+                double value = type_value(s, p, (uint32_t) t, y, d);
+                if (price[t] > 0 && value > 0 && price[t] / value < best)
+                        best = price[t] / value;
         }
         if (!isfinite(best))
                 return false;
-        BS_FOREACH(t, types, s->W) {
-                double pr = p->tprice[t], value = type_value(s, p, (uint32_t) t, y, d);
-                if (pr > 0 && pr > cap && value > 0 && pr / value <= best * (1 + BUDGET_TIE)) {
-                        cap = pr;
+        BS_FOREACH(t, cand, s->W) {
+                double value = type_value(s, p, (uint32_t) t, y, d);
+                if (price[t] > 0 && price[t] > cap && value > 0 && price[t] / value <= best * (1 + BUDGET_TIE)) {
+                        cap = price[t];
                         tb = (uint32_t) t;
                 }
         }
@@ -233,14 +268,14 @@ bool budget_apply(Solver *s, uint32_t pi, const uint64_t *types, uint64_t *ret_b
         double room[2];
         room_of(s, p, tb, room);
         if (room[0] < d[0] || room[1] < d[1]) {
-                double all = cheapest_holding(s, p, types, d, NULL);
+                double all = cheapest_holding(s, p, price, cand, d);
                 if (all > 0) {
                         double n = 1;
                         for (int r = 0; r < 2; r++)
                                 if (room[r] > 0)
                                         n = MAX(n, ceil(d[r] / room[r]));
                         double rest[2] = { MAX(d[0] - (n - 1) * room[0], 0.0), MAX(d[1] - (n - 1) * room[1], 0.0) };
-                        double last = cheapest_holding(s, p, types, rest, NULL);
+                        double last = cheapest_holding(s, p, price, cand, rest);
                         double fill = (n - 1) * cap + (last > 0 ? last : cap);
                         if (all <= fill)
                                 cap = all;
@@ -248,7 +283,7 @@ bool budget_apply(Solver *s, uint32_t pi, const uint64_t *types, uint64_t *ret_b
         }
         bs_copy(ret_budget, types, s->W);
         BS_FOREACH(t, types, s->W)
-                if (p->tprice[t] > cap * (1 + 1e-9))
+                if (price[t] <= 0 || price[t] > cap * (1 + 1e-9))
                         ret_budget[t / 64] &= ~(((uint64_t) 1) << (t % 64));
         return true;
 }

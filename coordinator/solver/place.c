@@ -667,7 +667,7 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 n->budget = n->types + s->W;
                 bs_copy(n->types, types, s->W);
                 /* what the node may cost (budget.c); minValues counts on the types it holds */
-                n->has_budget = budget_apply(s, pi, types, n->budget);
+                n->has_budget = budget_apply(s, pi, sl, types, n->budget);
                 for (int r = 0; r < R_MAX; r++)
                         n->used[r] = p->ds.v[r];
                 if (z >= 0)

@@ -420,12 +420,21 @@ static int pool_price_order(Solver *s, Pool *p) {
         if (!best || !p->price_order)
                 return -ENOMEM;
         p->tprice = best;
+        p->odprice = solver_arena_alloc_nozero(s->arena, (s->T + 1) * sizeof(double));
+        if (!p->odprice)
+                return -ENOMEM;
         for (uint32_t t = 0; t < s->T; t++) {
                 best[t] = -1;
                 for (uint64_t b = p->slots & s->type_slots[t]; b; b &= b - 1) {
                         double pr = s->price[(size_t) t * 64 + (unsigned) __builtin_ctzll(b)];
                         if (pr >= 0 && (best[t] < 0 || pr < best[t]))
                                 best[t] = pr;
+                }
+                p->odprice[t] = -1;
+                for (uint64_t b = p->slots & s->type_slots[t] & slots_of_ct(SOLVER_CAPACITY_ON_DEMAND); b; b &= b - 1) {
+                        double pr = s->price[(size_t) t * 64 + (unsigned) __builtin_ctzll(b)];
+                        if (pr >= 0 && (p->odprice[t] < 0 || pr < p->odprice[t]))
+                                p->odprice[t] = pr;
                 }
                 if (best[t] >= 0 && bs_test(p->types, t))
                         p->price_order[p->n_price_order++] = t;

@@ -246,6 +246,7 @@ typedef struct Pool {
         bool has_min_values;
         uint32_t *price_order;              /* types by cheapest offering in the pool's slots */
         double *tprice;                     /* [T]: that cheapest offering, < 0 when none */
+        double *odprice;                    /* [T]: the cheapest on-demand one, < 0 when none */
         uint32_t n_price_order;
         const SolverRequirement **minv;     /* requirements with min_values on type keys */
         uint32_t n_minv;
@@ -384,11 +385,12 @@ struct Solver {
         SolverArena *rarena;
         uint32_t *preempt_list;
         size_t n_preempt, cap_preempt;
-        /* budget.c: per pool, the unit prices of cpu and memory (LP duals over the pool's types
-         * for the run's demand) and the demand still to place */
-        double *unit_price;                 /* [n_pools][2] */
-        double *to_place;                   /* [n_pools][2] */
-        int64_t *forced;                    /* [n_pools]: new nodes hostname rules still force */
+        /* budget.c: per pool and class (spot allowed, on-demand only), the unit prices of cpu and
+         * memory (LP duals over the pool's types for the run's demand) and the demand still to
+         * place */
+        double *unit_price;                 /* [n_pools][2][2] */
+        double *to_place;                   /* [n_pools][2][2] */
+        int64_t *forced;                    /* [n_pools][2]: new nodes hostname rules still force */
 };
 
 static inline const SolverPod *pod_at(const Solver *s, uint32_t i) {
@@ -427,7 +429,7 @@ uint32_t variant_max_per_node(const Solver *s, const Variant *v, bool *ret_relax
 int budget_prepare(Solver *s);
 void budget_consume(Solver *s, Variant *v, int64_t m);
 /* The types within the budget of a node opened in the pool with these types; false: no budget. */
-bool budget_apply(Solver *s, uint32_t pool, const uint64_t *types, uint64_t *ret_budget);
+bool budget_apply(Solver *s, uint32_t pool, uint64_t slots, const uint64_t *types, uint64_t *ret_budget);
 void budget_done(Solver *s);
 
 /* result.c */

@@ -360,6 +360,10 @@ typedef struct SolverOptions {
         size_t max_types_per_launch;     /* 0: 60 (CreateFleet override list size) */
         bool stop_at_first_failure;      /* consolidation: give up as soon as a pod fails */
         bool on_demand_only;             /* new nodes: on-demand offerings only */
+        /* Fewer, bigger nodes: size new nodes so that the run's demand fits in about this many
+         * (0: by cost alone). A soft bound: pods never go unplaced because of it (that is
+         * max_new_nodes); hostname rules and instance sizes may still need more nodes. */
+        size_t target_nodes;
 } SolverOptions;
 
 #define SOLVER_OPTIONS_DEFAULT ((SolverOptions) { .max_new_nodes = SIZE_MAX })
