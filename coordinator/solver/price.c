@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What a new node may cost: its price budget (the cost model). Kept apart from budget.c, which is the solver's time budget.
+/* What a new node may cost: its price budget, the cost model (budget.c is the time budget).
  *
  * A node left to grow takes pods until no instance type can hold more, and then costs the
  * cheapest type that holds that pile: often a 48xlarge of a family that is not the cheapest per
