@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
                 snprintf(sims[i].boot, sizeof sims[i].boot, "6b1c3c2e-0000-4000-8000-%012x", i);
                 sims[i].rng = (unsigned) i * 2654435761u + 1;
                 /* newer than any earlier run against the same coordinator */
-                sims[i].seq = (uint64_t) time(NULL) << 24;
+                sims[i].seq = unix_ms() * 1000u; /* as an agent: its wall clock in microseconds */
                 nng_ctx_open(&sims[i].ctx, socks[i % sockets]);
                 nng_aio_alloc(&sims[i].aio, on_aio, &sims[i]);
         }

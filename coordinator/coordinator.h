@@ -21,6 +21,8 @@ typedef struct CoordConfig {
         char *token;
         char *token_file;
         char *http_listen;
+        char *api_listen;
+        char *api_auth;
         uint64_t report_interval_ms;   /* asked of agents */
         uint64_t max_nodes;
         uint64_t max_pods_per_node;
@@ -44,6 +46,7 @@ typedef struct CoordConfig {
         char *ec2_endpoint;
         char *ssm_endpoint;
         char *iam_endpoint;
+        uint64_t image_refresh_ms;
         char *interruption_queue;
         char *sqs_endpoint;
         char *catalog;
@@ -85,6 +88,7 @@ extern const size_t coord_options_count;
 typedef struct HttpServer HttpServer;
 typedef struct Interruption Interruption;
 typedef struct Leader Leader;
+typedef struct ApiAuth ApiAuth;
 typedef struct Disruption Disruption;
 typedef struct Provisioner Provisioner;
 typedef struct StatusWriter StatusWriter;
@@ -107,7 +111,9 @@ typedef struct Coordinator {
         LinkServer *link;
         FastPath *fast;                /* unchanged reports answered in NNG's threads; NULL: off */
         sd_event_source *fast_timer;   /* takes back what they saw */
-        HttpServer *http;
+        HttpServer *http;              /* http-listen: health and metrics (and /api/v1 when api-listen is the same) */
+        HttpServer *api;               /* api-listen, when it is another address */
+        ApiAuth *api_auth;             /* api-auth=kubernetes */
         Attestor *attest;              /* NULL when attestation is off */
         uint64_t start_usec;
 } Coordinator;

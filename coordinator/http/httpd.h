@@ -25,8 +25,15 @@ typedef struct HttpPorts {
 } HttpPorts;
 
 typedef struct HttpServer HttpServer;
+typedef struct ApiAuth ApiAuth;
 
-int http_server_new(sd_event *e, const char *url, const HttpPorts *ports, HttpServer **ret);
+/* What one HTTP listener serves: health and metrics (open), and/or /api/v1 (authenticated through
+ * auth unless NULL: apiauth.h). */
+#define HTTP_SERVE_HEALTH 1u
+#define HTTP_SERVE_API 2u
+
+int http_server_new(sd_event *e, const char *url, unsigned roles, ApiAuth *auth, const HttpPorts *ports,
+                    HttpServer **ret);
 HttpServer *http_server_free(HttpServer *h);
 /* Requests answered so far. */
 uint64_t http_server_requests(const HttpServer *h);

@@ -51,5 +51,6 @@ void disruption_hash(const cJSON *obj, const char *const *skip, char out[17]);
  * give no label (out empty). */
 #define DISRUPTION_LABEL_POOL_HASH "nodesmith.io/nodepool-hash"
 #define DISRUPTION_LABEL_CLASS_HASH "nodesmith.io/nodeclass-hash"
+#define DISRUPTION_LABEL_IMAGE "nodesmith.io/image-id"  /* the image it boots */
 void disruption_pool_hash(const cJSON *nodepool, char out[17]);
 void disruption_class_hash(const cJSON *nodeclass, char out[17]);

@@ -203,8 +203,10 @@ static void forget_orphan(Provisioner *p, const char *id) {
 
 void provision_on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
-        if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED)
+        if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED) {
                 (void) provision_forget_registered(ev->object, p);
+                provisioner_annotate_node(p, ev->object);
+        }
         if (ev->type == KUBE_WATCH_DELETED)
                 forget_orphan(p, node_provider_instance(ev->object));
 }

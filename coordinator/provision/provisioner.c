@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* Provisioning: pending pods batched, planned by the solver and launched with CreateFleet. */
 /* The provisioner: set-up, leadership and housekeeping, small helpers, Nodes by instance. */
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
@@ -157,6 +158,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
 
         learn(p);
         provision_catalog_refresh(p);
+        provisioner_images_refresh(p);
         if (p->leading && p->learned)
                 provision_termination_pass(p);
         if (p->cfg.consolidation_interval_ms > 0 &&
