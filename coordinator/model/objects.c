@@ -281,6 +281,21 @@ static int add_list(NodepoolObjects *o, const cJSON *items, const char *source, 
         return 0;
 }
 
+/* A Karpenter object: converted first, its notes kept, what it became added. */
+static int add_converted(NodepoolObjects *o, const cJSON *j, const char *source, unsigned depth, char **ret_error) {
+        cJSON *conv = NULL;
+        char **notes = NULL;
+        int r = karpenter_convert(j, &conv, &notes, ret_error);
+        if (r < 0)
+                return r;
+        for (char **n = notes; n && *n; n++)
+                (void) note(o, "%s", *n);
+        karpenter_notes_free(notes);
+        r = add_list(o, conv, source, depth, ret_error);
+        cJSON_Delete(conv);
+        return r;
+}
+
 static int add_object(NodepoolObjects *o, const cJSON *j, const char *source, unsigned depth, char **ret_error) {
         Priv *pv = o->priv;
         if (depth > 8)
@@ -333,18 +348,7 @@ static int add_object(NodepoolObjects *o, const cJSON *j, const char *source, un
         if (streq(kind, "NodePool") && (model_api_group_is(j, "nodesmith.io") || model_api_group_is(j, "karpenter.sh"))) {
                 const cJSON *av = json_get(j, "apiVersion");
                 if (!streq(av->valuestring, "nodesmith.io/v1")) {
-                        /* a Karpenter object: convert it first */
-                        cJSON *conv = NULL;
-                        char **notes = NULL;
-                        r = karpenter_convert(j, &conv, &notes, ret_error);
-                        if (r < 0)
-                                return r;
-                        for (char **n = notes; n && *n; n++)
-                                (void) note(o, "%s", *n);
-                        karpenter_notes_free(notes);
-                        r = add_list(o, conv, source, depth, ret_error);
-                        cJSON_Delete(conv);
-                        return r;
+                        return add_converted(o, j, source, depth, ret_error);
                 }
                 r = GROW_PAIR(o->pools, o->n_pools, o->cap_pools, o->extra);
                 if (r < 0)
@@ -369,17 +373,7 @@ static int add_object(NodepoolObjects *o, const cJSON *j, const char *source, un
             streq(kind, "Provisioner") || streq(kind, "AWSNodeTemplate")) {
                 const cJSON *av = json_get(j, "apiVersion");
                 if (!cJSON_IsString(av) || !streq(av->valuestring, "nodesmith.io/v1")) {
-                        cJSON *conv = NULL;
-                        char **notes = NULL;
-                        r = karpenter_convert(j, &conv, &notes, ret_error);
-                        if (r < 0)
-                                return r;
-                        for (char **n = notes; n && *n; n++)
-                                (void) note(o, "%s", *n);
-                        karpenter_notes_free(notes);
-                        r = add_list(o, conv, source, depth, ret_error);
-                        cJSON_Delete(conv);
-                        return r;
+                        return add_converted(o, j, source, depth, ret_error);
                 }
                 r = GROW(o->classes, o->cap_classes, o->n_classes + 1, (size_t) NODEPOOL_MAX_OBJECTS);
                 if (r < 0)
