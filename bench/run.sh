@@ -16,6 +16,9 @@ fi
 if run drain; then
   echo "== bench/drain"; python3 bench/bench_drain.py ${DRAIN_ARGS:---runs 3 --grace-scale 0.05}
 fi
+if run stall; then
+  echo "== bench/stall"; python3 bench/bench_stall.py ${STALL_ARGS:-}
+fi
 if run provision; then
   echo "== bench/provision"; python3 bench/bench_provision.py ${PROVISION_ARGS:---sizes 1000,10000 --runs 3}
 fi

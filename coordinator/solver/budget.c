@@ -18,6 +18,7 @@ void solver_budget_start(Solver *s, uint64_t budget_usec) {
         s->deadline_usec = budget_usec ? mono_usec() + budget_usec : 0;
         s->budget_polls = 0;
         s->out_of_time = false;
+        s->budget_progress = false;
         s->n_deferred = 0;
 }
 
@@ -26,7 +27,9 @@ bool solver_out_of_time(Solver *s) {
                 return true;
         /* the first poll reads the clock (compiling the snapshot may have spent the budget
          * already), then every BUDGET_POLL_EVERY-th */
-        if (s->deadline_usec == 0 || s->budget_polls++ % BUDGET_POLL_EVERY != 0)
+        /* a run places something before its budget can end it: a round whose snapshot alone took
+         * the budget still makes progress, and the next round plans the rest */
+        if (s->deadline_usec == 0 || !s->budget_progress || s->budget_polls++ % BUDGET_POLL_EVERY != 0)
                 return false;
         s->out_of_time = mono_usec() >= s->deadline_usec;
         return s->out_of_time;

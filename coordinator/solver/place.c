@@ -447,6 +447,7 @@ static int commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int6
         Node *n = &s->nodes[ni];
         const Shape *sh = &s->shapes[v->shape];
         int q;
+        s->budget_progress |= m > 0; /* the time budget never ends a run before its first placement */
         if (n->kind == NODE_NEW) {
                 PoolCompat *pc = solver_pool_compat(s, v, n->pool);
                 const Pool *p = &s->pools[n->pool];

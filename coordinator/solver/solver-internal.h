@@ -368,6 +368,7 @@ struct Solver {
         uint64_t deadline_usec;             /* CLOCK_MONOTONIC; 0: options set no budget */
         unsigned budget_polls;              /* calls since the clock was last read */
         bool out_of_time;                   /* the budget ran out: place nothing more */
+        bool budget_progress;               /* something was placed: the budget may end the run */
         size_t n_deferred;                  /* pods left undecided because of it */
         SolverResources *remaining;         /* [n_pools] limits left during a run */
         /* run output (into the result) */
