@@ -94,8 +94,8 @@ const Option coord_options[] = {
         { "batch-idle", OPTION_MSEC, OPT(batch_idle_ms), "1s", "a batch of pending pods closes after this idle time" },
         { "batch-max", OPTION_MSEC, OPT(batch_max_ms), "10s", "and at most this long after it opened" },
         { "solver-budget", OPTION_MSEC, OPT(solver_budget_ms), "100ms",
-          "longest a provisioning round's solver may hold the event loop; the pods it did not reach "
-          "are planned in the next round (0: no limit)" },
+          "longest the solver may spend placing pods in one provisioning round (on the event loop); "
+          "the pods it did not reach are planned in the next round (0: no limit)" },
         { "registration-timeout", OPTION_MSEC, OPT(registration_timeout_ms), "15m",
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",

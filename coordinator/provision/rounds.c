@@ -214,9 +214,9 @@ void provision_round_start(Provisioner *p) {
                 NodeEntry *e;
                 REGISTRY_FOREACH(e, p->registry)
                         opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
-                /* the budget covers compiling the snapshot too: what is left of it */
-                uint64_t budget = p->cfg.solver_budget_ms * USEC_PER_MSEC, spent = provision_clock_usec() - t0;
-                opts.time_budget_usec = budget == 0 ? 0 : budget > spent ? budget - spent : 1;
+                /* the budget bounds placing: compiling the snapshot is not cut (a budget spent
+                 * there would leave each round one node's worth of progress) */
+                opts.time_budget_usec = p->cfg.solver_budget_ms * USEC_PER_MSEC;
                 r = solver_provision(rd->solver, &opts, &rd->result);
         }
         p->last_decision_seconds = (double) (provision_clock_usec() - t0) / 1e6;
