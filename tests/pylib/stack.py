@@ -178,6 +178,7 @@ class LocalStack:
         self.cluster_cp = None          # cluster.Cluster when kube == "real"
         self.audit = None               # kubeaudit.PodAudit on the real control plane
         self.fault_proxy = None         # cluster.FaultProxy: the product's clients go through it
+        self.ccm = None                 # ccm.CloudControllerManager after start_ccm()
         self.coordinator_kubeconfig = None
         self.agent_kubeconfig = None
         self.grace_scale = 1.0
@@ -655,6 +656,26 @@ class LocalStack:
                              capture_output=True, text=True, timeout=10).stdout
         return {n["instanceId"]: n for n in json.loads(out)["items"]}
 
+    # ---- the AWS cloud controller manager ------------------------------------------------
+    def start_ccm(self):
+        """The real AWS cloud controller manager (tests/pylib/ccm.py, docs/testing-aws.md): it
+        initialises the Nodes (with start_kube(external_cloud_provider=True) they register
+        tainted uninitialized) and deletes those whose instances are gone; the node emulator,
+        started after this, leaves that to it. Needs kube="real", start_ec2() and
+        setup_network()."""
+        if self.cluster_cp is None or self.network is None:
+            raise ValueError("start_ccm() needs kube='real', start_kube() and setup_network()")
+        from ccm import CloudControllerManager
+        d = os.path.join(self.workdir, "ccm")
+        os.makedirs(d, exist_ok=True)
+        self.ccm = CloudControllerManager(d, self.cluster_cp, self.ec2_endpoint, self.network,
+                                          self.cluster, build=self.build).start()
+        for name, p in (("aws-cloud-controller-manager", self.ccm.proc),
+                        ("aemm-control-plane", self.ccm.imds)):
+            self.procs[name] = p
+            self.seen_pids.add(p.pid)
+        return self.ccm
+
     # ---- the node emulator ---------------------------------------------------------------
     def start_emulator(self, boot_delay=0.3, spot_grace=120.0, agent_args=(), extra=(),
                        ready_delay=0.5):
@@ -680,6 +701,8 @@ class LocalStack:
                      "--agent-kubeconfig", self.agent_kubeconfig]
             if c.external_cloud_provider:
                 argv.append("--external-cloud-provider")
+            if self.ccm is not None:
+                argv.append("--cloud-controller-manager")
         argv += [f"--agent-arg={a}" for a in agent_args] + list(extra)
         p = self._proc("nodeemu", argv, env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
                                              "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
@@ -722,7 +745,8 @@ class LocalStack:
             except Exception:
                 pass
         rcs = {}
-        for name in ("nodeemu", "coordinator", "kubeapi", "ec2proxy"):
+        for name in ("nodeemu", "coordinator", "aws-cloud-controller-manager", "aemm-control-plane",
+                     "kubeapi", "ec2proxy"):
             p = self.procs.get(name)
             if p is not None:
                 rcs[name] = p.stop(timeout=45 if name == "nodeemu" else 15)
