@@ -415,12 +415,14 @@ static int cmp_price_order(const void *a, const void *b, void *u) {
 /* Types of the pool by their cheapest offering: the first one a node can still become is what
  * it costs now. */
 static int pool_price_order(Solver *s, Pool *p) {
-        double *best = malloc((s->T + 1) * sizeof(double));
+        double *best = solver_arena_alloc_nozero(s->arena, (s->T + 1) * sizeof(double));
         p->price_order = solver_arena_alloc_nozero(s->arena, (s->T + 1) * sizeof(uint32_t));
-        if (!best || !p->price_order) {
-                free(best);
+        if (!best || !p->price_order)
                 return -ENOMEM;
-        }
+        p->tprice = best;
+        p->odprice = solver_arena_alloc_nozero(s->arena, (s->T + 1) * sizeof(double));
+        if (!p->odprice)
+                return -ENOMEM;
         for (uint32_t t = 0; t < s->T; t++) {
                 best[t] = -1;
                 for (uint64_t b = p->slots & s->type_slots[t]; b; b &= b - 1) {
@@ -428,11 +430,16 @@ static int pool_price_order(Solver *s, Pool *p) {
                         if (pr >= 0 && (best[t] < 0 || pr < best[t]))
                                 best[t] = pr;
                 }
+                p->odprice[t] = -1;
+                for (uint64_t b = p->slots & s->type_slots[t] & slots_of_ct(SOLVER_CAPACITY_ON_DEMAND); b; b &= b - 1) {
+                        double pr = s->price[(size_t) t * 64 + (unsigned) __builtin_ctzll(b)];
+                        if (pr >= 0 && (p->odprice[t] < 0 || pr < p->odprice[t]))
+                                p->odprice[t] = pr;
+                }
                 if (best[t] >= 0 && bs_test(p->types, t))
                         p->price_order[p->n_price_order++] = t;
         }
         qsort_r(p->price_order, p->n_price_order, sizeof(uint32_t), cmp_price_order, best);
-        free(best);
         return 0;
 }
 
@@ -1079,14 +1086,17 @@ int solver_grow_nodes(Solver *s, size_t need) {
         if (!nn)
                 return -ENOMEM;
         s->nodes = nn;
-        uint64_t *nt = realloc(s->node_types, nc * s->W * sizeof(uint64_t));
+        /* per node: the types it may become, then the types within its budget */
+        uint64_t *nt = realloc(s->node_types, nc * 2 * s->W * sizeof(uint64_t));
         if (!nt)
                 return -ENOMEM;
         s->node_types = nt;
         /* node_types moved: re-point new nodes */
         for (uint32_t i = 0; i < s->n_nodes; i++)
-                if (s->nodes[i].kind == NODE_NEW)
-                        s->nodes[i].types = s->node_types + (size_t) i * s->W;
+                if (s->nodes[i].kind == NODE_NEW) {
+                        s->nodes[i].types = s->node_types + (size_t) i * 2 * s->W;
+                        s->nodes[i].budget = s->nodes[i].types + s->W;
+                }
         for (uint32_t g = 0; g < s->n_groups; g++) {
                 Group *gr = &s->groups[g];
                 if (gr->key != TOPO_HOST)
