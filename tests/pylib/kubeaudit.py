@@ -150,7 +150,7 @@ class PodAudit:
         else:
             return  # a kubelet's, a controller's or the test's own deletion: not recorded
         rec = {"time": ev.get("requestReceivedTimestamp"), "unix": t, "namespace": ns, "pod": name,
-               "decision": decision, "code": code, "user": user, "via": via, "uid": None,
+               "decision": decision, "code": code, "user": user, "via": f"{via} by {user}", "uid": None,
                "node": None, "pdb": None, "healthyAfter": None, "desiredHealthy": None,
                "violation": False}
         with self.lock:
@@ -178,7 +178,7 @@ class PodAudit:
 
     def evictions(self, node=None, decision=None):
         self.sync()
-        return [r for r in self.records if r["via"] == "eviction" or r["decision"] == "deleted"
+        return [r for r in self.records if r["via"].startswith("eviction")
                 if (node is None or r["node"] == node) and (decision is None or r["decision"] == decision)]
 
     def violations(self):
