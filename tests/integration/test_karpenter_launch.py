@@ -104,7 +104,7 @@ def quantity(s):
 
 def main():
     with TestDir("karpenter-launch") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             run(s, d)
     print("test_karpenter_launch: OK")
 
