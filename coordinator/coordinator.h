@@ -47,6 +47,7 @@ typedef struct CoordConfig {
         char *ec2_endpoint;
         char *ssm_endpoint;
         char *iam_endpoint;
+        uint64_t image_refresh_ms;
         char *interruption_queue;
         char *sqs_endpoint;
         char *catalog;
