@@ -33,7 +33,8 @@ def run(argv, timeout=20):
 
 def coordinator_argv(d, pki, *extra, token_file=None, key=None):
     return [binary("nodesmith-coordinator"), "--listen", f"tls+tcp://127.0.0.1:{free_port()}",
-            "--http-listen", f"http://127.0.0.1:{free_port()}", "--tls-cert", pki["cert"],
+            "--http-listen", f"http://127.0.0.1:{free_port()}", "--api-listen", f"http://127.0.0.1:{free_port()}",
+            "--api-auth", "none", "--tls-cert", pki["cert"],
             "--tls-key", key or pki["key"], "--token-file", token_file or pki["token_file"], *extra]
 
 
