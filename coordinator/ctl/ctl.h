@@ -34,7 +34,7 @@ int ctl_target_apply(CURL *h, struct curl_slist **headers);
         "                     [$KUBECONFIG, else ~/.kube/config; the default as kubectl-nodesmith]\n" \
         "  --context NAME     the kubeconfig's context [its current-context]\n" \
         "  -n, --namespace NS the coordinator's namespace [nodesmith]\n" \
-        "  --service NAME     the coordinator's Service, port http [nodesmith-coordinator]\n"
+        "  --service NAME     the coordinator's Service, port api [nodesmith-coordinator]\n"
 
 /* Run as kubectl-nodesmith (the kubectl plugin): the service proxy is the default. */
 extern bool ctl_kubectl_plugin;

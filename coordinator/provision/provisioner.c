@@ -1322,6 +1322,11 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
                                 nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
                                                     solver_capacity_type_to_name(ct), rd, l);
+                                /* its Node may have registered before CreateFleet answered (a slow
+                                 * answer, a fast boot): no Node event comes for it any more */
+                                const cJSON *node = node_of_instance(p->nodes, *id);
+                                if (node)
+                                        (void) forget_registered(node, p);
                         }
                 }
         }

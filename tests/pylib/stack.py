@@ -545,6 +545,10 @@ class LocalStack:
         argv = [coord, "--listen", self.coordinator_url, "--http-listen", self.coordinator_http,
                 "--report-interval", interval or self.report_interval,
                 "--token-file", self.pki["token_file"], "--log-level", log_level]
+        if "--max-unauthenticated-per-source" not in extra:
+            # every emulated agent reaches the coordinator through the stack's Service proxy, from
+            # 127.0.0.1: one address for the whole fleet (on EKS each node has its own)
+            argv += ["--max-unauthenticated-per-source", "64"]
         if "--api-listen" not in extra:
             # /api/v1 beside the metrics, no authentication (tests/security/test_http_api.py tests it)
             argv += ["--api-listen", self.coordinator_http, "--api-auth", "none"]
