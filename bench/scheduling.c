@@ -134,7 +134,7 @@ static Outcome run_once(Bench *b, SolverPod *pods, size_t n, bool check) {
 }
 
 int main(int argc, char **argv) {
-        static const size_t sizes[] = { 1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000 };
+        static const size_t sizes[] = { 1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000 };
         size_t max = 20000;
         int runs = 0;
         uint64_t seed = 42;
