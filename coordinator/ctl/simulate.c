@@ -125,7 +125,8 @@ static int load_catalog(const char *path, Catalog **ret) {
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: nodesmithctl simulate --pods FILE --nodepools FILE [--nodes FILE] [--catalog FILE]\n"
-                "                             [-o table|json [--model]] [--no-headroom] [--no-preemption] [--max-types N]\n\n"
+                "                             [-o table|json [--model]] [--no-headroom] [--no-preemption] [--max-types N]\n"
+                "                             [--target-nodes N]\n\n"
                 "Reads Kubernetes objects (JSON or YAML, several documents allowed; '-' is stdin):\n"
                 "  --pods       Pods, Deployments, StatefulSets, ReplicaSets, Jobs, DaemonSets, PVCs, PVs,\n"
                 "               StorageClasses, PriorityClasses, or lists of them (repeatable)\n"
@@ -134,7 +135,8 @@ static void usage(FILE *f) {
                 "  --catalog    instance catalog (default: $NODESMITH_CATALOG or data/%s)\n"
                 "and prints the plan: which nodes to launch, where each pod goes, what cannot run and why,\n"
                 "and the hourly cost. --model adds to the JSON what new nodes may be (pool, type, capacity\n"
-                "type, price, room after DaemonSets) and the pending pods' shapes (bench/optimum.py).\n",
+                "type, price, room after DaemonSets) and the pending pods' shapes (bench/optimum.py).\n"
+                "--target-nodes N sizes new nodes so the pods fit in about N of them (fewer, bigger nodes).\n",
                 CATALOG_NAME);
 }
 
@@ -464,6 +466,7 @@ int ctl_simulate_main(int argc, char **argv) {
                 { "no-preemption", no_argument, NULL, 'P' },
                 { "max-types", required_argument, NULL, 'm' },
                 { "model", no_argument, NULL, 'M' },
+                { "target-nodes", required_argument, NULL, 'T' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -517,6 +520,17 @@ int ctl_simulate_main(int argc, char **argv) {
                 case 'M':
                         model = true;
                         break;
+                case 'T': {
+                        char *end;
+                        errno = 0;
+                        unsigned long v = strtoul(optarg, &end, 10);
+                        if (errno || *end || end == optarg || v == 0 || v > SOLVER_MAX_NODES) {
+                                fprintf(stderr, "nodesmithctl simulate: --target-nodes must be 1..%d\n", SOLVER_MAX_NODES);
+                                return 2;
+                        }
+                        so.target_nodes = v;
+                        break;
+                }
                 case 'h':
                         usage(stdout);
                         return 0;
