@@ -7,8 +7,10 @@
 
 #include "http.h"
 #include "imds.h"
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
+#include "timestamp.h"
 
 #define TOKEN_MAX 512
 #define BACKOFF_MAX_USEC (10 * USEC_PER_SEC)
@@ -16,58 +18,27 @@
 
 /* ---- parsers -------------------------------------------------------------------------------- */
 
-/* Dates outside this window are not something IMDS would announce. */
-#define YEAR_MIN 2000
-#define YEAR_MAX 2199
-
-static int tm_to_ms(struct tm *tm, int frac_ms, int64_t *ret_ms) {
-        struct tm copy = *tm, back;
-        if (tm->tm_year + 1900 < YEAR_MIN || tm->tm_year + 1900 > YEAR_MAX)
+/* Dates outside 2000..2199 are not something IMDS would announce. */
+/* Within the window, in milliseconds (what notices carry). */
+static int in_window_ms(int r, const int64_t *t, int64_t *ret_ms) {
+        int64_t usec = *t;
+        if (r < 0)
+                return r;
+        if (usec < INT64_C(946684800) * (int64_t) USEC_PER_SEC ||    /* 2000-01-01 */
+            usec >= INT64_C(7258118400) * (int64_t) USEC_PER_SEC)    /* 2200-01-01 */
                 return -ERANGE;
-        time_t t = timegm(&copy);
-        if (t == (time_t) -1 || !gmtime_r(&t, &back))
-                return -ERANGE;
-        /* timegm normalises 31 Feb into March: refuse what does not round-trip */
-        if (back.tm_year != tm->tm_year || back.tm_mon != tm->tm_mon || back.tm_mday != tm->tm_mday ||
-            back.tm_hour != tm->tm_hour || back.tm_min != tm->tm_min || back.tm_sec != tm->tm_sec)
-                return -ERANGE;
-        *ret_ms = (int64_t) t * 1000 + frac_ms;
+        *ret_ms = usec / 1000;
         return 0;
 }
 
 int imds_parse_iso8601(const char *s, int64_t *ret_ms) {
-        struct tm tm = {};
-        int frac = 0;
-
-        if (!s || strlen(s) > 40 || !isdigit((unsigned char) s[0]))
-                return -EBADMSG;
-        const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-        if (!p)
-                return -EBADMSG;
-        if (*p == '.') {
-                int digits = 0;
-                for (p++; isdigit((unsigned char) *p); p++, digits++)
-                        if (digits < 3)
-                                frac = frac * 10 + (*p - '0');
-                if (digits == 0)
-                        return -EBADMSG;
-                for (; digits < 3; digits++)
-                        frac *= 10;
-        }
-        if (!streq(p, "Z") && !streq(p, "+00:00"))
-                return -EBADMSG;
-        return tm_to_ms(&tm, frac, ret_ms);
+        int64_t usec = 0;
+        return in_window_ms(timestamp_parse_rfc3339(s, TIMESTAMP_UTC_ONLY, &usec), &usec, ret_ms);
 }
 
 int imds_parse_gmt_date(const char *s, int64_t *ret_ms) {
-        struct tm tm = {};
-
-        if (!s || strlen(s) > 40 || !isdigit((unsigned char) s[0]))
-                return -EBADMSG;
-        const char *p = strptime(s, "%d %b %Y %H:%M:%S GMT", &tm);
-        if (!p || *p)
-                return -EBADMSG;
-        return tm_to_ms(&tm, 0, ret_ms);
+        int64_t usec = 0;
+        return in_window_ms(timestamp_parse_dmy_gmt(s, &usec), &usec, ret_ms);
 }
 
 static void cJSON_Deletep(cJSON **j) {
@@ -91,11 +62,6 @@ static int json_parse(const char *body, size_t len, cJSON **ret) {
         }
         *ret = j;
         return 0;
-}
-
-static const char *json_str(const cJSON *o, const char *key) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-        return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static bool printable(const char *s) {
@@ -240,10 +206,25 @@ static const char *kind_name(Nodesmith__V1__Notice__Kind k) {
         }
 }
 
-static const ImdsNotice *find_notice(const ImdsNotice *v, size_t n, Nodesmith__V1__Notice__Kind kind,
-                                     const char *event_id) {
+/* spot/instance-action and events/recommendations/rebalance hold at most one notice each, and
+ * the time in it is not an identity: AWS's own IMDS mock (amazon-ec2-metadata-mock, what the
+ * Node Termination Handler tests with) answers "now + 2 min" and "now" afresh on every request.
+ * A notice of those kinds with the same action is the same notice, whatever its time says. A
+ * maintenance event is named by its EventId. */
+static bool single_valued(Nodesmith__V1__Notice__Kind k) {
+        return k == NODESMITH__V1__NOTICE__KIND__KIND_SPOT_INTERRUPTION ||
+               k == NODESMITH__V1__NOTICE__KIND__KIND_REBALANCE;
+}
+
+static bool same_notice(const ImdsNotice *a, const ImdsNotice *b) {
+        if (a->kind != b->kind)
+                return false;
+        return single_valued(a->kind) ? streq(a->action, b->action) : streq(a->event_id, b->event_id);
+}
+
+static const ImdsNotice *find_notice(const ImdsNotice *v, size_t n, const ImdsNotice *like) {
         for (size_t i = 0; i < n; i++)
-                if (v[i].kind == kind && streq(v[i].event_id, event_id))
+                if (same_notice(&v[i], like))
                         return &v[i];
         return NULL;
 }
@@ -257,23 +238,35 @@ int imds_notices_merge(ImdsNotice *set, size_t *n, Nodesmith__V1__Notice__Kind k
         for (size_t i = 0; i < *n; i++) {
                 if (set[i].kind != kind)
                         out[k++] = set[i];
-                else if (!find_notice(cur, n_cur, kind, set[i].event_id)) {
+                else if (!find_notice(cur, n_cur, &set[i])) {
                         log_notice("IMDS: %s %s withdrawn.", kind_name(kind), set[i].event_id);
                         changes++;
                 }
         }
         for (size_t j = 0; j < n_cur && k < IMDS_MAX_NOTICES; j++) {
-                if (cur[j].kind != kind || find_notice(out, k, kind, cur[j].event_id))
+                if (cur[j].kind != kind || find_notice(out, k, &cur[j]))
                         continue;
-                const ImdsNotice *old = find_notice(set, *n, kind, cur[j].event_id);
-                out[k] = cur[j];
-                if (old)
-                        out[k].first_seen_unix_ms = old->first_seen_unix_ms;
-                else {
+                const ImdsNotice *old = find_notice(set, *n, &cur[j]);
+                if (!old) {
+                        out[k] = cur[j];
                         out[k].first_seen_unix_ms = now_ms;
                         log_notice("IMDS: %s %s (action %s, deadline %lld ms).", kind_name(kind),
                                    cur[j].event_id, cur[j].action, (long long) cur[j].deadline_unix_ms);
                         changes++;
+                } else if (single_valued(kind) && cur[j].deadline_unix_ms > 0 &&
+                           (old->deadline_unix_ms == 0 || cur[j].deadline_unix_ms < old->deadline_unix_ms)) {
+                        /* the same notice, brought forward: the earlier deadline wins */
+                        out[k] = cur[j];
+                        out[k].first_seen_unix_ms = old->first_seen_unix_ms;
+                        log_notice("IMDS: %s %s brought forward to %s.", kind_name(kind), old->event_id,
+                                   cur[j].event_id);
+                        changes++;
+                } else {
+                        /* unchanged, or only its time moved later: the notice as first seen stays */
+                        out[k] = *old;
+                        if (!streq(old->event_id, cur[j].event_id))
+                                log_debug("IMDS: %s %s now announced as %s; keeping the first.",
+                                          kind_name(kind), old->event_id, cur[j].event_id);
                 }
                 k++;
         }

@@ -91,6 +91,8 @@ int imds_parse_rebalance(const char *body, size_t len, ImdsNotice *ret);
 /* Only active events become notices; *ret_n of at most max. */
 int imds_parse_maintenance(const char *body, size_t len, ImdsNotice *ret, size_t max, size_t *ret_n);
 /* Merge the current notices of one kind into set (*n entries, capacity IMDS_MAX_NOTICES),
- * keeping first_seen of those already there; returns how many were added plus withdrawn. */
+ * keeping first_seen of those already there; returns how many were added, withdrawn or brought
+ * forward. A spot or rebalance notice with the same action is the same notice whatever its time:
+ * the one first seen stays unless a later answer brings its deadline forward. */
 int imds_notices_merge(ImdsNotice *set, size_t *n, Nodesmith__V1__Notice__Kind kind,
                        const ImdsNotice *cur, size_t n_cur, int64_t now_ms);

@@ -27,9 +27,10 @@ int main(int argc, char **argv) {
                 .env_prefix = "NODESMITH_AGENT",
                 .allow_once = true,
         };
-        r = config_load(agent_options, agent_options_count, &m->cfg, &src, argc, argv, &action);
+        ConfigError cfg_error = {};
+        r = config_load(agent_options, agent_options_count, &m->cfg, &src, argc, argv, &action, &cfg_error);
         if (r < 0)
-                return 2;
+                return log_error_errno(r, "%s", cfg_error.message), 2;
         switch (action) {
         case CONFIG_HELP:
                 config_help(agent_options, agent_options_count, "nodesmith-agent",

@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "daemon.h"
+#include "fileio.h"
 #include "log.h"
 #include "macro.h"
 
@@ -29,7 +30,8 @@ const Option agent_options[] = {
           "how often to report when nothing changes" },
         { "request-timeout", OPTION_MSEC, OPT(request_timeout_ms), "5s",
           "how long to wait for the coordinator's answer" },
-        { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest message accepted or sent" },
+        { "max-message", OPTION_BYTES, OPT(max_message), "1Mi",
+          "largest message accepted or sent (the coordinator's max-message; pod scheduling data is trimmed to fit)" },
         { "root", OPTION_STRING, OPT(root), "/", "read /proc, /sys and kubelet files under this root" },
         { "kubelet-config", OPTION_STRING, OPT(kubelet_config), "/etc/kubernetes/kubelet/config.json",
           "kubelet configuration (JSON or YAML; drop-ins in FILE.d/NAME.conf)" },
@@ -189,11 +191,16 @@ int manager_validate(Manager *m) {
                 if (r < 0)
                         return log_oom();
         } else if (!isempty(c->token_file)) {
-                char buf[512];
-                r = read_first_line(c->token_file, buf, sizeof buf);
+                _cleanup_free_ char *buf = NULL;
+                size_t len = 0;
+                r = read_secret_file(c->token_file, 4096, &buf, &len);
+                if (r == -EPERM)
+                        return log_error_errno(r, "token-file %s may be read or written by others (or written by "
+                                               "its group): refusing it; chmod 0600.", c->token_file);
                 if (r >= 0) {
+                        buf[strcspn(buf, "\r\n")] = 0;
                         m->token = strdup(buf);
-                        explicit_bzero(buf, sizeof buf);
+                        explicit_bzero(buf, len);
                         if (!m->token)
                                 return log_oom();
                 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "agent.h"
@@ -50,6 +51,8 @@ typedef struct ReportParts {
         Nodesmith__V1__Pod **pod_ptrs;
         Nodesmith__V1__Resources *pod_requests;
         char **pod_scheduling;           /* owned: JSON per pod, NULL when nothing to respect */
+        size_t scheduling_budget;        /* bytes of scheduling JSON left for the pods still to add */
+        size_t scheduling_truncated;     /* pods whose scheduling was left out */
         DrainStatusInfo drain_info;
 } ReportParts;
 
@@ -126,6 +129,9 @@ static void notices_to_pb(Manager *m, ReportParts *p) {
         p->report.shutting_down = m->shutting_down;
 }
 
+/* Pod.scheduling is budgeted (proto/): 16 KiB for one pod, half of max-message for all. */
+#define SCHEDULING_POD_MAX (16u * 1024)
+
 /* The pod's scheduling constraints and labels, as JSON, for the coordinator (see proto/). */
 static char *pod_scheduling(const cJSON *pod) {
         static const struct {
@@ -157,6 +163,42 @@ static char *pod_scheduling(const cJSON *pod) {
         return s;
 }
 
+int report_pod_to_pb(PodInfo *in, const cJSON *obj, size_t *scheduling_budget, Nodesmith__V1__Pod *pb,
+                     Nodesmith__V1__Resources *requests, char **ret_scheduling) {
+        bool truncated = false;
+        nodesmith__v1__pod__init(pb);
+        pb->namespace_ = in->namespace;
+        pb->name = in->name;
+        pb->uid = in->uid;
+        pb->owner_kind = in->owner_kind;
+        pb->owner_name = in->owner_name;
+        resources_to_pb(&in->requests, requests);
+        pb->requests = requests;
+        pb->priority = in->priority;
+        pb->priority_class = in->priority_class;
+        pb->do_not_disrupt = in->do_not_disrupt;
+        pb->daemonset = in->daemonset;
+        pb->mirror = in->mirror;
+        pb->phase = in->phase;
+        pb->terminating = in->terminating;
+        pb->critical = in->critical;
+        pb->deletion_cost = in->deletion_cost;
+        char *sch = pod_scheduling(obj);
+        size_t len = sch ? strlen(sch) : 0;
+        if (len > SCHEDULING_POD_MAX || len > *scheduling_budget) {
+                /* a tenant's pod cannot make the report too large to send */
+                free(sch);
+                sch = NULL;
+                pb->scheduling_truncated = truncated = true;
+                len = 0;
+        }
+        *scheduling_budget -= len;
+        if (sch)
+                pb->scheduling = sch;
+        *ret_scheduling = sch;
+        return truncated;
+}
+
 static void pods_to_pb(Manager *m, ReportParts *p) {
         NodeResources requested = {};
 
@@ -176,28 +218,10 @@ static void pods_to_pb(Manager *m, ReportParts *p) {
         }
         for (size_t i = 0; i < n; i++) {
                 PodInfo *in = &p->infos[i];
-                Nodesmith__V1__Pod *pb = &p->pods[i];
-                nodesmith__v1__pod__init(pb);
-                pb->namespace_ = in->namespace;
-                pb->name = in->name;
-                pb->uid = in->uid;
-                pb->owner_kind = in->owner_kind;
-                pb->owner_name = in->owner_name;
-                resources_to_pb(&in->requests, &p->pod_requests[i]);
-                pb->requests = &p->pod_requests[i];
-                pb->priority = in->priority;
-                pb->priority_class = in->priority_class;
-                pb->do_not_disrupt = in->do_not_disrupt;
-                pb->daemonset = in->daemonset;
-                pb->mirror = in->mirror;
-                pb->phase = in->phase;
-                pb->terminating = in->terminating;
-                pb->critical = in->critical;
-                pb->deletion_cost = in->deletion_cost;
-                p->pod_scheduling[i] = pod_scheduling(kube_node_pod(m->kube_node, in->namespace, in->name));
-                if (p->pod_scheduling[i])
-                        pb->scheduling = p->pod_scheduling[i];
-                p->pod_ptrs[i] = pb;
+                if (report_pod_to_pb(in, kube_node_pod(m->kube_node, in->namespace, in->name), &p->scheduling_budget,
+                                     &p->pods[i], &p->pod_requests[i], &p->pod_scheduling[i]) > 0)
+                        p->scheduling_truncated++;
+                p->pod_ptrs[i] = &p->pods[i];
         }
         p->report.n_pods = n;
         p->report.pods = p->pod_ptrs;
@@ -225,7 +249,8 @@ static void drain_to_pb(Manager *m, ReportParts *p) {
         p->drain.last_error = s->last_error;
 }
 
-static void report_build(Manager *m, ReportParts *p) {
+/* scheduling_budget: bytes of Pod.scheduling for all pods together (0: none at all). */
+static void report_build(Manager *m, ReportParts *p, size_t scheduling_budget) {
         const AgentConfig *c = &m->cfg;
 
         p->infos = NULL;
@@ -234,6 +259,8 @@ static void report_build(Manager *m, ReportParts *p) {
         p->pod_requests = NULL;
         p->pod_scheduling = NULL;
         p->n_infos = 0;
+        p->scheduling_budget = scheduling_budget;
+        p->scheduling_truncated = 0;
 
         nodesmith__v1__node_state__init(&p->report);
         nodesmith__v1__identity__init(&p->identity);
@@ -271,6 +298,8 @@ static WireEnvelope envelope(Manager *m) {
                 .token = m->token,
                 .instance_id = m->cfg.instance_id,
                 .boot_id = m->boot_id,
+                .boot_secret = m->boot_secret,
+                .boot_secret_len = m->boot_secret_len,
                 .sequence = m->sequence,
                 .sent_unix_ms = now_unix_ms(),
                 .report_interval_ms = (uint32_t) (m->interval_usec / 1000),
@@ -280,9 +309,23 @@ static WireEnvelope envelope(Manager *m) {
 int report_pack(Manager *m, uint8_t **ret, size_t *ret_len) {
         ReportParts p;
         WireEnvelope w = envelope(m);
-        report_build(m, &p);
+        report_build(m, &p, m->cfg.max_message / 2);
         int r = wire_pack_report(&w, &p.report, m->cfg.max_message, ret, ret_len);
+        size_t truncated = p.scheduling_truncated;
         parts_done(&p);
+        if (r == -EMSGSIZE) {
+                /* identity and notices go out whatever the pods hold: without any scheduling */
+                report_build(m, &p, 0);
+                r = wire_pack_report(&w, &p.report, m->cfg.max_message, ret, ret_len);
+                truncated = p.scheduling_truncated;
+                parts_done(&p);
+        }
+        if (truncated != m->scheduling_truncated) {
+                if (truncated > 0)
+                        log_warning("Scheduling data of %zu pods left out of the report (over the 16 KiB per pod or "
+                                    "max-message/2 in all): the coordinator will not move them.", truncated);
+                m->scheduling_truncated = truncated;
+        }
         return r;
 }
 
@@ -291,7 +334,7 @@ int report_print_json(Manager *m, FILE *f) {
         cJSON *j = NULL;
         int r;
 
-        report_build(m, &p);
+        report_build(m, &p, m->cfg.max_message / 2);
         r = pb_to_json(&p.report.base, false, &j);
         parts_done(&p);
         if (r < 0)
@@ -345,6 +388,13 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 goto out;
         }
 
+        if (d->boot_secret.len == sizeof m->boot_secret &&
+            (m->boot_secret_len != sizeof m->boot_secret ||
+             memcmp(m->boot_secret, d->boot_secret.data, sizeof m->boot_secret) != 0)) {
+                log_debug("Coordinator issued this agent boot a new secret.");
+                memcpy(m->boot_secret, d->boot_secret.data, sizeof m->boot_secret);
+                m->boot_secret_len = sizeof m->boot_secret;
+        }
         if (d->attested != m->attested) {
                 log_debug("Coordinator %s this agent's attestation: the identity document is %s.",
                           d->attested ? "holds" : "does not hold", d->attested ? "left out" : "sent");

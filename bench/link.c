@@ -3,7 +3,13 @@
  * each a REQ context that sends a realistic report (P pods), waits for the directive and sends
  * the next one at once, for S seconds. Prints one JSON line.
  *   link URL [--agents N] [--pods P] [--seconds S] [--token T] [--ca FILE] [--sockets K]
- *            [--change-rate F]   fraction of reports whose node state changed (default 0) */
+ *            [--change-rate F]   fraction of reports whose node state changed (default 0)
+ *            [--pace-ms M]       each agent waits M ms after a reply before its next report
+ *                                (default 0: at once)
+ *            [--trace FILE]      every reply slower than 20 ms: "SENT_UNIX_MS LATENCY_MS" lines
+ * Besides the rate, the JSON has the time from each report sent to its reply: the worst
+ * ("max_reply_ms", and when it came, "max_reply_at_unix_ms"), the 99th percentile and how many
+ * took over 100 ms: what a stall of the coordinator's loop costs the agents. */
 #include <getopt.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -28,11 +34,63 @@ typedef struct Sim {
         uint64_t seq;
         int variant;
         unsigned rng;
-        bool sending;
+        bool sending, sleeping;
+        uint64_t sent_ns;
         atomic_bool stop;
 } Sim;
 
 static atomic_ullong replies, errors, refused, timeouts;
+static atomic_ullong max_reply_ns, max_reply_at_unix_ms, slow_replies; /* slow: over 100 ms */
+static atomic_ullong latency_hist[64];                                  /* by log2 of ns */
+static int pace_ms;
+#define TRACE_MAX 200000
+#define TRACE_MIN_NS 20000000ull
+static struct { uint64_t sent_unix_ms; uint32_t latency_us; } trace[TRACE_MAX];
+static atomic_size_t n_trace;
+static bool tracing;
+
+static uint64_t unix_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+static void record_latency(uint64_t ns) {
+        unsigned long long cur = atomic_load(&max_reply_ns);
+        while (ns > cur && !atomic_compare_exchange_weak(&max_reply_ns, &cur, ns))
+                ;
+        if (ns >= cur)
+                atomic_store(&max_reply_at_unix_ms, (unsigned long long) time(NULL) * 1000ull);
+        if (ns > 100000000ull)
+                atomic_fetch_add(&slow_replies, 1);
+        if (tracing && ns > TRACE_MIN_NS) {
+                size_t i = atomic_fetch_add(&n_trace, 1);
+                if (i < TRACE_MAX) {
+                        trace[i].sent_unix_ms = unix_ms() - ns / 1000000u;
+                        trace[i].latency_us = (uint32_t) (ns / 1000u);
+                }
+        }
+        atomic_fetch_add(&latency_hist[63 - __builtin_clzll(ns | 1)], 1);
+}
+
+/* The upper edge of the log2 bucket holding the q-th quantile, in ms. */
+static double latency_quantile_ms(double q) {
+        unsigned long long total = 0, seen = 0;
+        for (int i = 0; i < 64; i++)
+                total += atomic_load(&latency_hist[i]);
+        for (int i = 0; i < 64; i++) {
+                seen += atomic_load(&latency_hist[i]);
+                if (total && (double) seen >= q * (double) total)
+                        return (double) (1ull << (i + 1 > 62 ? 62 : i + 1)) / 1e6;
+        }
+        return 0;
+}
 static double change_rate; /* fraction of reports whose state changed since the last one */
 static const char *bench_token = "";
 static size_t report_bytes;
@@ -57,12 +115,19 @@ static void send_next(Sim *s) {
         nng_aio_set_msg(s->aio, m);
         nng_aio_set_timeout(s->aio, 5000);
         s->sending = true;
+        s->sent_ns = now_ns();
         nng_ctx_send(s->ctx, s->aio);
 }
 
 static void on_aio(void *arg) {
         Sim *s = arg;
         int r = nng_aio_result(s->aio);
+        if (s->sleeping) { /* the pause between reports is over */
+                s->sleeping = false;
+                if (!atomic_load(&s->stop))
+                        send_next(s);
+                return;
+        }
         if (r != 0) {
                 if (r == NNG_ECLOSED || r == NNG_ECANCELED || atomic_load(&s->stop))
                         return;
@@ -74,6 +139,7 @@ static void on_aio(void *arg) {
                 nng_msg *m = nng_aio_get_msg(s->aio);
                 Nodesmith__V1__NodeDirective *d =
                         nodesmith__v1__node_directive__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+                record_latency(now_ns() - s->sent_ns);
                 if (d && d->status == NODESMITH__V1__NODE_DIRECTIVE__STATUS__STATUS_OK)
                         atomic_fetch_add(&replies, 1);
                 else
@@ -92,6 +158,11 @@ static void on_aio(void *arg) {
         }
         if (s->sending && r != 0) /* the message is still ours after a failed send */
                 nng_msg_free(nng_aio_get_msg(s->aio));
+        if (pace_ms > 0) {
+                s->sleeping = true;
+                nng_sleep_aio(pace_ms, s->aio);
+                return;
+        }
         send_next(s);
 }
 
@@ -170,11 +241,13 @@ int main(int argc, char **argv) {
                 { "seconds", required_argument, NULL, 's' }, { "token", required_argument, NULL, 't' },
                 { "ca", required_argument, NULL, 'c' }, { "sockets", required_argument, NULL, 'k' },
                 { "change-rate", required_argument, NULL, 'r' },
+                { "pace-ms", required_argument, NULL, 'm' },
+                { "trace", required_argument, NULL, 'T' },
                 {}
         };
         int agents = 200, pods = 20, sockets = 0, c;
         double seconds = 5;
-        const char *token = "", *ca = NULL;
+        const char *token = "", *ca = NULL, *trace_file = NULL;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) >= 0)
                 switch (c) {
                 case 'a': agents = atoi(optarg); break;
@@ -184,6 +257,8 @@ int main(int argc, char **argv) {
                 case 'c': ca = optarg; break;
                 case 'k': sockets = atoi(optarg); break;
                 case 'r': change_rate = atof(optarg); break;
+                case 'm': pace_ms = atoi(optarg); break;
+                case 'T': trace_file = optarg; break;
                 default: return 2;
                 }
         if (sockets <= 0 || sockets > agents)
@@ -232,6 +307,12 @@ int main(int argc, char **argv) {
                 send_next(&sims[i]);
         nng_msleep(500);
         unsigned long long r0 = atomic_load(&replies);
+        /* latencies count from here: the registrations are not the steady state */
+        atomic_store(&max_reply_ns, 0);
+        tracing = trace_file != NULL;
+        atomic_store(&slow_replies, 0);
+        for (int i = 0; i < 64; i++)
+                atomic_store(&latency_hist[i], 0);
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         nng_msleep((nng_duration) (seconds * 1000));
@@ -241,10 +322,24 @@ int main(int argc, char **argv) {
                 atomic_store(&sims[i].stop, true);
         double dt = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
         printf("{\"agents\": %d, \"pods_per_report\": %d, \"change_rate\": %.3f, \"report_bytes\": %zu, \"seconds\": %.2f, "
-               "\"replies\": %llu, \"reports_per_second\": %.0f, \"errors\": %llu, \"refused\": %llu, \"timeouts\": %llu}\n",
+               "\"replies\": %llu, \"reports_per_second\": %.0f, \"errors\": %llu, \"refused\": %llu, \"timeouts\": %llu, "
+               "\"pace_ms\": %d, \"max_reply_ms\": %.1f, \"max_reply_at_unix_ms\": %llu, \"p99_reply_ms_upper\": %.1f, "
+               "\"slow_replies\": %llu}\n",
                agents, pods, change_rate, report_bytes, dt, r1 - r0, (double) (r1 - r0) / dt,
-               atomic_load(&errors), atomic_load(&refused), atomic_load(&timeouts));
+               atomic_load(&errors), atomic_load(&refused), atomic_load(&timeouts), pace_ms,
+               (double) atomic_load(&max_reply_ns) / 1e6, atomic_load(&max_reply_at_unix_ms),
+               latency_quantile_ms(0.99), atomic_load(&slow_replies));
         fflush(stdout);
+        if (trace_file) {
+                FILE *f = fopen(trace_file, "we");
+                size_t n = atomic_load(&n_trace);
+                n = n < TRACE_MAX ? n : TRACE_MAX;
+                for (size_t i = 0; f && i < n; i++)
+                        fprintf(f, "%llu %.1f\n", (unsigned long long) trace[i].sent_unix_ms,
+                                trace[i].latency_us / 1000.0);
+                if (f)
+                        fclose(f);
+        }
         /* Tearing down hundreds of TLS pipes takes NNG a while and measures nothing. */
         _exit(0);
 }

@@ -13,8 +13,10 @@ PKGS=(
 )
 # Optional: plots in the demo, packaging checks. Missing ones never fail the build; with CI=true,
 # tests/integration/test_packaging.sh fails without rpm (rpmbuild, the AL2023 rpm) and packer
-# (Debian 12: 1.6.6, which validates bootstrap/packer/nodesmith-al2023.json).
-OPTIONAL=(gnuplot-nox rpm packer libclang-rt-14-dev)
+# (Debian 12: 1.6.6, which validates bootstrap/packer/nodesmith-al2023.json), and
+# tests/integration/test_observability.py without prometheus (its promtool checks the alerting
+# rules and the /metrics output).
+OPTIONAL=(gnuplot-nox rpm packer libclang-rt-14-dev prometheus)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -5,13 +5,16 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
-#include "attest.h"
+#include "agents/attest.h"
 #include "coordinator.h"
-#include "fastpath.h"
+#include "agents/fastpath.h"
 #include "daemon.h"
-#include "interruption.h"
+#include "fileio.h"
+#include "http/apiauth.h"
+#include "interruption/interruption.h"
 #include "leader.h"
-#include "provisioner.h"
+#include "provision/provisioner.h"
+#include "status/status.h"
 #include "log.h"
 #include "macro.h"
 
@@ -26,14 +29,34 @@ const Option coord_options[] = {
         { "token-file", OPTION_STRING, OPT(token_file), "/etc/nodesmith/token",
           "file holding the bootstrap token" },
         { "http-listen", OPTION_STRING, OPT(http_listen), "http://0.0.0.0:8080",
-          "metrics, health and API endpoint" },
+          "metrics and health endpoint (open)" },
+        { "api-listen", OPTION_STRING, OPT(api_listen), "http://0.0.0.0:8081",
+          "/api/v1 endpoint (nodes, provisioning, disruption; may be the same as http-listen; empty: not served)" },
+        { "api-auth", OPTION_STRING, OPT(api_auth), "kubernetes",
+          "who may read /api/v1: kubernetes (a bearer token checked with a TokenReview, then a "
+          "SubjectAccessReview for get on the path), or none (anyone who reaches api-listen; only when set)" },
         { "report-interval", OPTION_MSEC, OPT(report_interval_ms), "10s",
           "report interval asked of agents" },
         { "max-nodes", OPTION_UINT, OPT(max_nodes), "5000", "hard cap on nodes tracked" },
         { "max-pods-per-node", OPTION_UINT, OPT(max_pods_per_node), "1000", "hard cap on pods in one report" },
         { "max-notices-per-node", OPTION_UINT, OPT(max_notices_per_node), "64",
           "hard cap on notices in one report" },
-        { "max-message", OPTION_BYTES, OPT(max_message), "4Mi", "largest agent message accepted" },
+        { "max-message", OPTION_BYTES, OPT(max_message), "1Mi", "largest agent message accepted" },
+        { "max-connections", OPTION_UINT, OPT(max_connections), "10000",
+          "agent connections at once; more are closed as they arrive" },
+        { "max-connections-per-source", OPTION_UINT, OPT(max_connections_per_source), "256",
+          "agent connections at once from one source address" },
+        { "max-unauthenticated", OPTION_UINT, OPT(max_unauthenticated), "64",
+          "agent connections at once that have not presented the token yet (each may hold up to "
+          "max-message of memory)" },
+        { "max-unauthenticated-per-source", OPTION_UINT, OPT(max_unauthenticated_per_source), "8",
+          "of those, from one source address" },
+        { "auth-timeout", OPTION_MSEC, OPT(auth_timeout_ms), "10s",
+          "an agent connection without an accepted report by then is closed" },
+        { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
+          "an authenticated agent connection silent this long is closed (0: 6 report intervals, 60s at least)" },
+        { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
+          "memory for the nodes' stored reports; a report that would exceed it is refused (overloaded)" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
         { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
@@ -48,6 +71,8 @@ const Option coord_options[] = {
         { "region", OPTION_STRING, OPT(region), "us-east-1", "AWS region" },
         { "ec2-endpoint", OPTION_STRING, OPT(ec2_endpoint), NULL, "EC2 endpoint (default: the region's)" },
         { "ssm-endpoint", OPTION_STRING, OPT(ssm_endpoint), NULL, "SSM endpoint (default: the region's)" },
+        { "iam-endpoint", OPTION_STRING, OPT(iam_endpoint), NULL,
+          "IAM endpoint, for the instance profiles of EC2NodeClass roles (default: IAM's)" },
         { "interruption-queue", OPTION_STRING, OPT(interruption_queue), NULL,
           "SQS queue URL of EventBridge interruption events (spot, rebalance, state change, scheduled change); empty: none" },
         { "sqs-endpoint", OPTION_STRING, OPT(sqs_endpoint), NULL, "SQS endpoint (default: the region's)" },
@@ -60,6 +85,9 @@ const Option coord_options[] = {
           "rebuild the catalog from EC2 (DescribeInstanceTypes, offerings, spot prices) this often; 0: only the file" },
         { "batch-idle", OPTION_MSEC, OPT(batch_idle_ms), "1s", "a batch of pending pods closes after this idle time" },
         { "batch-max", OPTION_MSEC, OPT(batch_max_ms), "10s", "and at most this long after it opened" },
+        { "solver-budget", OPTION_MSEC, OPT(solver_budget_ms), "100ms",
+          "longest a provisioning round's solver may hold the event loop; the pods it did not reach "
+          "are planned in the next round (0: no limit)" },
         { "registration-timeout", OPTION_MSEC, OPT(registration_timeout_ms), "15m",
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
@@ -69,6 +97,8 @@ const Option coord_options[] = {
           "the coordinator drains the node itself" },
         { "max-proxy-drains", OPTION_UINT, OPT(max_proxy_drains), "16",
           "drains the coordinator runs at once for silent agents (two watches each)" },
+        { "image-refresh", OPTION_MSEC, OPT(image_refresh_ms), "5m",
+          "how often the image behind an EC2NodeClass's AMI alias is looked up again (a new one drifts the nodes)" },
         { "consolidation-interval", OPTION_MSEC, OPT(consolidation_interval_ms), "10s",
           "how often to look for nodes to remove (0: never)" },
         { "consolidation-validation-delay", OPTION_MSEC, OPT(consolidation_validation_ms), "15s",
@@ -90,12 +120,16 @@ const Option coord_options[] = {
         { "lease-namespace", OPTION_STRING, OPT(lease_namespace), "nodesmith", "namespace of the Lease" },
         { "lease-name", OPTION_STRING, OPT(lease_name), "nodesmith-coordinator", "name of the Lease" },
         { "lease-duration", OPTION_MSEC, OPT(lease_duration_ms), "15s", "Lease duration" },
+        { "lease-renew-deadline", OPTION_MSEC, OPT(lease_renew_deadline_ms), "0",
+          "a leader that has not renewed for this long stops acting (0: two thirds of the Lease duration)" },
+        { "lease-retry-period", OPTION_MSEC, OPT(lease_retry_ms), "0",
+          "how often the Lease is renewed or looked at (0: 2/15 of the Lease duration)" },
         { "identity", OPTION_STRING, OPT(identity), NULL, "this replica's identity (default: hostname_pid)" },
         { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
-        { "attestation", OPTION_STRING, OPT(attestation), "auto",
+        { "attestation", OPTION_STRING, OPT(attestation), "required",
           "agents prove they run on this cluster's instances with their signed instance identity "
-          "document: required, warn (check, log, accept anyway), off, or auto (required when "
-          "cluster-name is set, off otherwise)" },
+          "document: required (needs cluster-name and EC2), warn (check, log, accept anyway), or off "
+          "(any holder of the token reports as any instance; only when set explicitly)" },
         { "attestation-ca", OPTION_STRING, OPT(attestation_ca),
           "/usr/share/nodesmith/aws-identity-rsa2048.pem",
           "PEM bundle of AWS's regional RSA-2048 certificates that sign instance identity documents" },
@@ -111,6 +145,9 @@ int coordinator_new(Coordinator **ret) {
                 free(c);
                 return r;
         }
+        histogram_init(&c->metrics.round_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.solver_seconds, histogram_bounds_decision);
+        histogram_init(&c->metrics.registration_seconds, histogram_bounds_lifecycle);
         *ret = c;
         return 0;
 }
@@ -119,11 +156,14 @@ Coordinator *coordinator_free(Coordinator *c) {
         if (!c)
                 return NULL;
         interruption_free(c->interruption);
+        status_writer_free(c->status); /* before the provisioner: it writes through its client */
         provisioner_free(c->provisioner);
         attestor_free(c->attest);
         leader_free(c->leader);
-        kube_client_free(c->kube);
+        api_auth_free(c->api_auth); /* first: reviews in flight are answered 503, or the servers' stop waits */
         http_server_free(c->http);
+        http_server_free(c->api);
+        kube_client_free(c->kube);
         link_server_free(c->link); /* first: no fast answer runs after it */
         sd_event_source_disable_unref(c->fast_timer);
         fast_path_free(c->fast);
@@ -145,19 +185,18 @@ uint64_t coordinator_now(Coordinator *c) {
 }
 
 static int read_token_file(const char *path, char **ret) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        char buf[512];
-        if (!f)
-                return -errno;
-        if (!fgets(buf, sizeof buf, f))
-                return -ENODATA;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = read_secret_file(path, 4096, &buf, &len);
+        if (r < 0)
+                return r;
         buf[strcspn(buf, "\r\n")] = 0;
         if (strlen(buf) < 16) {
-                explicit_bzero(buf, sizeof buf);
+                explicit_bzero(buf, len);
                 return -EKEYREJECTED;
         }
         *ret = strdup(buf);
-        explicit_bzero(buf, sizeof buf);
+        explicit_bzero(buf, len);
         return *ret ? 0 : -ENOMEM;
 }
 
@@ -168,21 +207,17 @@ static int coordinator_validate_attestation(Coordinator *c) {
         AttestMode mode;
         int r;
 
-        if (streq_ptr(cfg->attestation, "auto"))
-                /* a coordinator that provisions has EC2 and a cluster tag to check against */
-                mode = isempty(cfg->cluster_name) ? ATTEST_OFF : ATTEST_REQUIRED;
-        else if (attest_mode_from_string(cfg->attestation, &mode) < 0)
-                return log_error_errno(EINVAL, "attestation '%s': expected auto, required, warn or off.",
+        if (attest_mode_from_string(cfg->attestation, &mode) < 0)
+                return log_error_errno(EINVAL, "attestation '%s': expected required, warn or off.",
                                        strempty(cfg->attestation));
         if (mode == ATTEST_OFF) {
-                log_notice("Attestation off%s: any holder of the bootstrap token can report as any instance.",
-                           streq_ptr(cfg->attestation, "auto") ? " (no cluster-name: nothing to attest against)" : "");
+                log_warning("Attestation off (set explicitly): any holder of the bootstrap token can report as any instance.");
                 return 0;
         }
         if (isempty(cfg->cluster_name))
                 return log_error_errno(EINVAL, "attestation=%s needs cluster-name (the nodesmith.io/cluster tag "
-                                       "instances must carry) and EC2; set attestation=off for a coordinator "
-                                       "that does not provision.", attest_mode_to_string(mode));
+                                       "instances must carry) and EC2; attestation=off, set explicitly, lets any "
+                                       "holder of the token report as any instance.", attest_mode_to_string(mode));
         r = attest_trust_from_file(strempty(cfg->attestation_ca), &trust);
         if (r < 0)
                 return log_error_errno(r, "attestation-ca %s: %s.", strempty(cfg->attestation_ca),
@@ -231,6 +266,9 @@ int coordinator_validate(Coordinator *c) {
                 if (r == -EKEYREJECTED)
                         return log_error_errno(r, "The token in %s must be at least 16 characters.",
                                                cfg->token_file);
+                if (r == -EPERM)
+                        return log_error_errno(r, "token-file %s may be read or written by others (or written by its "
+                                               "group): refusing it; chmod 0600 (or 0400/0440).", cfg->token_file);
                 if (r < 0)
                         return log_error_errno(r, "No bootstrap token: cannot read token-file %s: %m",
                                                strempty(cfg->token_file));
@@ -249,11 +287,26 @@ int coordinator_validate(Coordinator *c) {
                 return log_error_errno(EINVAL, "max-proxy-drains must be at most 1000 (0: never drain for a silent agent).");
         if (cfg->max_message < 4096 || cfg->max_message > 64 * 1024 * 1024)
                 return log_error_errno(EINVAL, "max-message must be within 4Ki..64Mi.");
+        if (cfg->max_connections < 1 || cfg->max_connections_per_source < 1 || cfg->max_unauthenticated < 1 ||
+            cfg->max_unauthenticated_per_source < 1)
+                return log_error_errno(EINVAL, "max-connections, max-connections-per-source, max-unauthenticated and "
+                                       "max-unauthenticated-per-source must be 1 at least.");
+        if (cfg->auth_timeout_ms < 100)
+                return log_error_errno(EINVAL, "auth-timeout must be 100ms at least.");
+        if (cfg->max_state_memory < cfg->max_message)
+                return log_error_errno(EINVAL, "max-state-memory must be at least max-message.");
         if (!isempty(cfg->cluster_name) && !isempty(cfg->agent_endpoint) &&
             link_url_check(cfg->agent_endpoint, false, NULL) < 0 && !cfg->insecure)
                 return log_error_errno(EINVAL, "agent-endpoint must be tls+tcp://HOST:PORT.");
         if (!isempty(cfg->http_listen) && strncmp(cfg->http_listen, "http://", 7) != 0)
                 return log_error_errno(EINVAL, "http-listen must be http://HOST:PORT.");
+        if (!isempty(cfg->api_listen) && strncmp(cfg->api_listen, "http://", 7) != 0)
+                return log_error_errno(EINVAL, "api-listen must be http://HOST:PORT.");
+        if (!streq_ptr(cfg->api_auth, "kubernetes") && !streq_ptr(cfg->api_auth, "none"))
+                return log_error_errno(EINVAL, "api-auth '%s': expected kubernetes or none.", strempty(cfg->api_auth));
+        if (streq_ptr(cfg->api_auth, "none") && !isempty(cfg->api_listen))
+                log_warning("api-auth=none: anyone who reaches %s reads /api/v1 (instance ids, drains, blocking pods).",
+                            cfg->api_listen);
         if (!isempty(cfg->interruption_queue) &&
             ((strncmp(cfg->interruption_queue, "https://", 8) != 0 && strncmp(cfg->interruption_queue, "http://", 7) != 0) ||
              strlen(cfg->interruption_queue) > 1024))
@@ -277,20 +330,19 @@ static void on_leading(Leader *l, bool leading, void *userdata) {
         c->leading = leading;
         provisioner_set_leading(c->provisioner, leading);
         interruption_set_active(c->interruption, leading);
+        if (leading)
+                status_writer_poke(c->status);
         (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
 }
 
-/* Leader election through a Lease, or lead alone when it is off. */
-static int coordinator_elect(Coordinator *c) {
+/* The coordinator's own Kubernetes client (the Lease, the API's TokenReviews), made once. */
+static int coordinator_kube(Coordinator *c) {
         const CoordConfig *cfg = &c->cfg;
         _cleanup_(kube_config_freep) KubeConfig *kc = NULL;
-        char identity[300];
         int r;
 
-        if (!cfg->leader_elect) {
-                on_leading(NULL, true, c);
+        if (c->kube)
                 return 0;
-        }
         if (!isempty(cfg->kube_server))
                 r = kube_config_new(cfg->kube_server, &kc);
         else if (!isempty(cfg->kubeconfig))
@@ -299,6 +351,48 @@ static int coordinator_elect(Coordinator *c) {
                 r = kube_config_in_cluster(NULL, &kc);
         if (r >= 0)
                 r = kube_client_new(c->event, kc, &c->kube);
+        return r;
+}
+
+/* health and metrics on http-listen, /api/v1 on api-listen (the same listener when equal) */
+static int coordinator_serve_http(Coordinator *c) {
+        const CoordConfig *cfg = &c->cfg;
+        bool same = !isempty(cfg->api_listen) && streq_ptr(cfg->api_listen, cfg->http_listen);
+        int r;
+
+        if (!isempty(cfg->api_listen) && streq(cfg->api_auth, "kubernetes")) {
+                r = coordinator_kube(c);
+                if (r >= 0)
+                        r = api_auth_new(c->kube, &c->api_auth);
+                if (r < 0)
+                        return log_error_errno(r, "api-auth=kubernetes needs the Kubernetes API (kube-server, kubeconfig "
+                                               "or in-cluster) for TokenReviews: %m; api-auth=none serves /api/v1 to anyone.");
+        }
+        if (!isempty(cfg->http_listen)) {
+                r = http_server_new(c, cfg->http_listen, HTTP_SERVE_HEALTH | (same ? HTTP_SERVE_API : 0), c->api_auth,
+                                    &c->http);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to serve HTTP on %s: %m", cfg->http_listen);
+        }
+        if (!isempty(cfg->api_listen) && !same) {
+                r = http_server_new(c, cfg->api_listen, HTTP_SERVE_API, c->api_auth, &c->api);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to serve the API on %s: %m", cfg->api_listen);
+        }
+        return 0;
+}
+
+/* Leader election through a Lease, or lead alone when it is off. */
+static int coordinator_elect(Coordinator *c) {
+        const CoordConfig *cfg = &c->cfg;
+        char identity[300];
+        int r;
+
+        if (!cfg->leader_elect) {
+                on_leading(NULL, true, c);
+                return 0;
+        }
+        r = coordinator_kube(c);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the Kubernetes client for leader election: %m");
         if (isempty(cfg->identity)) {
@@ -308,8 +402,12 @@ static int coordinator_elect(Coordinator *c) {
         } else
                 snprintf(identity, sizeof identity, "%s", cfg->identity);
         LeaderConfig lc = { .namespace = cfg->lease_namespace, .name = cfg->lease_name, .identity = identity,
-                            .lease_usec = cfg->lease_duration_ms * USEC_PER_MSEC };
+                            .lease_usec = cfg->lease_duration_ms * USEC_PER_MSEC,
+                            .renew_deadline_usec = cfg->lease_renew_deadline_ms * USEC_PER_MSEC,
+                            .retry_usec = cfg->lease_retry_ms * USEC_PER_MSEC };
         r = leader_new(c->event, c->kube, &lc, on_leading, c, &c->leader);
+        if (r == -EINVAL)
+                return log_error_errno(r, "Failed to set up leader election: --lease-retry-period < --lease-renew-deadline < --lease-duration does not hold.");
         if (r < 0)
                 return log_error_errno(r, "Failed to set up leader election: %m");
         log_info("Leader election: Lease %s/%s as %s.", cfg->lease_namespace, cfg->lease_name, identity);
@@ -330,15 +428,28 @@ int coordinator_start(Coordinator *c) {
         r = registry_init(&c->registry, c->cfg.max_nodes);
         if (r < 0)
                 return log_oom();
+        c->registry.max_state_memory = c->cfg.max_state_memory;
         c->scratch = pb_arena_new(64 * 1024);
         if (!c->scratch)
                 return log_oom();
 
         LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };
-        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message,
+        uint64_t idle_ms = c->cfg.idle_timeout_ms ?: MAX(60 * 1000, 6 * c->cfg.report_interval_ms);
+        LinkLimits limits = {
+                .max_pipes = c->cfg.max_connections,
+                .max_pipes_per_source = c->cfg.max_connections_per_source,
+                .max_unauthenticated = c->cfg.max_unauthenticated,
+                .max_unauthenticated_per_source = c->cfg.max_unauthenticated_per_source,
+                .auth_timeout_usec = c->cfg.auth_timeout_ms * USEC_PER_MSEC,
+                .idle_timeout_usec = idle_ms * USEC_PER_MSEC,
+        };
+        r = link_server_new(c->event, c->cfg.listen, &tls, c->cfg.max_message, &limits,
                             coordinator_handle_report, c, &c->link);
         if (r < 0)
-                return log_error_errno(r, "Failed to listen on %s: %m", c->cfg.listen);
+                return log_error_errno(r, r == -EPERM ? "Failed to listen on %s: tls-key %s may be read or written by "
+                                                        "others (or written by its group); chmod 0600 (or 0400/0440)."
+                                                      : "Failed to listen on %s: %m (tls-key %s)",
+                                       c->cfg.listen, strempty(c->cfg.tls_key));
         if (c->cfg.fast_answers) {
                 /* an agent silent long enough to be taken for dead goes through the loop */
                 uint64_t fresh_ms = MIN(c->cfg.stale_after_ms, c->cfg.report_interval_ms * c->cfg.agent_silent_intervals);
@@ -354,11 +465,9 @@ int coordinator_start(Coordinator *c) {
                 link_server_set_fast(c->link, coordinator_fast_answer);
         }
 
-        if (!isempty(c->cfg.http_listen)) {
-                r = http_server_new(c, c->cfg.http_listen, &c->http);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to serve HTTP on %s: %m", c->cfg.http_listen);
-        }
+        r = coordinator_serve_http(c);
+        if (r < 0)
+                return r;
 
         r = daemon_add_signals(c->event, on_signal, c);
         if (r < 0)
@@ -377,6 +486,9 @@ int coordinator_start(Coordinator *c) {
                 r = provisioner_new(c, &c->provisioner);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up provisioning: %m");
+                r = status_writer_new(c, &c->status);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up status writing: %m");
                 r = coordinator_elect(c);
                 if (r < 0)
                         return r;

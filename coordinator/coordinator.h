@@ -8,8 +8,9 @@
 #include "config.h"
 #include "link.h"
 #include "kube.h"
-#include "policy.h"
-#include "registry.h"
+#include "agents/policy.h"
+#include "agents/registry.h"
+#include "http/promtext.h"
 
 #define COORDINATOR_VERSION "0.1.0"
 
@@ -21,11 +22,20 @@ typedef struct CoordConfig {
         char *token;
         char *token_file;
         char *http_listen;
+        char *api_listen;
+        char *api_auth;
         uint64_t report_interval_ms;   /* asked of agents */
         uint64_t max_nodes;
         uint64_t max_pods_per_node;
         uint64_t max_notices_per_node;
         uint64_t max_message;
+        uint64_t max_connections;
+        uint64_t max_connections_per_source;
+        uint64_t max_unauthenticated;
+        uint64_t max_unauthenticated_per_source;
+        uint64_t auth_timeout_ms;
+        uint64_t idle_timeout_ms;
+        uint64_t max_state_memory;
         uint64_t stale_after_ms;
         bool fast_answers;
         char *drain_on;
@@ -36,6 +46,8 @@ typedef struct CoordConfig {
         char *region;
         char *ec2_endpoint;
         char *ssm_endpoint;
+        char *iam_endpoint;
+        uint64_t image_refresh_ms;
         char *interruption_queue;
         char *sqs_endpoint;
         char *catalog;
@@ -43,6 +55,7 @@ typedef struct CoordConfig {
         uint64_t catalog_refresh_ms;
         uint64_t batch_idle_ms;
         uint64_t batch_max_ms;
+        uint64_t solver_budget_ms;       /* 0: the solver runs to the end */
         uint64_t registration_timeout_ms;
         uint64_t termination_grace_ms;
         uint64_t agent_silent_intervals; /* report intervals: then a leaving node is drained for its agent */
@@ -62,6 +75,7 @@ typedef struct CoordConfig {
         char *lease_namespace;
         char *lease_name;
         uint64_t lease_duration_ms;
+        uint64_t lease_renew_deadline_ms, lease_retry_ms;
         char *identity;
         char *log_level;
         /* attestation (attest.h) */
@@ -80,6 +94,7 @@ typedef enum ReportResult {
         REPORT_VERSION_MISMATCH,
         REPORT_OVERLOADED,
         REPORT_PENDING,                /* attestation waits for EC2: the agent sends again */
+        REPORT_NODE_MISMATCH,          /* names a Node that is not its instance's (nodebind.h) */
         _REPORT_RESULT_MAX,
 } ReportResult;
 
@@ -93,15 +108,20 @@ typedef struct Metrics {
         uint64_t nodes_registered_total;
         uint64_t http_requests_total;
         uint64_t http_rejected_total;
+        Histogram round_seconds;          /* observe.c renders these */
+        Histogram solver_seconds;
+        Histogram registration_seconds;
 } Metrics;
 
 typedef struct HttpServer HttpServer;
+typedef struct ApiAuth ApiAuth;
 typedef struct Attestor Attestor;
 typedef struct Provisioner Provisioner;
 typedef struct Leader Leader;
 typedef struct ProxyDrains ProxyDrains;
 typedef struct Interruption Interruption;
 typedef struct FastPath FastPath;
+typedef struct StatusWriter StatusWriter;
 
 typedef struct Coordinator {
         sd_event *event;
@@ -113,18 +133,21 @@ typedef struct Coordinator {
         KubeClient *kube;              /* for the Lease */
         Leader *leader;
         Provisioner *provisioner;
+        StatusWriter *status;          /* NodePool and EC2NodeClass status, with the provisioner */
         ProxyDrains *proxy_drains;     /* drains for silent agents; set up with the provisioner */
         Interruption *interruption;    /* the interruption queue, when configured */
         bool leading;
         LinkServer *link;
         FastPath *fast;                /* unchanged reports answered in NNG's threads; NULL: off */
         sd_event_source *fast_timer;   /* takes back what they saw */
-        HttpServer *http;
+        HttpServer *http;              /* http-listen: health and metrics (and /api/v1 when api-listen is the same) */
+        HttpServer *api;               /* api-listen, when it is another address */
+        ApiAuth *api_auth;             /* api-auth=kubernetes */
         Attestor *attest;              /* NULL when attestation is off */
         Metrics metrics;
         uint64_t start_usec;
-        uint64_t auth_log_usec;        /* rate limit for refusal logs */
-        uint64_t auth_suppressed;
+        uint64_t auth_log_usec[_REPORT_RESULT_MAX];   /* rate limit for refusal logs, per result */
+        uint64_t auth_suppressed[_REPORT_RESULT_MAX];
 } Coordinator;
 
 int coordinator_new(Coordinator **ret);
@@ -153,10 +176,15 @@ void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool 
 void coordinator_apply_notices(Coordinator *c, NodeEntry *e);
 
 /* httpd.c: /metrics, /healthz, /readyz, /api/v1/nodes served from the loop. */
-int http_server_new(Coordinator *c, const char *url, HttpServer **ret);
+/* What one HTTP listener serves: health and metrics (open), and/or /api/v1 (authenticated through
+ * auth unless NULL: apiauth.h). */
+#define HTTP_SERVE_HEALTH 1u
+#define HTTP_SERVE_API 2u
+int http_server_new(Coordinator *c, const char *url, unsigned roles, ApiAuth *auth, HttpServer **ret);
 HttpServer *http_server_free(HttpServer *h);
 
 /* api.c: what the HTTP endpoints answer. */
+const char *capacity_type_name(Nodesmith__V1__CapacityType t); /* "spot", "on-demand" or "" */
 int metrics_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_nodes_render(Coordinator *c, char **ret, size_t *ret_len);
 int api_provisioning_render(Coordinator *c, char **ret, size_t *ret_len);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
 #include <time.h>
 
 #include "leader.h"
@@ -15,12 +16,21 @@ struct Leader {
         uint64_t lease_usec;
         leader_change_t cb;
         void *userdata;
-        sd_event_source *timer;
+        uint64_t renew_deadline_usec; /* a leader that has not renewed for this long steps down */
+        uint64_t retry_usec;          /* how often a candidate looks, and a failed renewal retries */
+        sd_event_source *timer;       /* the next read (or renewal) */
+        sd_event_source *deadline;    /* the leader's renew deadline */
         bool leading;
-        bool busy;                 /* a request is in flight */
-        uint64_t last_renew_usec;  /* CLOCK_MONOTONIC of our last successful renewal */
+        KubeCall *call;               /* the request in flight, or NULL */
+        uint64_t call_sent_usec;      /* CLOCK_MONOTONIC when it was sent */
+        uint64_t last_renew_usec;     /* CLOCK_MONOTONIC when our last successful write was sent */
         char *holder;
         uint64_t transitions;
+        /* What a candidate last saw of someone else's Lease, and when (client-go's observedTime):
+         * the Lease expires lease_usec after it was first seen unchanged, by our own clock, so a
+         * skewed clock elsewhere cannot make it look expired early. */
+        char *observed_record;
+        uint64_t observed_usec;
 };
 
 static uint64_t now_mono(Leader *l) {
@@ -39,33 +49,12 @@ static void micro_time(char *buf, size_t size) {
         snprintf(buf + n, size - n, ".%06ldZ", ts.tv_nsec / 1000);
 }
 
-static int64_t parse_micro_time(const char *s) {
-        struct tm tm = {};
-        const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
-        if (!p)
-                return -1;
-        int64_t us = 0;
-        if (*p == '.') {
-                int digits = 0;
-                for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-                        if (digits < 6)
-                                us = us * 10 + (*p - '0');
-                for (; digits < 6; digits++)
-                        us *= 10;
-        }
-        return (int64_t) timegm(&tm) * 1000000 + us;
-}
-
-static int64_t now_real_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void set_leading(Leader *l, bool leading) {
         if (l->leading == leading)
                 return;
         l->leading = leading;
+        if (!leading)
+                (void) sd_event_source_set_enabled(l->deadline, SD_EVENT_OFF);
         if (leading)
                 log_notice("Leading: holding Lease %s/%s as %s.", l->namespace, l->name, l->identity);
         else
@@ -114,17 +103,63 @@ static cJSON *lease_body(Leader *l, const cJSON *old, bool takeover) {
         return o;
 }
 
+static void on_read(KubeResponse *resp, void *userdata);
+static void on_written(KubeResponse *resp, void *userdata);
+
+/* Sends one request (get, or the write `body` when not NULL) with its deadline: a call still
+ * unanswered after renew_deadline_usec is cancelled, so a slow API server can never hold the
+ * election past the point where another replica may take the Lease. */
+static int send_call(Leader *l, int (*write)(KubeClient *, const char *, const cJSON *, kube_done_t, void *, KubeCall **),
+                     const char *path, const cJSON *body) {
+        int r = write ? write(l->kube, path, body, on_written, l, &l->call)
+                      : kube_get(l->kube, path, on_read, l, &l->call);
+        if (r < 0) {
+                l->call = NULL;
+                return r;
+        }
+        l->call_sent_usec = now_mono(l);
+        schedule(l, l->renew_deadline_usec);
+        return 0;
+}
+
+/* A leader steps down once renew_deadline_usec has passed since its last successful renewal was
+ * sent, whatever is still in flight: client-go's RenewDeadline. Another replica can take the
+ * Lease only lease_usec after it saw that renewal, and lease_usec > renew_deadline_usec. */
+static bool past_deadline(Leader *l) {
+        return l->leading && now_mono(l) - l->last_renew_usec >= l->renew_deadline_usec;
+}
+
+static void step_down_if_late(Leader *l) {
+        if (!past_deadline(l))
+                return;
+        log_warning("Lease %s/%s not renewed within %" PRIu64 " ms; stepping down.", l->namespace, l->name,
+                    l->renew_deadline_usec / USEC_PER_MSEC);
+        set_leading(l, false);
+}
+
 static void on_written(KubeResponse *resp, void *userdata) {
         Leader *l = userdata;
-        l->busy = false;
+        uint64_t sent = l->call_sent_usec;
+        l->call = NULL;
         if (resp->error == 0) {
                 const cJSON *spec = cJSON_GetObjectItem(resp->object, "spec");
                 const cJSON *t = cJSON_GetObjectItem(spec, "leaseTransitions");
                 l->transitions = cJSON_IsNumber(t) ? (uint64_t) t->valuedouble : l->transitions;
                 (void) free_and_strdup(&l->holder, l->identity);
-                l->last_renew_usec = now_mono(l);
-                set_leading(l, true);
-                schedule(l, l->lease_usec / 3);
+                free(l->observed_record);
+                l->observed_record = NULL;
+                /* counted from when the write was sent: the API server stored it after that */
+                l->last_renew_usec = sent;
+                bool fresh = now_mono(l) - sent < l->renew_deadline_usec;
+                if (!fresh)
+                        log_warning("Lease %s/%s renewed, but the answer came after the renew deadline.",
+                                    l->namespace, l->name);
+                set_leading(l, fresh);
+                if (fresh) {
+                        (void) sd_event_source_set_time(l->deadline, sent + l->renew_deadline_usec);
+                        (void) sd_event_source_set_enabled(l->deadline, SD_EVENT_ONESHOT);
+                }
+                schedule(l, l->retry_usec);
                 return;
         }
         /* 409: someone else wrote first; re-read at once */
@@ -135,9 +170,8 @@ static void on_written(KubeResponse *resp, void *userdata) {
         }
         log_warning("Cannot write Lease %s/%s: %s", l->namespace, l->name,
                     resp->has_status ? resp->status.message : strerror(-resp->error));
-        if (l->leading && now_mono(l) - l->last_renew_usec >= l->lease_usec)
-                set_leading(l, false);
-        schedule(l, l->lease_usec / 6);
+        step_down_if_late(l);
+        schedule(l, l->retry_usec);
 }
 
 static void on_read(KubeResponse *resp, void *userdata) {
@@ -145,70 +179,82 @@ static void on_read(KubeResponse *resp, void *userdata) {
         cJSON *o = NULL;
         int r;
 
-        l->busy = false;
+        l->call = NULL;
         if (resp->error == -ENOENT) {
                 o = lease_body(l, NULL, true);
-                if (o)
-                        r = kube_create(l->kube, l->collection, o, on_written, l, NULL);
-                else
-                        r = -ENOMEM;
+                r = o ? send_call(l, kube_create, l->collection, o) : -ENOMEM;
                 cJSON_Delete(o);
-                if (r >= 0)
-                        l->busy = true;
-                else
-                        schedule(l, l->lease_usec / 6);
+                if (r < 0)
+                        schedule(l, l->retry_usec);
                 return;
         }
         if (resp->error < 0) {
                 log_warning("Cannot read Lease %s/%s: %s", l->namespace, l->name,
                             resp->has_status ? resp->status.message : strerror(-resp->error));
-                if (l->leading && now_mono(l) - l->last_renew_usec >= l->lease_usec)
-                        set_leading(l, false);
-                schedule(l, l->lease_usec / 6);
+                step_down_if_late(l);
+                schedule(l, l->retry_usec);
                 return;
         }
 
+        const cJSON *md = cJSON_GetObjectItem(resp->object, "metadata");
         const cJSON *spec = cJSON_GetObjectItem(resp->object, "spec");
         const cJSON *h = cJSON_GetObjectItem(spec, "holderIdentity");
         const cJSON *rt = cJSON_GetObjectItem(spec, "renewTime");
+        const cJSON *rv = cJSON_GetObjectItem(md, "resourceVersion");
         const cJSON *d = cJSON_GetObjectItem(spec, "leaseDurationSeconds");
         const char *holder = cJSON_IsString(h) ? h->valuestring : NULL;
-        int64_t renew = cJSON_IsString(rt) ? parse_micro_time(rt->valuestring) : -1;
-        int64_t duration = cJSON_IsNumber(d) ? (int64_t) d->valuedouble * 1000000 : (int64_t) l->lease_usec;
+        uint64_t duration = cJSON_IsNumber(d) && d->valuedouble > 0 ? (uint64_t) d->valuedouble * USEC_PER_SEC
+                                                                     : l->lease_usec;
         (void) free_and_strdup(&l->holder, holder);
 
         bool ours = streq_ptr(holder, l->identity);
-        bool expired = isempty(holder) || renew < 0 || now_real_usec() > renew + duration;
+        bool expired = isempty(holder);
+        if (!ours && !expired) {
+                /* the record as seen: holder, renewTime and resourceVersion; a change restarts
+                 * the clock */
+                char rec[512];
+                snprintf(rec, sizeof rec, "%s|%s|%s", holder, cJSON_IsString(rt) ? rt->valuestring : "",
+                         cJSON_IsString(rv) ? rv->valuestring : "");
+                if (!streq_ptr(rec, l->observed_record)) {
+                        (void) free_and_strdup(&l->observed_record, rec);
+                        l->observed_usec = now_mono(l);
+                }
+                expired = now_mono(l) - l->observed_usec >= duration;
+        }
         if (!ours && !expired) {
                 if (l->leading)
                         set_leading(l, false);
-                schedule(l, l->lease_usec / 3);
+                schedule(l, l->retry_usec);
                 return;
         }
         o = lease_body(l, resp->object, !ours);
-        if (!o) {
-                schedule(l, l->lease_usec / 6);
-                return;
-        }
-        r = kube_replace(l->kube, l->path, o, on_written, l, NULL);
+        r = o ? send_call(l, kube_replace, l->path, o) : -ENOMEM;
         cJSON_Delete(o);
-        if (r >= 0)
-                l->busy = true;
-        else
-                schedule(l, l->lease_usec / 6);
+        if (r < 0)
+                schedule(l, l->retry_usec);
 }
 
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Leader *l = userdata;
-        if (l->busy)
-                return 0;
-        /* a leader that has not renewed for a whole lease is no longer one */
-        if (l->leading && now_mono(l) - l->last_renew_usec >= l->lease_usec)
-                set_leading(l, false);
-        if (kube_get(l->kube, l->path, on_read, l, NULL) >= 0)
-                l->busy = true;
-        else
-                schedule(l, l->lease_usec / 6);
+        if (l->call) {
+                /* the request outlived its deadline: give it up, and try again */
+                if (now_mono(l) - l->call_sent_usec < l->renew_deadline_usec) {
+                        schedule(l, l->call_sent_usec + l->renew_deadline_usec - now_mono(l));
+                        return 0;
+                }
+                log_warning("Lease %s/%s: no answer from the API server within %" PRIu64 " ms; giving the request up.",
+                            l->namespace, l->name, l->renew_deadline_usec / USEC_PER_MSEC);
+                kube_call_cancel(l->call);
+                l->call = NULL;
+        }
+        step_down_if_late(l);
+        if (send_call(l, NULL, l->path, NULL) < 0)
+                schedule(l, l->retry_usec);
+        return 0;
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        step_down_if_late(userdata);
         return 0;
 }
 
@@ -223,6 +269,14 @@ int leader_new(sd_event *e, KubeClient *kube, const LeaderConfig *cfg, leader_ch
         l->cb = cb;
         l->userdata = userdata;
         l->lease_usec = cfg->lease_usec ? cfg->lease_usec : 15 * USEC_PER_SEC;
+        /* client-go's defaults are 15 s / 10 s / 2 s: the same proportions */
+        l->renew_deadline_usec = cfg->renew_deadline_usec ? cfg->renew_deadline_usec : l->lease_usec * 2 / 3;
+        l->retry_usec = cfg->retry_usec ? cfg->retry_usec : l->lease_usec * 2 / 15;
+        if (l->renew_deadline_usec >= l->lease_usec || l->retry_usec >= l->renew_deadline_usec) {
+                free(l);
+                sd_event_unref(e);
+                return -EINVAL;
+        }
         l->namespace = strdup(cfg->namespace);
         l->name = strdup(cfg->name);
         l->identity = strdup(cfg->identity);
@@ -235,6 +289,10 @@ int leader_new(sd_event *e, KubeClient *kube, const LeaderConfig *cfg, leader_ch
                 r = kube_path("coordination.k8s.io/v1", l->namespace, "leases", NULL, NULL, &l->collection);
         if (r >= 0)
                 r = sd_event_add_time(e, &l->timer, CLOCK_MONOTONIC, 0, 1, on_timer, l);
+        if (r >= 0)
+                r = sd_event_add_time(e, &l->deadline, CLOCK_MONOTONIC, UINT64_MAX, 1, on_deadline, l);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(l->deadline, SD_EVENT_OFF);
         if (r < 0) {
                 leader_free(l);
                 return r;
@@ -246,9 +304,10 @@ int leader_new(sd_event *e, KubeClient *kube, const LeaderConfig *cfg, leader_ch
 Leader *leader_free(Leader *l) {
         if (!l)
                 return NULL;
-        if (l->kube)
-                kube_client_cancel(l->kube, l);
+        if (l->call)
+                kube_call_cancel(l->call);
         sd_event_source_disable_unref(l->timer);
+        sd_event_source_disable_unref(l->deadline);
         sd_event_unref(l->event);
         free(l->namespace);
         free(l->name);
@@ -256,12 +315,26 @@ Leader *leader_free(Leader *l) {
         free(l->path);
         free(l->collection);
         free(l->holder);
+        free(l->observed_record);
         free(l);
         return NULL;
 }
 
 bool leader_is_leading(const Leader *l) {
-        return l && l->leading;
+        if (!l || !l->leading)
+                return false;
+        /* the loop may not have run the deadline timer yet: the clock decides */
+        uint64_t t = 0;
+        (void) sd_event_now(l->event, CLOCK_MONOTONIC, &t);
+        return t - l->last_renew_usec < l->renew_deadline_usec;
+}
+
+const char *leader_identity(const Leader *l) {
+        return l ? l->identity : NULL;
+}
+
+uint64_t leader_renew_deadline_usec(const Leader *l) {
+        return l ? l->renew_deadline_usec : 0;
 }
 
 const char *leader_holder(const Leader *l) {

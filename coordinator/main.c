@@ -20,9 +20,10 @@ int main(int argc, char **argv) {
 
         ConfigSource src = { .default_file = "/etc/nodesmith/coordinator.conf",
                              .env_prefix = "NODESMITH_COORDINATOR" };
-        r = config_load(coord_options, coord_options_count, &c->cfg, &src, argc, argv, &action);
+        ConfigError cfg_error = {};
+        r = config_load(coord_options, coord_options_count, &c->cfg, &src, argc, argv, &action, &cfg_error);
         if (r < 0)
-                return 2;
+                return log_error_errno(r, "%s", cfg_error.message), 2;
         if (action == CONFIG_HELP) {
                 config_help(coord_options, coord_options_count, "nodesmith-coordinator",
                             "Collects agent reports, decides what to launch and what to remove.",

@@ -182,6 +182,17 @@ def type_entry(t, zones, od, spot, spot_is_estimate):
     neuron = (t.get("NeuronInfo") or {}).get("NeuronDevices") or []
     if neuron:
         e["neuron_count"] = sum(x.get("Count", 0) for x in neuron)
+    clock = (t.get("ProcessorInfo") or {}).get("SustainedClockSpeedInGhz")
+    if clock:
+        e["sustained_clock_mhz"] = int(round(clock * 1000))
+    ebs = ((t.get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}).get("BaselineBandwidthInMbps")
+    if ebs:
+        e["ebs_bandwidth_mbps"] = ebs
+    acc = (t.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or []
+    if acc:
+        e["accelerator_name"] = acc[0].get("Name", "").lower()
+        e["accelerator_manufacturer"] = acc[0].get("Manufacturer", "").lower()
+        e["accelerator_count"] = sum(x.get("Count", 0) for x in acc)
     storage = t.get("InstanceStorageInfo") or {}
     if storage.get("NvmeSupport") in ("required", "supported") and storage.get("TotalSizeInGB"):
         e["local_nvme_gib"] = storage["TotalSizeInGB"]

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "config.h"
-#include "log.h"
 #include "macro.h"
 #include "quantity.h"
 
@@ -116,12 +116,26 @@ static char *strip(char *s) {
         return s;
 }
 
-static int load_file(const Option *opts, size_t n, void *cfg, const char *path, bool must_exist) {
+/* Says why in err (when given) and returns -error: the daemon logs it, lib/ does not. */
+_printf_(3, 4) static int config_fail(ConfigError *err, int error, const char *fmt, ...) {
+        int saved = errno;
+        if (err) {
+                va_list ap;
+                va_start(ap, fmt);
+                (void) vsnprintf(err->message, sizeof err->message, fmt, ap);
+                va_end(ap);
+        }
+        errno = saved;
+        return -abs(error);
+}
+
+static int load_file(const Option *opts, size_t n, void *cfg, const char *path, bool must_exist,
+                     ConfigError *err) {
         _cleanup_(fclosep_) FILE *f = fopen(path, "re");
         if (!f) {
                 if (errno == ENOENT && !must_exist)
                         return 0;
-                return log_error_errno(errno, "Failed to open config file %s: %m", path);
+                return config_fail(err, errno, "Failed to open config file %s: %s", path, strerror(errno));
         }
         char line[CONFIG_LINE_MAX];
         unsigned lineno = 0;
@@ -130,27 +144,27 @@ static int load_file(const Option *opts, size_t n, void *cfg, const char *path, 
                 lineno++;
                 total += strlen(line);
                 if (total > CONFIG_FILE_MAX)
-                        return log_error_errno(EFBIG, "%s: file larger than %d bytes.", path,
+                        return config_fail(err, EFBIG, "%s: file larger than %d bytes.", path,
                                                CONFIG_FILE_MAX);
                 if (!strchr(line, '\n') && !feof(f))
-                        return log_error_errno(EINVAL, "%s:%u: line too long.", path, lineno);
+                        return config_fail(err, EINVAL, "%s:%u: line too long.", path, lineno);
                 char *s = strip(line);
                 if (*s == 0 || *s == '#' || *s == ';')
                         continue;
                 char *eq = strchr(s, '=');
                 if (!eq)
-                        return log_error_errno(EINVAL, "%s:%u: expected 'key = value'.", path, lineno);
+                        return config_fail(err, EINVAL, "%s:%u: expected 'key = value'.", path, lineno);
                 *eq = 0;
                 char *key = strip(s), *value = strip(eq + 1);
                 int r = config_set(opts, n, cfg, key, value);
                 if (r == -ENOENT)
-                        return log_error_errno(EINVAL, "%s:%u: unknown setting '%s'.", path, lineno, key);
+                        return config_fail(err, EINVAL, "%s:%u: unknown setting '%s'.", path, lineno, key);
                 if (r < 0)
-                        return log_error_errno(r, "%s:%u: invalid value '%s' for '%s'.", path, lineno,
+                        return config_fail(err, r, "%s:%u: invalid value '%s' for '%s'.", path, lineno,
                                                value, key);
         }
         if (ferror(f))
-                return log_error_errno(EIO, "Failed to read %s.", path);
+                return config_fail(err, EIO, "Failed to read %s.", path);
         return 0;
 }
 
@@ -161,7 +175,7 @@ static void env_name(const char *prefix, const char *key, char *buf, size_t size
 }
 
 int config_load(const Option *opts, size_t n, void *cfg, const ConfigSource *src, int argc,
-                char **argv, ConfigAction *ret_action) {
+                char **argv, ConfigAction *ret_action, ConfigError *err) {
         ConfigAction action = CONFIG_RUN;
         const char *file = NULL;
         int r;
@@ -170,14 +184,14 @@ int config_load(const Option *opts, size_t n, void *cfg, const ConfigSource *src
                 if (opts[i].def) {
                         r = option_apply(&opts[i], cfg, opts[i].def);
                         if (r < 0)
-                                return log_error_errno(r, "Bad built-in default for %s.", opts[i].name);
+                                return config_fail(err, r, "Bad built-in default for %s.", opts[i].name);
                 }
 
         /* First pass: --config, --help, --version, --check-config, --once. */
         for (int i = 1; i < argc; i++) {
                 if (streq(argv[i], "--config") || streq(argv[i], "-c")) {
                         if (i + 1 >= argc)
-                                return log_error_errno(EINVAL, "--config needs a file.");
+                                return config_fail(err, EINVAL, "--config needs a file.");
                         file = argv[++i];
                 } else if (strncmp(argv[i], "--config=", 9) == 0)
                         file = argv[i] + 9;
@@ -192,9 +206,9 @@ int config_load(const Option *opts, size_t n, void *cfg, const ConfigSource *src
         }
 
         if (file)
-                r = load_file(opts, n, cfg, file, true);
+                r = load_file(opts, n, cfg, file, true, err);
         else if (src->default_file)
-                r = load_file(opts, n, cfg, src->default_file, false);
+                r = load_file(opts, n, cfg, src->default_file, false, err);
         else
                 r = 0;
         if (r < 0)
@@ -209,7 +223,7 @@ int config_load(const Option *opts, size_t n, void *cfg, const ConfigSource *src
                                 continue;
                         r = option_apply(&opts[i], cfg, v);
                         if (r < 0)
-                                return log_error_errno(r, "Invalid value '%s' in $%s.", v, name);
+                                return config_fail(err, r, "Invalid value '%s' in $%s.", v, name);
                 }
 
         for (int i = 1; i < argc; i++) {
@@ -229,19 +243,19 @@ int config_load(const Option *opts, size_t n, void *cfg, const ConfigSource *src
                         continue;
                 }
                 if (strncmp(a, "--", 2) != 0)
-                        return log_error_errno(EINVAL, "Unexpected argument '%s'.", a);
+                        return config_fail(err, EINVAL, "Unexpected argument '%s'.", a);
 
                 char key[128];
                 const char *value = NULL;
                 const char *eq = strchr(a + 2, '=');
                 size_t kl = eq ? (size_t) (eq - a - 2) : strlen(a + 2);
                 if (kl == 0 || kl >= sizeof key)
-                        return log_error_errno(EINVAL, "Bad option '%s'.", a);
+                        return config_fail(err, EINVAL, "Bad option '%s'.", a);
                 memcpy(key, a + 2, kl);
                 key[kl] = 0;
                 const Option *o = find_option(opts, n, key);
                 if (!o)
-                        return log_error_errno(EINVAL, "Unknown option '--%s'. See --help.", key);
+                        return config_fail(err, EINVAL, "Unknown option '--%s'. See --help.", key);
                 if (eq)
                         value = eq + 1;
                 else if (o->type == OPTION_BOOL) {
@@ -255,10 +269,10 @@ int config_load(const Option *opts, size_t n, void *cfg, const ConfigSource *src
                 else if (i + 1 < argc)
                         value = argv[++i];
                 else
-                        return log_error_errno(EINVAL, "Option '--%s' needs a value.", key);
+                        return config_fail(err, EINVAL, "Option '--%s' needs a value.", key);
                 r = option_apply(o, cfg, value);
                 if (r < 0)
-                        return log_error_errno(r, "Invalid value '%s' for --%s.", value, key);
+                        return config_fail(err, r, "Invalid value '%s' for --%s.", value, key);
         }
 
         *ret_action = action;

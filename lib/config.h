@@ -40,10 +40,15 @@ typedef struct ConfigSource {
         bool allow_once;
 } ConfigSource;
 
-/* Set every option to its default, then apply the file, the environment and argv. Errors name
- * the source (file:line, variable, flag). */
+/* Why config_load failed, naming the source (file:line, variable, flag). */
+typedef struct ConfigError {
+        char message[512];
+} ConfigError;
+
+/* Set every option to its default, then apply the file, the environment and argv. On failure
+ * returns -errno and says why in *ret_error (when not NULL); nothing is logged. */
 int config_load(const Option *opts, size_t n_opts, void *cfg, const ConfigSource *src, int argc,
-                char **argv, ConfigAction *ret_action);
+                char **argv, ConfigAction *ret_action, ConfigError *ret_error);
 
 /* Apply one "key = value" setting; used by config_load and by tests. */
 int config_set(const Option *opts, size_t n_opts, void *cfg, const char *key, const char *value);

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "macro.h"
 
-int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
+static int read_stream_bounded(FILE *f, size_t max, char **ret, size_t *ret_len) {
         _cleanup_free_ char *buf = malloc(max + 1);
         if (!buf)
                 return -ENOMEM;
@@ -23,6 +23,34 @@ int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_len)
         if (ret_len)
                 *ret_len = n;
         return 0;
+}
+
+int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        return read_stream_bounded(f, max, ret, ret_len);
+}
+
+int read_secret_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+        struct stat st;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        int r = fstat(fd, &st) < 0                         ? -errno
+                : !S_ISREG(st.st_mode)                     ? -EBADF
+                : (st.st_mode & (S_IWGRP | S_IRWXO)) != 0 ? -EPERM
+                                                           : 0;
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        _cleanup_fclose_ FILE *f = fdopen(fd, "re");
+        if (!f) {
+                close(fd);
+                return -errno;
+        }
+        return read_stream_bounded(f, max, ret, ret_len);
 }
 
 int read_file_trimmed(const char *path, size_t max, char **ret) {

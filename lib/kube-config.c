@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base64.h"
 #include "fileio.h"
 #include "kube-internal.h"
 #include "log.h"
@@ -147,9 +148,9 @@ static int set_path(char **dst, const char *base_dir, const char *p) {
 static int set_data(char **dst, size_t *dst_len, const char *b64) {
         if (!b64)
                 return 0;
-        char *d;
+        void *d;
         size_t n;
-        int r = kube_base64_decode(b64, &d, &n);
+        int r = base64_decode(b64, strlen(b64), 0, &d, &n);
         if (r < 0)
                 return r;
         if (n == 0) {

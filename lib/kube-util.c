@@ -2,14 +2,15 @@
 /* The Kubernetes client's pure pieces: paths, queries, selectors, Status, Retry-After, backoff,
  * line framing of watch streams, finalizer patches, base64. */
 #include <ctype.h>
-#include <mbedtls/base64.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "http.h"
 #include "kube.h"
 #include "strbuf.h"
+#include "timestamp.h"
 
 /* ---- paths and queries ------------------------------------------------------------------- */
 
@@ -251,16 +252,10 @@ int kube_parse_retry_after(const char *v, int64_t now_sec, uint64_t *ret_usec) {
                                                                       : s * USEC_PER_SEC;
         } else {
                 /* an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, the form servers send) */
-                struct tm tm = { 0 };
-                const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-                if (!end)
+                int64_t when;
+                if (timestamp_parse_http_date(v, &when) < 0)
                         return -EINVAL;
-                while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')
-                        end++;
-                time_t t = *end ? (time_t) -1 : timegm(&tm);
-                if (t == (time_t) -1)
-                        return -EINVAL;
-                int64_t d = (int64_t) t - now_sec;
+                int64_t d = when / (int64_t) USEC_PER_SEC - now_sec;
                 usec = d <= 0 ? 0 : (uint64_t) d > KUBE_MAX_RETRY_AFTER_USEC / USEC_PER_SEC
                                             ? KUBE_MAX_RETRY_AFTER_USEC
                                             : (uint64_t) d * USEC_PER_SEC;
@@ -298,15 +293,11 @@ int kube_lines_feed(KubeLines *l, const char *data, size_t len) {
         }
         if (len > l->max_buffered || l->len - l->start + len > l->max_buffered)
                 return -ENOBUFS;
-        if (l->len + len + 1 > l->size) {
-                size_t n = MAX(l->size * 2, l->len + len + 1);
-                n = MAX(n, (size_t) 4096);
-                char *d = realloc(l->data, n);
-                if (!d)
-                        return -ENOMEM;
-                l->data = d;
-                l->size = n;
-        }
+        /* what is buffered stays within max_buffered past start (checked above) */
+        int r = GROW(l->data, l->size, MAX(l->len + len + 1, (size_t) 4096),
+                     MAX(l->start + l->max_buffered + 1, (size_t) 4096));
+        if (r < 0)
+                return r;
         memcpy(l->data + l->len, data, len);
         size_t old = l->len;
         l->len += len;
@@ -405,28 +396,6 @@ int kube_finalizer_remove_patch(const cJSON *obj, const char *finalizer, char **
         if (!s)
                 return -ENOMEM;
         *ret = s;
-        return 0;
-}
-
-int kube_base64_decode(const char *s, char **ret, size_t *ret_len) {
-        size_t n = strlen(s), m = 0, len = 0;
-
-        if (n > INT32_MAX / 2)
-                return -E2BIG;
-        /* white space and line breaks anywhere are skipped, as kubectl does; mbedTLS (NNG's TLS,
-         * in every nodesmith binary) takes them only at line ends */
-        _cleanup_free_ char *in = malloc(n + 1);
-        _cleanup_free_ unsigned char *out = malloc(n / 4 * 3 + 4);
-        if (!in || !out)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-                if (!strchr(" \t\r\n", s[i]))
-                        in[m++] = s[i];
-        if (mbedtls_base64_decode(out, n / 4 * 3 + 3, &len, (const unsigned char *) in, m) != 0)
-                return -EBADMSG;
-        out[len] = 0;
-        *ret = (char *) TAKE_PTR(out);
-        *ret_len = len;
         return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "grow.h"
 #include "kube-internal.h"
 #include "log.h"
 #include "strbuf.h"
@@ -67,7 +68,7 @@ struct KubeClient {
         size_t n_calls;
         uint64_t rnd;
         KubeWatch **watches;
-        size_t n_watches;
+        size_t n_watches, cap_watches;
 };
 
 /* ---- the client --------------------------------------------------------------------------- */
@@ -188,10 +189,9 @@ KubeClient *kube_client_free(KubeClient *c) {
 }
 
 int kube_client_add_watch(KubeClient *c, KubeWatch *w) {
-        KubeWatch **n = realloc(c->watches, (c->n_watches + 1) * sizeof *n);
-        if (!n)
-                return -ENOMEM;
-        c->watches = n;
+        int r = GROW(c->watches, c->cap_watches, c->n_watches + 1, (size_t) KUBE_CLIENT_MAX_WATCHES);
+        if (r < 0)
+                return r;
         c->watches[c->n_watches++] = w;
         return 0;
 }

@@ -39,6 +39,7 @@
 #define KUBE_DEFAULT_BACKOFF_MAX_USEC (30 * USEC_PER_SEC)
 #define KUBE_MAX_RETRY_AFTER_USEC (300 * USEC_PER_SEC)
 #define KUBE_MAX_TOKEN_SIZE (64u * 1024)
+#define KUBE_CLIENT_MAX_WATCHES 1024u /* watches one client runs at once */
 #define KUBE_MAX_KUBECONFIG_SIZE (4u * 1024 * 1024)
 
 /* ---- configuration ------------------------------------------------------------------------ */
@@ -309,5 +310,3 @@ int kube_object_key(const cJSON *obj, char **ret);
  * image, mounts, ...). Resources, ports, restartPolicy and everything scheduling reads stay. */
 void kube_object_trim(cJSON *obj, bool pod);
 const char *kube_object_meta(const cJSON *obj, const char *field); /* metadata.FIELD string */
-/* base64 (whitespace allowed) to bytes, NUL-terminated. */
-int kube_base64_decode(const char *s, char **ret, size_t *ret_len);

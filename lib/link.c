@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -133,7 +134,7 @@ static int tls_config_build(const LinkTls *tls, bool server, const char *url, nn
                 r = read_file_bounded(tls->cert_file, LINK_PEM_MAX, &cert, NULL);
                 if (r < 0)
                         return r;
-                r = read_file_bounded(tls->key_file, LINK_PEM_MAX, &key, NULL);
+                r = read_secret_file(tls->key_file, LINK_PEM_MAX, &key, NULL); /* -EPERM: others may read it */
                 if (r < 0)
                         return r;
                 r = nng_tls_config_own_cert(cfg, cert, key, NULL);
@@ -214,6 +215,8 @@ struct LinkServer {
         pthread_mutex_t lock; /* guards queue and closing */
         LinkCtx *queue, **queue_tail;
         bool closing;
+        LinkGuard *guard;             /* NULL: no limits */
+        sd_event_source *sweep;
         LinkCtx ctxs[LINK_SERVER_CONTEXTS];
 };
 
@@ -223,6 +226,23 @@ uint64_t link_server_dropped(const LinkServer *s) {
 
 uint64_t link_server_handled(const LinkServer *s) {
         return s ? s->handled + atomic_load(&((LinkServer *) s)->fast_handled) : 0;
+}
+
+void link_server_guard_stats(LinkServer *s, LinkGuardStats *ret) {
+        *ret = (LinkGuardStats) {};
+        if (s && s->guard)
+                link_guard_stats(s->guard, ret);
+}
+
+static uint64_t monotonic_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static void request_seen(LinkServer *s, nng_msg *msg, bool authenticated) {
+        if (s->guard)
+                link_guard_seen(s->guard, nng_msg_get_pipe(msg), authenticated, monotonic_usec());
 }
 
 void link_server_set_fast(LinkServer *s, link_fast_t fast) {
@@ -285,6 +305,7 @@ static void ctx_on_aio(void *userdata) {
                          s->userdata) > 0 && len <= sizeof reply) {
                         nng_msg *msg = TAKE_PTR(x->msg);
                         atomic_fetch_add(&s->fast_handled, 1);
+                        request_seen(s, msg, true);
                         ctx_reply(x, msg, reply, len);
                         return;
                 }
@@ -332,6 +353,7 @@ static int server_on_io(sd_event_source *es, int fd, uint32_t revents, void *use
                 size_t len = 0;
                 int r = s->handler(nng_msg_body(msg), nng_msg_len(msg), reply, sizeof reply, &len,
                                    s->userdata);
+                request_seen(s, msg, r > 0);
                 if (r < 0 || len > sizeof reply) {
                         nng_msg_free(msg); /* no reply: the peer's request times out */
                         ctx_recv(x);
@@ -342,8 +364,18 @@ static int server_on_io(sd_event_source *es, int fd, uint32_t revents, void *use
         return 0;
 }
 
+#define LINK_SWEEP_USEC (1000 * 1000ULL)
+
+static int server_on_sweep(sd_event_source *es, uint64_t usec, void *userdata) {
+        LinkServer *s = userdata;
+        size_t n = link_guard_sweep(s->guard, monotonic_usec());
+        if (n > 0)
+                log_debug("link: closed %zu connections that did not authenticate in time or fell idle.", n);
+        return sd_event_source_set_time(es, usec + LINK_SWEEP_USEC);
+}
+
 int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max_msg,
-                    link_handler_t handler, void *userdata, LinkServer **ret) {
+                    const LinkLimits *limits, link_handler_t handler, void *userdata, LinkServer **ret) {
         _cleanup_(link_server_freep) LinkServer *s = NULL;
         nng_listener l;
         int r;
@@ -365,6 +397,17 @@ int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max
                 return link_errno(r);
         s->open = true;
 
+        if (limits) {
+                r = link_guard_new(limits, &s->guard);
+                if (r >= 0)
+                        r = link_guard_attach(s->guard, s->sock);
+                if (r >= 0)
+                        r = sd_event_add_time_relative(e, &s->sweep, CLOCK_MONOTONIC, LINK_SWEEP_USEC,
+                                                       100 * 1000, server_on_sweep, s);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_enabled(s->sweep, SD_EVENT_ON);
+        }
         r = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, max_msg);
         if (r == 0)
                 r = nng_listener_create(&l, s->sock, url);
@@ -393,6 +436,13 @@ int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max
         r = nng_listener_start(l, 0);
         if (r != 0)
                 return link_errno(r);
+        if (s->guard) {
+                nng_sockaddr sa;
+                if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0)
+                        link_guard_set_port(s->guard, sa.s_family == NNG_AF_INET    ? sa.s_in.sa_port
+                                                      : sa.s_family == NNG_AF_INET6 ? sa.s_in6.sa_port
+                                                                                    : 0);
+        }
         for (size_t i = 0; i < LINK_SERVER_CONTEXTS; i++)
                 ctx_recv(&s->ctxs[i]);
         *ret = TAKE_PTR(s);
@@ -403,6 +453,7 @@ LinkServer *link_server_free(LinkServer *s) {
         if (!s)
                 return NULL;
         sd_event_source_disable_unref(s->io);
+        sd_event_source_disable_unref(s->sweep);
         pthread_mutex_lock(&s->lock);
         s->closing = true;
         pthread_mutex_unlock(&s->lock);
@@ -416,6 +467,7 @@ LinkServer *link_server_free(LinkServer *s) {
         if (s->wake_fd >= 0)
                 close(s->wake_fd);
         pthread_mutex_destroy(&s->lock);
+        link_guard_free(s->guard); /* after nng_close(): no pipe callback runs any more */
         free(s);
         return NULL;
 }

@@ -10,6 +10,7 @@
  * NNG_OPT_RECVMAXSZ. The client polls its socket's NNG_OPT_RECVFD (no nng_ctx on it); the server
  * receives and sends through REP contexts and handles every request on the loop, unless the
  * optional fast handler answers it in NNG's thread (link.c). */
+#include "link-guard.h"
 #include "macro.h"
 
 typedef struct LinkTls {
@@ -30,7 +31,9 @@ int link_url_check(const char *url, bool insecure, const char **ret_why);
 typedef struct LinkServer LinkServer;
 
 /* Handle one request; write the reply into reply[0..reply_size) and its length into *ret_len.
- * Returning < 0 sends no reply (the peer's request times out). */
+ * Returning < 0 sends no reply (the peer's request times out); 0 replies; > 0 replies and marks
+ * the connection authenticated (link-guard.h: it leaves the unauthenticated pool and is held to
+ * the idle timeout from then on). */
 typedef int (*link_handler_t)(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
                               size_t *ret_len, void *userdata);
 
@@ -40,14 +43,17 @@ typedef int (*link_handler_t)(const uint8_t *req, size_t len, uint8_t *reply, si
 typedef int (*link_fast_t)(const uint8_t *req, size_t len, uint8_t *reply, size_t reply_size,
                            size_t *ret_len, void *userdata);
 
+/* limits: NULL for none (link-guard.h). */
 int link_server_new(sd_event *e, const char *url, const LinkTls *tls, size_t max_msg,
-                    link_handler_t handler, void *userdata, LinkServer **ret);
+                    const LinkLimits *limits, link_handler_t handler, void *userdata, LinkServer **ret);
 LinkServer *link_server_free(LinkServer *s);
 void link_server_set_fast(LinkServer *s, link_fast_t fast);
 DEFINE_TRIVIAL_CLEANUP_FUNC(LinkServer *, link_server_free);
 /* Messages received; replies that could not be sent (the peer's request times out). */
 uint64_t link_server_handled(const LinkServer *s);
 uint64_t link_server_dropped(const LinkServer *s);
+/* Connections now and what the limits refused or closed (all zero without limits). */
+void link_server_guard_stats(LinkServer *s, LinkGuardStats *ret);
 
 /* ---- client (agent) ---- */
 typedef struct LinkClient LinkClient;

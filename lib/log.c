@@ -44,6 +44,25 @@ int log_parse_level(const char *s) {
         return -EINVAL;
 }
 
+/* One call, one line: control characters in what was formatted (a newline, an escape, a NUL's
+ * neighbours from a peer's string) are written as \xNN, so text that came from outside (an
+ * instance id, a node name, an event id) cannot start a line of its own, with a priority prefix of
+ * its choosing, or rewrite the terminal. */
+static void escape_controls(const char *in, char *out, size_t size) {
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+        for (const unsigned char *p = (const unsigned char *) in; *p && o + 5 < size; p++) {
+                if (*p < 0x20 || *p == 0x7f) {
+                        out[o++] = '\\';
+                        out[o++] = 'x';
+                        out[o++] = hex[*p >> 4];
+                        out[o++] = hex[*p & 15];
+                } else
+                        out[o++] = (char) *p;
+        }
+        out[o] = 0;
+}
+
 int log_internal(int level, int error, const char *file, int line, const char *func,
                  const char *fmt, ...) {
         int saved = errno;
@@ -56,12 +75,13 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         if (journal < 0)
                 journal = getenv("JOURNAL_STREAM") != NULL;
 
-        char msg[2048];
+        char raw[2048], msg[2048];
         va_list ap;
         va_start(ap, fmt);
         errno = error; /* "%m" expands to the error we were given */
-        vsnprintf(msg, sizeof msg, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        escape_controls(raw, msg, sizeof msg);
 
         if (journal) {
                 fprintf(stderr, "<%d>%s\n", level, msg);

@@ -117,3 +117,12 @@ void pb_arena_reset(PbArena *a) {
                 a->total = 0;
         a->chunks = keep;
 }
+
+void pb_arena_trim(PbArena *a, size_t max_keep) {
+        pb_arena_reset(a);
+        if (a->chunks && a->chunks->size > max_keep) {
+                free(a->chunks);
+                a->chunks = NULL;
+                a->total = 0;
+        }
+}

@@ -16,3 +16,6 @@ ProtobufCAllocator *pb_arena_allocator(PbArena *a);
 /* Forget everything allocated, keeping the largest chunk for reuse. */
 void pb_arena_reset(PbArena *a);
 size_t pb_arena_used(const PbArena *a);
+/* As pb_arena_reset(), but a kept chunk larger than max_keep goes too: one large message does
+ * not pin its memory for good. */
+void pb_arena_trim(PbArena *a, size_t max_keep);

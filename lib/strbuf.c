@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "strbuf.h"
 
 void strbuf_init(StrBuf *b, size_t max) {
@@ -19,17 +20,8 @@ static int reserve(StrBuf *b, size_t extra) {
                 return b->error;
         if (b->len + extra + 1 > b->max)
                 return (b->error = -ENOBUFS);
-        if (b->len + extra + 1 <= b->size)
-                return 0;
-        size_t n = MAX(b->size * 2, b->len + extra + 1);
-        n = MAX(n, (size_t) 256);
-        n = MIN(n, b->max);
-        char *d = realloc(b->data, n);
-        if (!d)
-                return (b->error = -ENOMEM);
-        b->data = d;
-        b->size = n;
-        return 0;
+        int r = GROW(b->data, b->size, MAX(b->len + extra + 1, MIN((size_t) 256, b->max)), b->max);
+        return r < 0 ? (b->error = r) : 0;
 }
 
 int strbuf_append(StrBuf *b, const char *s, size_t n) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <yaml.h>
 
+#include "grow.h"
 #include "log.h"
 #include "macro.h"
 #include "yaml-json.h"
@@ -58,14 +59,9 @@ static int count_nodes(Ctx *c, const cJSON *j) {
 static int anchor_add(Ctx *c, const char *name, cJSON *value) {
         if (!name)
                 return 0;
-        if (c->n_anchors == c->cap_anchors) {
-                size_t nc = c->cap_anchors ? c->cap_anchors * 2 : 16;
-                Anchor *na = realloc(c->anchors, nc * sizeof(Anchor));
-                if (!na)
-                        return -ENOMEM;
-                c->anchors = na;
-                c->cap_anchors = nc;
-        }
+        int r = GROW(c->anchors, c->cap_anchors, c->n_anchors + 1, (size_t) YAML_JSON_MAX_NODES);
+        if (r < 0)
+                return r;
         char *n = strdup(name);
         if (!n)
                 return -ENOMEM;
@@ -531,19 +527,9 @@ typedef struct Out {
 
 static int out_write(void *data, unsigned char *buffer, size_t size) {
         Out *o = data;
-        if (o->len + size + 1 > o->cap) {
-                size_t nc = MAX(o->cap * 2, o->len + size + 4096);
-                if (nc > YAML_JSON_MAX_INPUT * 4) {
-                        o->oom = true;
-                        return 0;
-                }
-                char *nb = realloc(o->buf, nc);
-                if (!nb) {
-                        o->oom = true;
-                        return 0;
-                }
-                o->buf = nb;
-                o->cap = nc;
+        if (GROW(o->buf, o->cap, o->len + size + 1, (size_t) YAML_JSON_MAX_INPUT * 4) < 0) {
+                o->oom = true;
+                return 0;
         }
         memcpy(o->buf + o->len, buffer, size);
         o->len += size;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs nodesmith's tests: every cmocka unit binary, then every integration script in
-# tests/integration (test_*.py with $PYTHON, test_*.sh with bash), each under a time limit.
-# Prints one line per test and closes with "N passed, N failed". Exit status 1 on any failure.
+# Runs nodesmith's tests: the layer check (tests/layers.sh), every cmocka unit binary, then every
+# integration script in tests/integration (test_*.py with $PYTHON, test_*.sh with bash), each
+# under a time limit.
+# tests/security/test_*.py run with the integration tests. Prints one line per test and closes with "N passed, N failed". Exit status 1 on any failure.
 #   tests/run.sh [--unit|--integration] [NAME-FILTER]
 set -u
 cd "$(dirname "$0")/.."
@@ -40,13 +41,17 @@ run_one() { # name timeout cmd...
 }
 
 if [ "$mode" != integration ]; then
+  # which layer may include which (docs/architecture.md); static, no build needed
+  run_one "layers-self-test" 120 bash tests/layers.sh --self-test
+  run_one "layers" 300 bash tests/layers.sh
   for t in "$BUILD"/unit/test-*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" 300 "$t"
   done
 fi
 if [ "$mode" != unit ]; then
-  for t in tests/integration/test_*; do
+  # tests/security: each row of docs/security.md's threat model played as an attack
+  for t in tests/integration/test_* tests/security/test_*; do
     [ -f "$t" ] || continue
     case "$t" in
       *.py) run_one "$(basename "$t")" 600 "$PYTHON" "$t" ;;

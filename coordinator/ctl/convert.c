@@ -5,8 +5,8 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "coordinator/ctl/ctl-solver.h"
-#include "coordinator/nodepool.h"
+#include "ctl-solver.h"
+#include "model/nodepool.h"
 #include "macro.h"
 #include "yaml-json.h"
 

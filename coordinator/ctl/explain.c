@@ -27,7 +27,8 @@ static void help(void) {
         printf("Usage: nodesmithctl explain [NODE] [--coordinator URL] [-o text|json]\n\n"
                "Why the coordinator removes nodes, or keeps them: the state of its last\n"
                "disruption pass, the consolidation waiting to be checked again, the last\n"
-               "decision, and for each node (or NODE) whether it is a candidate and why not.\n");
+               "decision, and for each node (or NODE) whether it is a candidate and why not.\n%s",
+               CTL_KUBE_OPTIONS_HELP);
 }
 
 int ctl_explain_main(int argc, char **argv) {

@@ -20,7 +20,7 @@ static const struct {
 };
 
 static void help(FILE *f) {
-        fprintf(f, "Usage: nodesmithctl COMMAND [OPTIONS]\n\nCommands:\n");
+        fprintf(f, "Usage: %s COMMAND [OPTIONS]\n\nCommands:\n", ctl_kubectl_plugin ? "kubectl nodesmith" : "nodesmithctl");
         for (size_t i = 0; i < ELEMENTSOF(commands); i++)
                 fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
         fprintf(f, "\nRun 'nodesmithctl COMMAND --help' for a command's options.\n");
@@ -29,6 +29,9 @@ static void help(FILE *f) {
 int main(int argc, char **argv) {
         log_set_ident("nodesmithctl");
         log_set_max_level(LOG_WARNING);
+        /* installed as kubectl-nodesmith, kubectl runs it for `kubectl nodesmith ...` */
+        const char *me = strrchr(argv[0], '/');
+        ctl_kubectl_plugin = streq(me ? me + 1 : argv[0], "kubectl-nodesmith");
         if (argc < 2) {
                 help(stderr);
                 return 2;

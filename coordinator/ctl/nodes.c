@@ -25,11 +25,18 @@ int ctl_http_get(const char *base, const char *path, char **ret) {
         StrBuf b;
         long status = 0;
 
+        struct curl_slist *headers = NULL;
         snprintf(url, sizeof url, "%s%s", base, path);
         strbuf_init(&b, API_BODY_MAX);
         CURL *h = curl_easy_init();
         if (!h)
                 return -ENOMEM;
+        if (ctl_target_apply(h, &headers) < 0) {
+                curl_easy_cleanup(h);
+                curl_slist_free_all(headers);
+                return -EINVAL;
+        }
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(h, CURLOPT_URL, url);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
@@ -39,13 +46,16 @@ int ctl_http_get(const char *base, const char *path, char **ret) {
         CURLcode cc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_cleanup(h);
+        curl_slist_free_all(headers);
         if (cc != CURLE_OK) {
                 fprintf(stderr, "nodesmithctl: %s: %s\n", url, curl_easy_strerror(cc));
                 strbuf_done(&b);
                 return -ECONNREFUSED;
         }
         if (status != 200) {
-                fprintf(stderr, "nodesmithctl: %s: HTTP %ld\n", url, status);
+                fprintf(stderr, "nodesmithctl: %s: HTTP %ld%s\n", url, status,
+                        status == 503 || status == 404 ? " (is the coordinator running, and its Service there?)" :
+                        status == 401 || status == 403 ? " (the kubeconfig's user needs get on services/proxy)" : "");
                 strbuf_done(&b);
                 return -EIO;
         }
@@ -83,25 +93,51 @@ static void help(void) {
                "capacity type, allocatable and requested (CPU/memory/pods), notices, and the age of\n"
                "the last report.\n"
                "  --coordinator URL  the coordinator's HTTP endpoint [$NODESMITH_COORDINATOR_HTTP or\n"
-               "                     http://127.0.0.1:8080]\n");
+               "                     http://127.0.0.1:8080]\n%s", CTL_KUBE_OPTIONS_HELP);
 }
 
+bool ctl_kubectl_plugin;
+
 int ctl_common_options(int argc, char **argv, void (*usage)(void), const char **base, const char **output) {
+        enum { OPT_KUBECONFIG = 0x100, OPT_CONTEXT, OPT_SERVICE };
         static const struct option opts[] = {
                 { "coordinator", required_argument, NULL, 'c' },
+                { "kubeconfig", required_argument, NULL, OPT_KUBECONFIG },
+                { "context", required_argument, NULL, OPT_CONTEXT },
+                { "namespace", required_argument, NULL, 'n' },
+                { "service", required_argument, NULL, OPT_SERVICE },
                 { "output", required_argument, NULL, 'o' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
+        const char *kubeconfig = NULL, *context = NULL, *ns = "nodesmith", *service = "nodesmith-coordinator";
+        bool explicit = false, url = false;
         int c;
         *base = getenv("NODESMITH_COORDINATOR_HTTP");
         if (!*base)
                 *base = "http://127.0.0.1:8080";
         optind = 1;
-        while ((c = getopt_long(argc, argv, "c:o:h", opts, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "c:n:o:h", opts, NULL)) >= 0)
                 switch (c) {
                 case 'c':
                         *base = optarg;
+                        url = true;
+                        break;
+                case OPT_KUBECONFIG:
+                        kubeconfig = optarg;
+                        explicit = true;
+                        break;
+                case OPT_CONTEXT:
+                        context = optarg;
+                        explicit = true;
+                        break;
+                case 'n':
+                        ns = optarg;
+                        explicit = true;
+                        break;
+                case OPT_SERVICE:
+                        service = optarg;
+                        explicit = true;
                         break;
                 case 'o':
                         *output = optarg;
@@ -112,6 +148,12 @@ int ctl_common_options(int argc, char **argv, void (*usage)(void), const char **
                 default:
                         return 2;
                 }
+        if (url && explicit) {
+                fprintf(stderr, "nodesmithctl: --coordinator and --kubeconfig/--context/--namespace/--service exclude each other\n");
+                return 2;
+        }
+        if ((explicit || ctl_kubectl_plugin) && !url && ctl_target_kube(kubeconfig, context, ns, service, base) < 0)
+                return 1;
         return -1;
 }
 

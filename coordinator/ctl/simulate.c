@@ -6,10 +6,10 @@
 #include <limits.h>
 #include <stdio.h>
 
-#include "coordinator/catalog.h"
-#include "coordinator/ctl/ctl-solver.h"
-#include "coordinator/nodepool.h"
-#include "coordinator/solver/solver.h"
+#include "model/catalog.h"
+#include "ctl-solver.h"
+#include "model/nodepool.h"
+#include "solver/solver.h"
 #include "log.h"
 #include "macro.h"
 #include "yaml-json.h"

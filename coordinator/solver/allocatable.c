@@ -67,12 +67,22 @@ int solver_kubelet_allocatable(SolverResources *capacity, uint32_t enis, uint32_
                                                            : (11 * pods + 255) * MI;
         int64_t sr_cpu = kubelet->has_system_reserved_cpu ? kubelet->system_reserved_cpu : 0;
         int64_t sr_mem = kubelet->has_system_reserved_memory ? kubelet->system_reserved_memory : 0;
-        int64_t ev_mem = kubelet->has_eviction_memory ? kubelet->eviction_memory : 100 * MI;
+        /* a percentage threshold is of the capacity the kubelet sees, as the kubelet takes it */
+        int64_t ev_mem = kubelet->has_eviction_memory       ? kubelet->eviction_memory
+                         : kubelet->has_eviction_memory_pct ? (int64_t) ((double) capacity->v[SOLVER_RES_MEMORY] *
+                                                                         kubelet->eviction_memory_pct / 100.0)
+                                                            : 100 * MI;
+        int64_t eph = capacity->v[SOLVER_RES_EPHEMERAL];
+        int64_t ev_fs = kubelet->has_eviction_nodefs       ? kubelet->eviction_nodefs
+                        : kubelet->has_eviction_nodefs_pct ? (int64_t) ((double) eph * kubelet->eviction_nodefs_pct / 100.0)
+                                                           : eph / 10;
+        int64_t kr_eph = kubelet->has_kube_reserved_ephemeral ? kubelet->kube_reserved_ephemeral : GI;
+        int64_t sr_eph = kubelet->has_system_reserved_ephemeral ? kubelet->system_reserved_ephemeral : 0;
 
         a.v[SOLVER_RES_CPU] -= kr_cpu + sr_cpu;
         a.v[SOLVER_RES_MEMORY] -= kr_mem + sr_mem + ev_mem;
-        if (capacity->v[SOLVER_RES_EPHEMERAL] > 0)
-                a.v[SOLVER_RES_EPHEMERAL] -= GI + capacity->v[SOLVER_RES_EPHEMERAL] / 10;
+        if (eph > 0)
+                a.v[SOLVER_RES_EPHEMERAL] -= kr_eph + sr_eph + ev_fs;
         for (int r = 0; r < _SOLVER_RES_MAX; r++)
                 if (a.v[r] < 0)
                         a.v[r] = 0;

@@ -11,7 +11,7 @@ static const char *const instance_suffixes[] = {
         "cpu-sustained-clock-speed-mhz", "memory", "gpu-count", "gpu-name", "gpu-manufacturer",
         "gpu-memory", "hypervisor", "encryption-in-transit-supported", "network-bandwidth",
         "local-nvme", "ebs-bandwidth", "accelerator-name", "accelerator-count",
-        "accelerator-manufacturer", "ena-bandwidth", "efa-count",
+        "accelerator-manufacturer", "ena-bandwidth", "efa-count", "tenancy", "capability-flex",
 };
 
 const char *solver_canonical_label_key(const char *key) {
@@ -49,6 +49,8 @@ const char *solver_canonical_label_key(const char *key) {
                                 "nodesmith.io/instance-accelerator-manufacturer",
                                 "nodesmith.io/instance-ena-bandwidth",
                                 "nodesmith.io/instance-efa-count",
+                                "nodesmith.io/instance-tenancy",
+                                "nodesmith.io/instance-capability-flex",
                         };
                         _Static_assert(ELEMENTSOF(canon) == ELEMENTSOF(instance_suffixes), "");
                         const char *sfx = key + sizeof(pfx) - 1;
@@ -67,7 +69,8 @@ const char *solver_canonical_label_key(const char *key) {
                         return SOLVER_LABEL_OS;
                 return key;
         }
-        if (streq(key, "failure-domain.beta.kubernetes.io/zone"))
+        /* the EBS CSI driver's zone label (PersistentVolumes carry it) is the node's zone */
+        if (streq(key, "failure-domain.beta.kubernetes.io/zone") || streq(key, "topology.ebs.csi.aws.com/zone"))
                 return SOLVER_LABEL_ZONE;
         if (streq(key, "failure-domain.beta.kubernetes.io/region"))
                 return SOLVER_LABEL_REGION;

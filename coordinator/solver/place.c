@@ -699,7 +699,7 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 n->base = n->types + 2 * s->W;
                 bs_copy(n->types, types, s->W);
                 bs_copy(n->base, types, s->W);
-                /* what the node may cost (budget.c); minValues counts on the types it holds */
+                /* what the node may cost (price.c); minValues counts on the types it holds */
                 n->has_budget = budget_apply(s, pi, v, sl, types, n->budget);
                 for (int r = 0; r < R_MAX; r++)
                         n->used[r] = p->ds.v[r];
@@ -1186,7 +1186,7 @@ static int64_t place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                         order_g = &s->groups[v->cons[c].group];
                         break;
                 }
-        while (q >= 0 && placed < n) {
+        while (q >= 0 && placed < n && !solver_out_of_time(s)) {
                 int64_t quota[SOLVER_MAX_ZONES];
                 uint32_t A = allowed_zones(s, v, pod_at(s, pods[placed]), quota);
                 if (!A)
@@ -1407,7 +1407,7 @@ static int64_t place_plain(Solver *s, Variant *v, const uint32_t *pods, int64_t 
                         break;
                 placed++;
         }
-        while (placed < n) {
+        while (placed < n && !solver_out_of_time(s)) {
                 uint32_t ni;
                 q = open_node(s, v, NO_ZONE, &ni);
                 if (q < 0)
@@ -1510,6 +1510,12 @@ static void zero_host_min(Variant *v) {
                 v->cons[c].host_min = 0;
 }
 
+/* Out of time: the batch's pods from `from` on stay undecided, for a later run. */
+static void defer_rest(Solver *s, const Batch *b, uint32_t from) {
+        for (uint32_t i = from; i < b->n; i++)
+                s->n_deferred += b->pods[i] < s->snap->n_pods;
+}
+
 static int place_batch(Solver *s, const Batch *b) {
         Variant *v = solver_variant(s, b->shape, b->level);
         if (!v)
@@ -1525,6 +1531,10 @@ static int place_batch(Solver *s, const Batch *b) {
         }
         if (placed == b->n)
                 return 0;
+        if (s->out_of_time) {
+                defer_rest(s, b, (uint32_t) placed);
+                return 0;
+        }
         const Shape *sh = &s->shapes[b->shape];
         if (b->level < sh->n_relax && !v->unsupported) {
                 Batch nb = *b;
@@ -1626,6 +1636,10 @@ int solver_place_all(Solver *s) {
         bool stopped = false;
         while (s->n_heap > 0) {
                 Batch b = heap_pop(s);
+                if (solver_out_of_time(s)) {
+                        defer_rest(s, &b, 0);
+                        continue;
+                }
                 q = place_batch(s, &b);
                 if (q < 0)
                         goto out;
@@ -1635,7 +1649,7 @@ int solver_place_all(Solver *s) {
                         break;
                 }
         }
-        if (!stopped)
+        if (!stopped && !s->out_of_time)
                 q = solver_repair(s);
 out:
         budget_done(s);

@@ -1659,14 +1659,39 @@ static const char *node_label(const Solver *s, const SolverNode *n, const char *
         return NULL;
 }
 
+/* Taints a node carries only while it starts: the kubelet registers with not-ready (the node
+ * lifecycle controller removes it once Ready; unreachable while a lease lapses), an external cloud
+ * provider adds uninitialized until its controller initialises the node. On a node a NodePool
+ * launched they are temporary, as Karpenter treats them: reading them literally makes every
+ * registering node look unusable and launches a second one for the same pods. */
+static bool ephemeral_taint(const SolverTaint *t) {
+        static const char *const keys[] = { "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                                            "node.cloudprovider.kubernetes.io/uninitialized" };
+        if (t->effect != SOLVER_EFFECT_NO_SCHEDULE)
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (streq(t->key, keys[i]))
+                        return true;
+        return false;
+}
+
+static bool node_tolerated(const SolverPod *pod, const SolverNode *n, bool ignore_prefer) {
+        for (size_t i = 0; i < n->n_taints; i++) {
+                if (n->nodepool && ephemeral_taint(&n->taints[i]))
+                        continue;
+                if (!solver_tolerates_all(pod->tolerations, pod->n_tolerations, &n->taints[i], 1, ignore_prefer))
+                        return false;
+        }
+        return true;
+}
+
 bool solver_existing_ok(Solver *s, Variant *v, uint32_t ni) {
         uint8_t c = v->node_ok[ni];
         if (c)
                 return c == 1;
         const SolverNode *n = &s->snap->nodes[ni];
         const SolverPod *pod = s->shapes[v->shape].pod;
-        bool ok = solver_tolerates_all(pod->tolerations, pod->n_tolerations, n->taints, n->n_taints,
-                                       v->tolerate_prefer_no_schedule);
+        bool ok = node_tolerated(pod, n, v->tolerate_prefer_no_schedule);
         for (uint32_t i = 0; ok && i < v->n_reqs; i++)
                 ok = req_value_matches(v->reqs[i], node_label(s, n, solver_canonical_label_key(v->reqs[i]->key)));
         v->node_ok[ni] = ok ? 1 : 2;

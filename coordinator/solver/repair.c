@@ -152,7 +152,7 @@ int solver_repair(Solver *s) {
                         }
                 free(fill);
         }
-        for (uint32_t a = first; a < s->n_nodes; a++) {
+        for (uint32_t a = first; a < s->n_nodes && !solver_out_of_time(s); a++) {
                 Node *n = &s->nodes[a];
                 if (n->n_pods == 0 || s->pools[n->pool].has_limits || s->pools[n->pool].has_min_values)
                         continue;

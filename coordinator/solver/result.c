@@ -270,6 +270,8 @@ int solver_build_result(Solver *s, SolverResult **ret) {
                 res->n_preempted_pods = s->n_preempt;
         }
         res->n_headroom_unplaced = s->headroom_unplaced;
+        res->budget_exhausted = s->out_of_time;
+        res->n_deferred = s->n_deferred;
         *ret = res;
 out:
         free(launch_of);
@@ -305,6 +307,7 @@ int solver_provision(Solver *s, const SolverOptions *opts, SolverResult **ret) {
         s->claim_zone = NULL;
         s->claim_cap = 0;
 
+        solver_budget_start(s, opts->time_budget_usec);
         q = solver_place_all(s);
         SolverResult *res = NULL;
         if (q >= 0)

@@ -266,7 +266,7 @@ typedef struct Node {
         uint32_t pool;                      /* NONE32: unmanaged */
         uint64_t slots;                     /* new nodes */
         uint64_t *types;                    /* new nodes: W words */
-        uint64_t *budget;                   /* new nodes: types within its budget (budget.c) */
+        uint64_t *budget;                   /* new nodes: types within its budget (price.c) */
         uint64_t *base;                     /* new nodes: types its pods allow, before their weight */
         bool has_budget;
         const VSetList *custom;             /* new nodes */
@@ -366,6 +366,10 @@ struct Solver {
         uint64_t seq;
         size_t new_nodes;
         size_t headroom_unplaced;           /* headroom units that failed in this run */
+        uint64_t deadline_usec;             /* CLOCK_MONOTONIC; 0: options set no budget */
+        unsigned budget_polls;              /* calls since the clock was last read */
+        bool out_of_time;                   /* the budget ran out: place nothing more */
+        size_t n_deferred;                  /* pods left undecided because of it */
         SolverResources *remaining;         /* [n_pools] limits left during a run */
         /* run output (into the result) */
         SolverDecision *decisions;
@@ -386,7 +390,7 @@ struct Solver {
         SolverArena *rarena;
         uint32_t *preempt_list;
         size_t n_preempt, cap_preempt;
-        /* budget.c: per pool and class (spot allowed, on-demand only), the unit prices of cpu and
+        /* price.c: per pool and class (spot allowed, on-demand only), the unit prices of cpu and
          * memory (LP duals over the pool's types for the run's demand) and the demand still to
          * place */
         double *unit_price;                 /* [n_pools][2][2] */
@@ -426,7 +430,7 @@ const char *format_resources(SolverArena *a, const int64_t *v);
 int solver_place_all(Solver *s);
 void undo_all(Solver *s);
 
-/* budget.c */
+/* price.c: what a new node may cost */
 /* At most this many pods of the variant fit one node by its hostname rules or host ports (0:
  * no such limit); *ret_relaxed: it has rules the per-node count does not capture. */
 uint32_t variant_max_per_node(const Solver *s, const Variant *v, bool *ret_relaxed);
@@ -434,7 +438,7 @@ int budget_prepare(Solver *s);
 void budget_consume(Solver *s, Variant *v, int64_t m);
 /* The types within the budget of a node opened in the pool with these types; false: no budget. */
 bool budget_apply(Solver *s, uint32_t pool, const Variant *seed, uint64_t slots, const uint64_t *types,
-                  uint64_t *ret_budget);
+                    uint64_t *ret_budget);
 void budget_done(Solver *s);
 
 /* place.c, for repair.c */
@@ -450,3 +454,8 @@ int solver_repair(Solver *s);
 
 /* result.c */
 int solver_build_result(Solver *s, SolverResult **ret);
+
+/* The time budget (SolverOptions.time_budget_usec): true once it is spent. Reads the clock
+ * every 16th call, so it can sit in inner loops. */
+bool solver_out_of_time(Solver *s);
+void solver_budget_start(Solver *s, uint64_t budget_usec);

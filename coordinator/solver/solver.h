@@ -196,6 +196,16 @@ typedef struct SolverKubelet {
         int64_t system_reserved_cpu;
         int64_t system_reserved_memory;
         int64_t eviction_memory;         /* memory.available hard threshold, bytes */
+        bool has_eviction_memory_pct;    /* memory.available as a percentage of memory */
+        double eviction_memory_pct;
+        bool has_eviction_nodefs, has_eviction_nodefs_pct; /* nodefs.available (default 10 %) */
+        int64_t eviction_nodefs;
+        double eviction_nodefs_pct;
+        bool has_kube_reserved_ephemeral, has_system_reserved_ephemeral; /* default 1 Gi, 0 */
+        int64_t kube_reserved_ephemeral, system_reserved_ephemeral;
+        /* EC2NodeClass instanceStorePolicy RAID0: ephemeral storage is the instance store's
+         * NVMe disks in one RAID-0 array where the type has any, else the root volume */
+        bool instance_store_raid0;
 } SolverKubelet;
 
 /* EKS/AL2023 kubelet formulas (what Karpenter assumes before a node of the type has reported):
@@ -360,6 +370,11 @@ typedef struct SolverOptions {
         size_t max_types_per_launch;     /* 0: 60 (CreateFleet override list size) */
         bool stop_at_first_failure;      /* consolidation: give up as soon as a pod fails */
         bool on_demand_only;             /* new nodes: on-demand offerings only */
+        /* CPU time the caller lets the placement run (monotonic microseconds; 0: no limit).
+         * Past it, what is placed stays placed, the rest is left undecided (decision NONE,
+         * counted in SolverResult.n_deferred) and the result says so (budget_exhausted): a
+         * caller on an event loop plans those pods in a later round instead of stalling. */
+        uint64_t time_budget_usec;
         /* Fewer, bigger nodes: size new nodes so that the run's demand fits in about this many
          * (0: by cost alone). A soft bound: pods never go unplaced because of it (that is
          * max_new_nodes); hostname rules and instance sizes may still need more nodes. */
@@ -444,6 +459,8 @@ typedef struct SolverResult {
         uint32_t *preempted_pods;        /* bound pods evicted by PREEMPT decisions */
         size_t n_preempted_pods;
         size_t n_headroom_unplaced;      /* NodePool headroom units that found no room */
+        bool budget_exhausted;           /* options.time_budget_usec ran out: a partial plan */
+        size_t n_deferred;               /* pods left undecided for that reason */
         void *arena;                     /* private */
 } SolverResult;
 

@@ -9,6 +9,7 @@
 - ClientToken idempotency for CreateFleet, RunInstances and CreateLaunchTemplate.
 - The EKS-optimized AMI SSM parameters (AL2023, Bottlerocket) pointing at AMIs made in moto.
 - DescribeSpotPriceHistory and the Price List API GetProducts from the on-demand price table.
+- DescribeInstanceTopology, which moto does not implement, from moto's instances.
 - A log of CreateFleet / RunInstances / TerminateInstances calls at /_fake/log.
 
 Everything else is forwarded to moto byte for byte (SigV4 headers intact). Requests the proxy
@@ -54,6 +55,16 @@ LOCATIONS = {"us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)"
              "eu-west-1": "EU (Ireland)", "eu-central-1": "EU (Frankfurt)"}
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
               "trailers", "transfer-encoding", "upgrade", "content-length"}
+# DescribeInstanceTopology (moto 5.2 answers it with HTTP 500, NotImplementedError): the instance
+# types EC2 gives a topology for, and how many network nodes (AWS, "Prerequisites for Amazon EC2
+# topology"); only running instances have one.
+TOPOLOGY_TYPES = re.compile(
+    r"^(g6e\.(x|2x|4x|8x|12x|16x|24x|48x)large|g7e\.(2x|4x|8x|12x|24x|48x)large"
+    r"|hpc6a\.48xlarge|hpc6id\.32xlarge|hpc7g\.(4x|8x|16x)large|hpc7a\.(12x|24x|48x|96x)large"
+    r"|hpc8a\.96xlarge|p3dn\.24xlarge|p4d\.24xlarge|p4de\.24xlarge|p5\.48xlarge|p5e\.48xlarge"
+    r"|p5en\.48xlarge|p6e-gb200\.36xlarge|trn1\.(2x|32x)large|trn1n\.32xlarge|trn2\.48xlarge"
+    r"|trn2u\.48xlarge|p6-b200\.48xlarge|p6-b300\.48xlarge)$")
+TOPOLOGY_FOUR_LAYERS = ("p6-b200.48xlarge", "p6-b300.48xlarge")
 ICE_ERRORS = ("InsufficientInstanceCapacity", "UnfulfillableCapacity",
               "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InsufficientCapacity")
 
@@ -284,6 +295,78 @@ class Moto:
         if st != 200:
             raise RuntimeError(f"moto data.json: {st}")
         return json.loads(b)
+
+
+def apply_launch_template(moto, ids, spec, fleet_tags):
+    """What EC2 takes from a launch template at CreateFleet and moto's CreateFleet drops: the
+    instance profile, metadata options, monitoring, security groups (also from the network
+    interface), block devices (the root volume resized, the others made and attached) and the
+    template's and the fleet's tags on volumes and network interfaces."""
+    import botocore.session
+    ec2 = botocore.session.get_session().create_client(
+        "ec2", region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        endpoint_url=f"http://127.0.0.1:{moto.port}", aws_access_key_id="AKIAIOSFODNN7EXAMPLE",
+        aws_secret_access_key="dummy")
+    lt_id = spec.get("launchTemplateId") or spec.get("LaunchTemplateId")
+    kw = {"LaunchTemplateId": lt_id} if lt_id else {"LaunchTemplateName": spec.get("LaunchTemplateName")}
+    version = str(spec.get("version") or spec.get("Version") or "$Latest")
+    data = ec2.describe_launch_template_versions(Versions=[version], **kw)["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"]
+    tag_sets = {}
+    for t in data.get("TagSpecifications", []) + [
+            {"ResourceType": f.get("ResourceType"), "Tags": [{"Key": x.get("Key"), "Value": x.get("Value", "")}
+                                                             for x in f.get("Tag", [])]} for f in fleet_tags]:
+        tag_sets.setdefault(t["ResourceType"], {}).update({x["Key"]: x["Value"] for x in t.get("Tags", [])})
+
+    def tags_of(kind):
+        return [{"Key": k, "Value": v} for k, v in tag_sets.get(kind, {}).items()]
+    nics = data.get("NetworkInterfaces") or []
+    groups = data.get("SecurityGroupIds") or (nics[0].get("Groups") if nics else None)
+
+    def step(what, fn, *a, **kw):  # one part failing (moto lacks MonitorInstances) spares the rest
+        try:
+            return fn(*a, **kw)
+        except Exception as e:
+            log(f"CreateFleet: {what} not applied to {ids}: {type(e).__name__}: {str(e)[:200]}")
+    for iid in ids:
+        inst = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        md = data.get("MetadataOptions") or {}
+        if md:
+            step("metadata options", ec2.modify_instance_metadata_options, InstanceId=iid, **{k: md[k] for k in (
+                "HttpTokens", "HttpPutResponseHopLimit", "HttpEndpoint", "HttpProtocolIpv6") if k in md})
+        prof = data.get("IamInstanceProfile") or {}
+        if prof:
+            step("instance profile", ec2.associate_iam_instance_profile, InstanceId=iid, IamInstanceProfile=prof)
+        if (data.get("Monitoring") or {}).get("Enabled"):
+            step("monitoring", ec2.monitor_instances, InstanceIds=[iid])
+        if groups:
+            step("security groups", ec2.modify_instance_attribute, InstanceId=iid, Groups=groups)
+        zone = inst["Placement"]["AvailabilityZone"]
+        root_dev = inst.get("RootDeviceName") or "/dev/xvda"
+        attached = {b["DeviceName"]: b["Ebs"]["VolumeId"] for b in inst.get("BlockDeviceMappings", [])}
+        vols = []
+        for bd in data.get("BlockDeviceMappings") or []:
+            ebs, dev = bd.get("Ebs") or {}, bd["DeviceName"]
+            opts = {k: ebs[k] for k in ("VolumeType", "Iops", "Throughput") if k in ebs}
+            # moto's images have their root at /dev/sda1 where EKS's have /dev/xvda: the same disk
+            if dev == root_dev or (dev in ("/dev/xvda", "/dev/sda1") and root_dev in ("/dev/xvda", "/dev/sda1")
+                                   and root_dev in attached):
+                vid = attached.get(root_dev)
+                if vid and ebs.get("VolumeSize"):
+                    step("root volume", ec2.modify_volume, VolumeId=vid, Size=ebs["VolumeSize"], **opts)
+            else:
+                vid = (step("volume", ec2.create_volume, AvailabilityZone=zone, Size=ebs.get("VolumeSize", 8),
+                            Encrypted=bool(ebs.get("Encrypted")), **opts) or {}).get("VolumeId")
+                if vid:
+                    step("volume attachment", ec2.attach_volume, VolumeId=vid, InstanceId=iid, Device=dev)
+            if vid:
+                vols.append(vid)
+        vols = vols or list(attached.values())
+        if vols and tags_of("volume"):
+            step("volume tags", ec2.create_tags, Resources=vols, Tags=tags_of("volume"))
+        enis = [n["NetworkInterfaceId"] for n in inst.get("NetworkInterfaces", [])]
+        if enis and tags_of("network-interface"):
+            step("interface tags", ec2.create_tags, Resources=enis, Tags=tags_of("network-interface"))
 
 
 # ---- the proxy's state ---------------------------------------------------------------------
@@ -713,6 +796,10 @@ class Handler(BaseHTTPRequestHandler):
                 if not self._self_auth(service, auth, path, query, body):
                     return
                 return self._spot_prices(pairs, auth["region"] if auth else px.region)
+            if action == "DescribeInstanceTopology":
+                if not self._self_auth(service, auth, path, query, body):
+                    return
+                return self._instance_topology(pairs, auth["region"] if auth else px.region)
         if service == "ssm" and action in ("GetParameter", "GetParameters"):
             return self._ssm(path, query, body, action, auth)
         if service == "pricing":
@@ -1123,6 +1210,12 @@ class Handler(BaseHTTPRequestHandler):
                     f"{len(per_pool.get(i, []))}")
         for i, rule in rules_used.items():
             px.note_ice(rule, len(per_pool.get(i, [])))
+        fleet_tags = unflatten(pairs, "TagSpecification") or []
+        for i, ids in per_pool.items():
+            try:
+                apply_launch_template(px.moto, ids, lt_specs.get(pools[i]["config"]) or pools[i]["spec"], fleet_tags)
+            except Exception as e:  # the launch stands; what could not be applied is logged
+                log(f"CreateFleet: applying the launch template to {ids}: {type(e).__name__}: {e}")
 
         def spec_xml(p):
             s = lt_specs.get(p["config"])
@@ -1241,6 +1334,77 @@ class Handler(BaseHTTPRequestHandler):
                        f"<availabilityZone>{r['availability-zone']}</availabilityZone></item>")
         out.append(f"</spotPriceHistorySet><nextToken>{nxt}</nextToken></DescribeSpotPriceHistoryResponse>")
         return self._xml(200, "".join(out).encode())
+
+    # ---- DescribeInstanceTopology ------------------------------------------------------
+    def _instance_topology(self, pairs, region):
+        """EC2's answer from moto's instances (read from /moto-api/data.json): supported types
+        that are running, each with 3 network nodes (4 for p6-b200/p6-b300), top layer first.
+        The node ids are made up but stable: layer 1 per zone, layer 2 per zone and placement
+        group, the bottom layer per instance. zoneId is left out (optional; moto's zone ids are
+        not in its state dump)."""
+        ids = getlist(pairs, "InstanceId")
+        groups = getlist(pairs, "GroupName")
+        filters = unflatten(pairs, "Filter") or []
+        try:
+            max_results = int(get1(pairs, "MaxResults", "20"))
+            offset = int(base64.b64decode(get1(pairs, "NextToken")).decode()) \
+                if get1(pairs, "NextToken") else 0
+        except (ValueError, TypeError):
+            return self._xml(400, ec2_error("InvalidParameterValue", "bad parameter"))
+        if get1(pairs, "MaxResults") is not None and ids:
+            return self._xml(400, ec2_error("InvalidParameterCombination",
+                                            "MaxResults cannot be used with InstanceIds"))
+        if not 1 <= max_results <= 100 or len(ids) > 100 or len(groups) > 100:
+            return self._xml(400, ec2_error("InvalidParameterValue",
+                                            "MaxResults must be 1..100; at most 100 InstanceIds "
+                                            "and 100 GroupNames"))
+        fields = {"availability-zone": "availability_zone", "instance-type": "instance_type",
+                  "zone-id": None}
+        for f in filters:
+            if f.get("Name") not in fields:
+                return self._xml(400, ec2_error("InvalidParameterValue",
+                                                f"The filter '{f.get('Name')}' is invalid"))
+            if f.get("Name") == "zone-id":
+                return self._xml(400, ec2_error("InvalidParameterValue",
+                                                "The filter 'zone-id' is not emulated"))
+        instances = [i for i in self.server.proxy.moto.data().get("ec2", {}).get("Instance", [])
+                     if i.get("region_name", region) == region]
+        known = {i["id"] for i in instances}
+        missing = [x for x in ids if x not in known]
+        if missing:
+            return self._xml(400, ec2_error("InvalidInstanceID.NotFound",
+                                            f"The instance IDs '{', '.join(missing)}' do not exist"))
+        out = []
+        for i in sorted(instances, key=lambda i: i["id"]):
+            if ids and i["id"] not in ids or groups and i.get("group_name") not in groups:
+                continue
+            if i.get("state") != "running" or not TOPOLOGY_TYPES.match(i["instance_type"]):
+                continue
+            if all(any(fnmatch.fnmatchcase(i[fields[f["Name"]]], x) for x in
+                       ([f["Value"]] if isinstance(f.get("Value"), str) else f.get("Value") or []))
+                   for f in filters):
+                out.append(i)
+        page = out if ids else out[offset:offset + max_results]
+        nxt = base64.b64encode(str(offset + max_results).encode()).decode() \
+            if not ids and offset + max_results < len(out) else ""
+
+        def nn(*key):
+            return "nn-" + hashlib.sha256("/".join(key).encode()).hexdigest()[:17]
+        xml = [f'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeInstanceTopologyResponse '
+               f'xmlns="{EC2_NS}"><requestId>{uuid.uuid4()}</requestId><instanceSet>']
+        for i in page:
+            zone, group = i["availability_zone"], i.get("group_name") or ""
+            nodes = [nn(zone), nn(zone, group), nn(zone, group, i["id"])]
+            if i["instance_type"] in TOPOLOGY_FOUR_LAYERS:
+                nodes.insert(2, nn(zone, group, "layer-3"))
+            xml.append(f"<item><instanceId>{i['id']}</instanceId>"
+                       f"<instanceType>{i['instance_type']}</instanceType>"
+                       + (f"<groupName>{escape(group)}</groupName>" if group else "")
+                       + "<networkNodeSet>" + "".join(f"<item>{n}</item>" for n in nodes)
+                       + f"</networkNodeSet><availabilityZone>{zone}</availabilityZone></item>")
+        xml.append("</instanceSet>" + (f"<nextToken>{nxt}</nextToken>" if nxt else "")
+                   + "</DescribeInstanceTopologyResponse>")
+        return self._xml(200, "".join(xml).encode())
 
     # ---- SSM ---------------------------------------------------------------------------
     SSM_PUBLIC = re.compile(r"^/aws/service/(eks/optimized-ami|bottlerocket)/")
@@ -1423,6 +1587,11 @@ class Handler(BaseHTTPRequestHandler):
                     px.calls = []
                 status, obj = 200, {"calls": []}
             elif op == "/ssm" and self.command == "GET":
+                status, obj = 200, {"parameters": px.ssm}
+            elif op == "/ssm" and self.command == "POST":
+                # {name: image id}: AWS publishing a new EKS AMI release behind a parameter
+                with px.lock:
+                    px.ssm.update({str(k): str(v) for k, v in args.items()})
                 status, obj = 200, {"parameters": px.ssm}
             elif op == "/prices" and self.command == "GET":
                 itype = q.get("instance_type")

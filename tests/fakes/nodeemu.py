@@ -49,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 from nsharness import MiB, GiB, Proc, make_root  # noqa: E402
+from kubelet import Kubelet  # noqa: E402
 
 CLUSTER_TAG = "nodesmith.io/cluster"
 NODEPOOL_TAG = "nodesmith.io/nodepool"
@@ -98,6 +99,19 @@ def eks_cpu_reserved_millis(vcpu):
     for c in range(1, vcpu + 1):
         r += 60 if c == 1 else 10 if c == 2 else 5 if c <= 4 else 2.5
     return int(-(-r // 1))
+
+
+def duration_seconds(text):
+    """A Go duration as the kubelet config writes it ("150s", "2m30s", "1h"): seconds; 0 for
+    none or an unparsable value (graceful node shutdown off)."""
+    total, pos = 0.0, 0
+    text = str(text or "")
+    for m in re.finditer(r"([0-9.]+)(h|ms|m|s)", text):
+        if m.start() != pos:
+            return 0.0
+        total += float(m.group(1)) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[m.group(2)]
+        pos = m.end()
+    return total if pos == len(text) else 0.0
 
 
 def eni_max_pods(enis, ipv4_per_eni):
@@ -194,6 +208,16 @@ class EC2:
         root = self.call("DescribeLaunchTemplateVersions", {
             "LaunchTemplateId": lt_id, "LaunchTemplateVersion.1": version or "$Default"})
         return root.findtext("launchTemplateVersionSet/item/launchTemplateData/userData") or ""
+
+    def root_volume_bytes(self, instance_id, devices=("/dev/xvda", "/dev/sda1")):
+        """Size of the volume attached at the root device (what the kubelet's file system holds),
+        or None when EC2 lists none there. moto's images have their root at /dev/sda1."""
+        root = self.call("DescribeVolumes", {"Filter.1.Name": "attachment.instance-id",
+                                             "Filter.1.Value.1": instance_id})
+        for v in root.findall("volumeSet/item"):
+            if any((a.findtext("device") or "") in devices for a in v.findall("attachmentSet/item")):
+                return int(v.findtext("size") or 0) * GiB or None
+        return None
 
     def instance_type(self, name):
         root = self.call("DescribeInstanceTypes", {"InstanceType.1": name})
@@ -337,7 +361,7 @@ def kubelet_settings(nodeconfig):
     return out
 
 
-def node_resources(spec, max_pods, cfg):
+def node_resources(spec, max_pods, cfg, eph=EPHEMERAL_BYTES):
     """Capacity and allocatable as the kubelet on an EKS AMI reports them: kube-reserved from
     the EKS formulas (CPU tiers, 11 x maxPods + 255 MiB, 1 GiB ephemeral storage) unless the
     kubelet config sets kubeReserved, systemReserved if set, evictionHard memory.available
@@ -345,7 +369,6 @@ def node_resources(spec, max_pods, cfg):
     the way nodeadm writes it."""
     cpu_m = spec["vcpu"] * 1000
     mem = spec["memory_mib"] * MiB
-    eph = EPHEMERAL_BYTES
     kr = {"cpu": f"{eks_cpu_reserved_millis(spec['vcpu'])}m",
           "memory": f"{11 * max_pods + 255}Mi", "ephemeral-storage": "1Gi"}
     kr.update(cfg.get("kubeReserved") or {})
@@ -437,6 +460,8 @@ class Instance:
         self.interruption = None         # {"action", "noticeTime", "deadline", "reclaimAt"...}
         self.reclaim_at = None
         self.reclaim_tries = 0
+        self.kubelet = None              # the emulated kubelet on a real API server
+        self.shutdown_grace = 0.0        # kubelet shutdownGracePeriod (s) from the user data
 
     @property
     def nodepool(self):
@@ -457,6 +482,7 @@ class Instance:
                 "agentExit": self.agent_exit, "agentRestarts": self.agent_restarts,
                 "agentRestartPending": self.agent_restart_at is not None,
                 "agentLog": a.log_path if a else None, "dir": self.dir,
+                "kubeletAlive": bool(self.kubelet and not self.kubelet.dead.is_set()),
                 "interruption": self.interruption,
                 "launchTime": self.desc["launchTime"], "tags": self.desc["tags"]}
 
@@ -472,6 +498,13 @@ class Emulator:
         if self.kube.startswith("https://"):
             self.kube_ctx = ssl.create_default_context(cafile=args.kube_ca) if args.kube_ca else \
                 ssl._create_unverified_context()
+            if args.kube_client_cert:
+                self.kube_ctx.load_cert_chain(args.kube_client_cert, args.kube_client_key)
+        # a real API server: each node gets a kubelet (tests/fakes/kubelet.py) with its own
+        # certificate, signed here as the cluster's CA would sign the kubelet's CSR
+        self.real = bool(args.node_ca and args.node_ca_key)
+        if self.real and not (self.kube.startswith("https://") and args.kube_ca):
+            raise SystemExit("nodeemu: --node-ca needs an https --kube-server and --kube-ca")
         self.lock = threading.RLock()
         self.instances = {}          # id -> Instance (the current boot)
         self.history = []            # earlier boots of restarted instances
@@ -697,7 +730,12 @@ class Emulator:
             except (ValueError, KeyError, TypeError) as e:
                 self.event("tag-warning", inst, f"{LABELS_TAG}/{TAINTS_TAG}: {e}")
         max_pods = ks["maxPods"] or eni_max_pods(spec["enis"], spec["ipv4_per_eni"])
-        capacity, allocatable, kubelet_cfg = node_resources(spec, max_pods, ks["config"])
+        try:
+            eph = self.ec2.root_volume_bytes(inst.id) or EPHEMERAL_BYTES
+        except Exception as e:  # an older fake without DescribeVolumes: the default disk
+            self.event("volume-warning", inst, f"DescribeVolumes: {e}")
+            eph = EPHEMERAL_BYTES
+        capacity, allocatable, kubelet_cfg = node_resources(spec, max_pods, ks["config"], eph)
         arch = "arm64" if spec["arch"] == "arm64" else "amd64"
         ctype = "spot" if d["lifecycle"] == "spot" else "on-demand"
         region = self.args.region
@@ -722,7 +760,47 @@ class Emulator:
         self.event("booted", inst, f"{spec['vcpu']} vCPU, {spec['memory_mib']} MiB, maxPods "
                                    f"{max_pods}; user data: {inst.user_data_source or 'none'}")
 
-        # the kubelet registers the Node
+        if self.real:
+            self.start_kubelet(inst, name, labels, taints, capacity, allocatable, ip, arch,
+                               ks["config"])
+        else:
+            self.register_fake_node(inst, name, labels, taints, capacity, allocatable, ip, arch,
+                                    max_pods)
+        if inst.gone.is_set():
+            return
+        self.start_agent(inst, conf, root, port, name, arch)
+
+    def start_kubelet(self, inst, name, labels, taints, capacity, allocatable, ip, arch, kcfg):
+        """The emulated kubelet (tests/fakes/kubelet.py) registers the Node as itself."""
+        from cluster import issue_cert
+        d = inst.desc
+        cert, key = issue_cert(inst.dir, self.args.node_ca, self.args.node_ca_key, "kubelet",
+                               f"system:node:{name}", orgs=("system:nodes",))
+        inst.shutdown_grace = duration_seconds(kcfg.get("shutdownGracePeriod"))
+        k = Kubelet(self.kube, self.args.kube_ca, cert, key, {
+            "name": name, "labels": labels, "taints": taints, "capacity": capacity,
+            "allocatable": allocatable, "providerID": f"aws:///{d['zone']}/{inst.id}",
+            "internalIP": ip, "arch": arch,
+            "external_cloud_provider": self.args.external_cloud_provider},
+            boot_delay=self.args.ready_delay, grace_factor=self.args.grace_factor,
+            start_delay=self.args.pod_start_delay, renew_interval=self.args.lease_renew_interval,
+            log=lambda msg: self.event("kubelet", inst, msg))
+        with inst.lock:
+            if inst.gone.is_set():
+                return
+            inst.kubelet = k
+            k.start()
+        if not k.registered.wait(90) or k.dead.is_set():
+            raise RuntimeError(f"Node {name} not registered by its kubelet")
+        inst.node_registered = True
+        self.event("registered", inst, f"Node {name} NotReady (Ready in {self.args.ready_delay:g}s), "
+                                       f"allocatable cpu {allocatable['cpu']} memory "
+                                       f"{allocatable['memory']} pods {allocatable['pods']}")
+
+    def register_fake_node(self, inst, name, labels, taints, capacity, allocatable, ip, arch, max_pods):
+        """The fake API server's kubelet: POST /_fake/nodes."""
+        d = inst.desc
+        region = self.args.region
         body = {"name": name, "labels": labels, "taints": taints, "capacity": capacity,
                 "allocatable": allocatable, "zone": d["zone"], "region": region,
                 "instanceID": inst.id, "instanceType": d["type"],
@@ -746,7 +824,8 @@ class Emulator:
                                        f"memory {allocatable['memory']} pods {max_pods}"
                    + (f", taints {[t['key'] + ':' + t['effect'] for t in taints]}" if taints else ""))
 
-        # systemd starts nodesmith-agent after cloud-init
+    def start_agent(self, inst, conf, root, port, name, arch):
+        """systemd starts nodesmith-agent after cloud-init."""
         argv = [self.agent_bin, "--config", conf, "--root", root,
                 "--imds-endpoint", f"http://127.0.0.1:{port}", "--node-name", name,
                 "--log-level", "info"]
@@ -754,7 +833,9 @@ class Emulator:
             argv += ["--arch", arch]
         if "--logind" in self.agent_opts:
             argv += ["--logind", "no"]  # no per-node logind; the host's must not be touched
-        if "--kube-server" in self.agent_opts:
+        if self.args.agent_kubeconfig:
+            argv += ["--kubeconfig", self.args.agent_kubeconfig]
+        elif "--kube-server" in self.agent_opts:
             argv += ["--kube-server", self.kube]
         elif "--kubeconfig" in self.agent_opts:
             # where nodeadm leaves the kubelet's kubeconfig; the agent reads it as the node does
@@ -858,7 +939,15 @@ class Emulator:
         if inst.thread is not None and inst.thread is not threading.current_thread():
             inst.thread.join(timeout=30)
         with inst.lock:
-            agent, imds = inst.agent, inst.imds
+            agent, imds, kubelet = inst.agent, inst.imds, inst.kubelet
+        shutdown = None
+        if kubelet is not None and delete_node:
+            # the OS shuts down: the kubelet's graceful node shutdown beside the agent's stop
+            shutdown = threading.Thread(target=kubelet.shutdown, args=(inst.shutdown_grace,),
+                                        daemon=True)
+            shutdown.start()
+        elif kubelet is not None:
+            kubelet.stop()
         if agent is not None and inst.agent_exit is None:
             rc = agent.stop(timeout=5)
             inst.agent_exit = rc
@@ -868,9 +957,16 @@ class Emulator:
             self.event("imds-stopped", inst, f"pid {imds.pid}")
         elif imds is not None:
             imds.stop(timeout=1)
+        if shutdown is not None:
+            shutdown.join(timeout=inst.shutdown_grace * self.args.grace_factor + 30)
+            kubelet.stop()
+            self.event("kubelet-stopped", inst, f"graceful shutdown of {inst.shutdown_grace:g}s "
+                                                f"x {self.args.grace_factor:g} done")
         if delete_node and inst.node_registered:
+            # as the cloud node lifecycle controller deletes the Node of a gone instance
+            path = "/api/v1/nodes/" if self.real else "/_fake/nodes/"
             try:
-                st, out = http_json("DELETE", f"{self.kube}/_fake/nodes/{urllib.parse.quote(inst.node)}",
+                st, out = http_json("DELETE", f"{self.kube}{path}{urllib.parse.quote(inst.node)}",
                                     ctx=self.kube_ctx)
             except OSError as e:
                 st, out = 0, str(e)
@@ -1115,6 +1211,7 @@ class Handler(BaseHTTPRequestHandler):
                     "/_emu/instances/REF/spot", "/_emu/instances/REF/rebalance",
                     "/_emu/instances/REF/maintenance", "/_emu/instances/REF/terminate",
                     "/_emu/instances/REF/agent/kill", "/_emu/instances/REF/agent/start",
+                    "/_emu/instances/REF/kubelet/kill",
                     "/_emu/instances/REF/imds/PATH"]})
             if p == ["state"] and m == "GET":
                 return self.send_json(200, emu.state())
@@ -1159,6 +1256,12 @@ class Handler(BaseHTTPRequestHandler):
                     return self.send_json(*emu.kill_agent(inst, body))
                 if rest == ["agent", "start"] and m == "POST":
                     return self.send_json(*emu.restart_agent(inst))
+                if rest == ["kubelet", "kill"] and m == "POST":
+                    if inst.kubelet is None or inst.kubelet.dead.is_set():
+                        return self.send_json(409, {"error": f"{inst.id} has no running kubelet"})
+                    inst.kubelet.die()
+                    emu.event("kubelet-killed", inst, "heartbeats and pod updates stop")
+                    return self.send_json(200, inst.public())
                 if rest[:1] == ["imds"] and len(rest) >= 2:
                     return self.send_json(*emu.imds_control(inst, m, "/".join(rest[1:]),
                                                             body if raw.strip() else None))
@@ -1176,6 +1279,23 @@ def main(argv=None):
     ap.add_argument("--ec2-endpoint", required=True, help="the EC2 proxy, http://127.0.0.1:PORT")
     ap.add_argument("--kube-server", required=True, help="the fake API server, http://127.0.0.1:PORT")
     ap.add_argument("--kube-ca", help="CA file when --kube-server is https")
+    ap.add_argument("--kube-client-cert", help="the emulator's own client certificate on an https "
+                                               "API server (it deletes the Nodes of gone instances)")
+    ap.add_argument("--kube-client-key")
+    ap.add_argument("--node-ca", help="CA certificate that signs each kubelet's client certificate "
+                                      "(a real API server: kubelets emulated by tests/fakes/kubelet.py)")
+    ap.add_argument("--node-ca-key")
+    ap.add_argument("--ready-delay", type=float, default=1.0,
+                    help="seconds from the Node's registration (NotReady) to Ready [1]")
+    ap.add_argument("--grace-factor", type=float, default=1.0,
+                    help="pods take deletionGracePeriodSeconds x this to go (> 0) [1]")
+    ap.add_argument("--pod-start-delay", type=float, default=0.2,
+                    help="seconds from a pod's binding to Running [0.2]")
+    ap.add_argument("--lease-renew-interval", type=float, default=2.0,
+                    help="seconds between the kubelets' Lease renewals [2]")
+    ap.add_argument("--external-cloud-provider", action="store_true",
+                    help="kubelets register with node.cloudprovider.kubernetes.io/uninitialized")
+    ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig)")
     ap.add_argument("--cluster", required=True, help="value of the nodesmith.io/cluster tag")
     ap.add_argument("--region", default="us-east-1")
     ap.add_argument("--coordinator", help="agents' coordinator address when the user data has none")
@@ -1200,6 +1320,12 @@ def main(argv=None):
                          "many seconds, as the unit's Restart=always/RestartSec do (< 0: never) [-1]")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
+    if not args.grace_factor > 0:
+        ap.error("--grace-factor must be above 0")
+    if bool(args.node_ca) != bool(args.node_ca_key):
+        ap.error("--node-ca and --node-ca-key go together")
+    if bool(args.kube_client_cert) != bool(args.kube_client_key):
+        ap.error("--kube-client-cert and --kube-client-key go together")
     args.build = os.path.abspath(args.build)
     tmp = None
     if not args.workdir:

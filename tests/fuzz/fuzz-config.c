@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CoordConfig cfg = {};
         ConfigAction action;
         ConfigSource src = { .env_prefix = "NODESMITH_FUZZ_UNSET" };
-        (void) config_load(coord_options, coord_options_count, &cfg, &src, 3, argv, &action);
+        (void) config_load(coord_options, coord_options_count, &cfg, &src, 3, argv, &action, NULL);
         config_free(coord_options, coord_options_count, &cfg);
         close(fd);
         return 0;

@@ -8,7 +8,7 @@
 
 #include "capacity.h"
 #include "log.h"
-#include "nodepool.h"
+#include "model/nodepool.h"
 #include "yaml-json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

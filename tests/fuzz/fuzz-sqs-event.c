@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "log.h"
-#include "sqs-event.h"
-#include "sqs.h"
+#include "interruption/sqs-event.h"
+#include "aws/sqs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

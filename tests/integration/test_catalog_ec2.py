@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The instance catalog built from live EC2 (coordinator/catalog-ec2.c through
+"""The instance catalog built from live EC2 (coordinator/provision/catalog-ec2.c through
 tests/tools/catalogprobe) against tests/fakes/ec2proxy.py in front of moto: the same types as the
 shipped data/catalog-us-east-1.json (same skip rules as data/gen-catalog.py), zones equal to the
 proxy's DescribeInstanceTypeOfferings, spot prices equal to its DescribeSpotPriceHistory (not the

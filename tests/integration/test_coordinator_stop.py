@@ -2,7 +2,7 @@
 """The coordinator stops cleanly on SIGTERM while its HTTP endpoints are being polled.
 
 Four threads poll /metrics, /healthz and /api/v1/nodes as fast as they can; the coordinator gets
-SIGTERM and must exit 0 within 5 s, 15 times over. Before the fix in coordinator/httpd.c a
+SIGTERM and must exit 0 within 5 s, 15 times over. Before the fix in coordinator/http/httpd.c a
 request queued for the loop as it ended deadlocked nng_http_server_stop() (about one stop in
 five hung)."""
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The coordinator's EC2 client (coordinator/ec2.c through tests/tools/ec2probe) against
+"""The coordinator's EC2 client (coordinator/aws/ec2.c through tests/tools/ec2probe) against
 tests/fakes/ec2proxy.py in front of moto: catalogue, offerings, spot prices, subnets and security
 groups, the EKS AMI through SSM, launch templates, instant fleets (tags, ClientToken, ICE),
 throttling retries checked in the proxy's call log, DescribeInstances by cluster tag, guarded

@@ -103,6 +103,7 @@ def main():
         procs.append(p1)
         moto_port = ctl(port, "GET", "/health")["moto_port"]
         functional(port)
+        topology(port)
         moto = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(mport := free_port())],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"))
@@ -397,6 +398,39 @@ def functional(port):
           "throttled CreateFleet calls are logged")
     fl = ctl(port, "GET", "/log?action=CreateFleet")["calls"]
     check(fl and all(c["action"] == "CreateFleet" for c in fl), "the log filters by action")
+
+
+def topology(port):
+    """DescribeInstanceTopology: moto 5.2 answers HTTP 500 (NotImplementedError); the proxy
+    answers from moto's instances as EC2 documents it."""
+    ec2, ssm = client(port, "ec2"), client(port, "ssm")
+    ami = ssm.get_parameter(Name="/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/"
+                            "standard/recommended/image_id")["Parameter"]["Value"]
+
+    def run(itype, n=1):
+        return [i["InstanceId"] for i in ec2.run_instances(
+            ImageId=ami, MinCount=n, MaxCount=n, InstanceType=itype)["Instances"]]
+    p5, m5, b200 = run("p5.48xlarge", 2), run("m5.large"), run("p6-b200.48xlarge")
+    got = {t["InstanceId"]: t for t in
+           ec2.describe_instance_topology(InstanceIds=p5 + m5 + b200)["Instances"]}
+    check(set(got) == set(p5 + b200), f"topology only for supported types ({sorted(got)})")
+    check(all(len(got[i]["NetworkNodes"]) == 3 for i in p5) and
+          len(got[b200[0]]["NetworkNodes"]) == 4, "3 network nodes, 4 for p6-b200")
+    check(got[p5[0]]["NetworkNodes"][:2] == got[p5[1]]["NetworkNodes"][:2] and
+          got[p5[0]]["NetworkNodes"][2] != got[p5[1]]["NetworkNodes"][2],
+          "same zone: upper layers shared, bottom layer per instance")
+    check(all(got[i]["InstanceType"] == "p5.48xlarge" and got[i]["AvailabilityZone"] for i in p5),
+          "instance type and zone")
+    ec2.stop_instances(InstanceIds=p5[1:])
+    got = ec2.describe_instance_topology(Filters=[{"Name": "instance-type", "Values": ["p5.*"]}])
+    check([t["InstanceId"] for t in got["Instances"]] == p5[:1], "only running instances")
+    page = ec2.describe_instance_topology(MaxResults=1)
+    check(len(page["Instances"]) == 1 and page.get("NextToken"), "pages")
+    check(err(ec2.describe_instance_topology, InstanceIds=["i-0123456789abcdef0"]) ==
+          ("InvalidInstanceID.NotFound", 400), "unknown instance refused")
+    check(err(ec2.describe_instance_topology, Filters=[{"Name": "zone-id", "Values": ["x"]}]) ==
+          ("InvalidParameterValue", 400), "a filter not emulated is refused, not ignored")
+    ec2.terminate_instances(InstanceIds=p5 + m5 + b200)
 
 
 def sigv4(port):

@@ -113,6 +113,7 @@ evictionHard:
         bad_token = os.path.join(d, "bad-token")
         with open(bad_token, "w") as f:
             f.write("this-is-not-the-right-token\n")
+        os.chmod(bad_token, 0o600)  # a token others may read is refused before it is ever sent
         rbad = make_root(os.path.join(d, "root-bad"), cpus=2, mem_bytes=2 * GiB)
         bad = Proc("agent-bad", agent_argv(coord, rbad, "i-bad0", token_file=bad_token), d)
         wait_for("unauthenticated counter",

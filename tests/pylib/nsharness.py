@@ -258,6 +258,12 @@ class Coordinator:
             argv.append("--insecure")
         else:
             argv += ["--tls-cert", self.pki["cert"], "--tls-key", self.pki["key"]]
+        if "--api-listen" not in self.extra:
+            # /api/v1 beside the metrics, no authentication (tests/security/test_http_api.py tests it)
+            argv += ["--api-listen", self.http, "--api-auth", "none"]
+        if not any(a.startswith("--attestation") for a in self.extra) and "--cluster-name" not in self.extra:
+            # no EC2 here to attest against: say so (attestation is required by default)
+            argv += ["--attestation", "off"]
         self.proc = Proc(self.name, argv + self.extra, self.workdir, env=self.env)
         wait_for("coordinator /healthz", lambda: http_get(self.http + "/healthz")[0] == 200, 10)
         return self
@@ -426,3 +432,22 @@ class FakeKube:
                     "contexts: [{name: fake, context: {cluster: fake, user: u}}]\n"
                     "current-context: fake\nusers: [{name: u, user: {}}]\n" % self.url)
         return path
+
+
+class Checklist:
+    """Named checks that all run: "ok    WHAT" or "FAIL  WHAT" with the detail, and a summary."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, what, ok, detail=""):
+        print(("ok    " if ok else "FAIL  ") + what)
+        if not ok:
+            self.failed.append(what)
+            if detail:
+                print("      " + str(detail).replace("\n", "\n      ")[:4000])
+        return ok
+
+    def exit_code(self, name):
+        print(f"{name}: {len(self.failed)} failed" if self.failed else f"{name}: OK")
+        return 1 if self.failed else 0

@@ -28,6 +28,7 @@ from nsharness import BUILD, ROOT, Proc, free_port, make_pki, wait_for  # noqa: 
 FAKES = os.path.join(ROOT, "tests", "fakes")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 DISCOVERY_TAG = "nodesmith.io/discovery"
+NODE_ROLE = "nodesmith-node"  # the role the tests' EC2NodeClasses name
 CLUSTER_TAG = "nodesmith.io/cluster"
 NODEPOOL_TAG = "nodesmith.io/nodepool"
 ACCESS_KEY, SECRET_KEY = "AKIAIOSFODNN7EXAMPLE", "dummy-secret"
@@ -36,7 +37,8 @@ ACCESS_KEY, SECRET_KEY = "AKIAIOSFODNN7EXAMPLE", "dummy-secret"
 # not pass them): option -> attribute of LocalStack (None: that option is left out)
 COORDINATOR_WIRING = (("--cluster-name", "cluster"), ("--cluster", "cluster"),
                       ("--region", "region"), ("--ec2-endpoint", "ec2_endpoint"),
-                      ("--ssm-endpoint", "ec2_endpoint"), ("--catalog", "catalog"),
+                      ("--ssm-endpoint", "ec2_endpoint"), ("--iam-endpoint", "ec2_endpoint"),
+                      ("--catalog", "catalog"),
                       ("--kube-server", "kube_server"), ("--kubeconfig", "kubeconfig"),
                       ("--cluster-endpoint", "kube_server"), ("--cluster-ca", "cluster_ca_b64"),
                       ("--agent-endpoint", "agent_endpoint"), ("--agent-ca", "agent_ca"),
@@ -169,7 +171,16 @@ class ServiceProxy:
 
 class LocalStack:
     def __init__(self, workdir, build=BUILD, cluster="nodesmith-test", region="us-east-1",
-                 insecure=False, report_interval="1s"):
+                 insecure=False, report_interval="1s", kube="fake"):
+        if kube not in ("real", "fake"):
+            raise ValueError("kube must be 'real' (tests/pylib/cluster.py) or 'fake' (kubeapi.py)")
+        self.kube = kube                # the Kubernetes under the stack
+        self.cluster_cp = None          # cluster.Cluster when kube == "real"
+        self.audit = None               # kubeaudit.PodAudit on the real control plane
+        self.fault_proxy = None         # cluster.FaultProxy: the product's clients go through it
+        self.coordinator_kubeconfig = None
+        self.agent_kubeconfig = None
+        self.grace_scale = 1.0
         self.workdir = os.path.abspath(workdir)
         self.build = os.path.abspath(build)
         self.cluster = cluster
@@ -211,6 +222,8 @@ class LocalStack:
 
     @property
     def kube_server(self):
+        if self.cluster_cp is not None:
+            return self.cluster_cp.server
         return f"http://127.0.0.1:{self.ports['kube']}"
 
     @property
@@ -264,9 +277,18 @@ class LocalStack:
             self._ec2 = self.client("ec2")
         return self._ec2
 
-    def setup_network(self, cidr="10.20.0.0/16", zones=ZONES):
+    def setup_network(self, cidr="10.20.0.0/16", zones=ZONES, node_role=NODE_ROLE):
         """A VPC, one subnet per zone and a security group, each tagged
-        nodesmith.io/discovery=CLUSTER (and Name), as an EC2NodeClass's selectors find them."""
+        nodesmith.io/discovery=CLUSTER (and Name), as an EC2NodeClass's selectors find them; and
+        the IAM role the nodes use (an EC2NodeClass's spec.role), as an EKS account has it."""
+        if node_role:
+            iam = self.client("iam")
+            try:
+                iam.get_role(RoleName=node_role)
+            except iam.exceptions.NoSuchEntityException:
+                iam.create_role(RoleName=node_role, AssumeRolePolicyDocument=json.dumps({
+                    "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                                                            "Principal": {"Service": "ec2.amazonaws.com"}}]}))
         ec2 = self.ec2
         tags = [{"Key": DISCOVERY_TAG, "Value": self.cluster}]
         vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
@@ -381,10 +403,22 @@ class LocalStack:
     def terminate(self, *instance_ids):
         return self.ec2.terminate_instances(InstanceIds=list(instance_ids))
 
-    # ---- Kubernetes (the fake API server) ------------------------------------------------
-    def start_kube(self, grace_scale=0.05, crds=True, extra=()):
-        """The fake API server; with crds, nodesmith's CRDs (packaging/kubernetes/crd-*.yaml)
-        are applied and waited for (Established)."""
+    # ---- Kubernetes ----------------------------------------------------------------------
+    def start_kube(self, grace_scale=0.05, crds=True, extra=(), node_monitor_grace=10,
+                   external_cloud_provider=False, fault_proxy=False):
+        """Kubernetes for the stack. kube="real": the control plane of tests/pylib/cluster.py
+        (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) in WORKDIR/cluster, the
+        shipped manifests applied with `kubectl apply -k packaging/kubernetes` (the in-cluster
+        coordinator Deployment scaled to 0: the test runs the coordinator here), kubeconfigs for
+        the coordinator's and the agents' ServiceAccounts (TokenRequest); grace_scale becomes the
+        emulated kubelets' grace factor; extra goes to kube-apiserver. With fault_proxy, the
+        coordinator and the agents reach the API server through tests/fakes/kubeproxy.py
+        (s.fault_proxy.fault(...), s.kube_control); a PodAudit (s.audit) records evictions.
+        kube="fake": tests/fakes/kubeapi.py; with crds, nodesmith's CRDs are applied."""
+        self.grace_scale = grace_scale
+        if self.kube == "real":
+            return self._start_real_kube(extra, node_monitor_grace, external_cloud_provider,
+                                         fault_proxy)
         p = self._proc("kubeapi", [sys.executable, os.path.join(FAKES, "kubeapi.py"), "--port", "0",
                                    "--grace-scale", str(grace_scale)] + list(extra))
         self.ports["kube"] = _listening(p, "fake API server", 30)
@@ -396,6 +430,63 @@ class LocalStack:
                 "current-context": "fake", "users": [{"name": "u", "user": {}}]}))
         if crds:
             self.install_crds()
+        return self.kube_server
+
+    def _start_real_kube(self, extra, node_monitor_grace, external_cloud_provider, fault_proxy):
+        from cluster import Cluster
+        from kubeaudit import PodAudit
+        c = self.cluster_cp = Cluster(os.path.join(self.workdir, "cluster"), build=self.build,
+                                      node_monitor_grace=node_monitor_grace,
+                                      external_cloud_provider=external_cloud_provider,
+                                      apiserver_args=extra)
+        c.start()
+        self.kubeconfig = c.kubeconfig
+        self.ports["kube"] = c.port
+        for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            self.procs[name] = c.procs[name]
+            self.seen_pids.add(c.procs[name].pid)
+        self.audit = PodAudit(c).start()
+        c.install_packaging()
+        self.kubectl("-n", "nodesmith", "scale", "deployment/nodesmith-coordinator", "--replicas=0")
+        server = None
+        if fault_proxy:
+            self.fault_proxy = c.start_fault_proxy()
+            self.procs["kubeproxy"] = self.fault_proxy.proc
+            self.seen_pids.add(self.fault_proxy.proc.pid)
+            server = self.fault_proxy.server
+        self.coordinator_kubeconfig = c.service_account_kubeconfig(
+            "nodesmith", "nodesmith-coordinator", server=server)
+        self.agent_kubeconfig = c.service_account_kubeconfig("nodesmith", "nodesmith-agent",
+                                                             server=server)
+        return self.kube_server
+
+    def kube_get(self, path, timeout=10):
+        """GET path from the API server as admin (TLS and a client certificate on the real
+        control plane): the parsed JSON; an error status raises."""
+        if self.cluster_cp is not None:
+            st, out = self.cluster_cp.api("GET", path, timeout=timeout)
+            if st != 200:
+                raise urllib.error.HTTPError(self.kube_server + path, st, str(out)[:300], None, None)
+            return out
+        return _json("GET", self.kube_server + path, timeout=timeout)
+
+    def eviction_audit(self):
+        """{"evictions": [...], "violations": [...], "violationCount": N}: every eviction and
+        pod deletion with its PDB accounting, from the fake API server's /_fake/evictions or,
+        on the real control plane, from kube-apiserver's audit log (tests/pylib/kubeaudit.py)."""
+        if self.audit is not None:
+            v = self.audit.violations()
+            return {"evictions": self.audit.evictions(), "violations": v, "violationCount": len(v)}
+        return _json("GET", self.kube_server + "/_fake/evictions")
+
+    @property
+    def kube_control(self):
+        """Where /_fake/faults and /_fake/watches/drop are served: the fault proxy's control
+        port on the real control plane, the fake API server itself otherwise."""
+        if self.cluster_cp is not None:
+            if self.fault_proxy is None:
+                raise AssertionError("start_kube(fault_proxy=True) for API faults")
+            return self.fault_proxy.control
         return self.kube_server
 
     def install_crds(self):
@@ -431,7 +522,13 @@ class LocalStack:
     # ---- the coordinator -----------------------------------------------------------------
     def kube_fake(self, method, path, body=None):
         """The fake API server's control endpoint: kube_fake("POST", "controllers", {"pause": [...]})."""
+        if self.kube == "real":
+            raise AssertionError("kube_fake: the real control plane has no /_fake/ endpoint")
         return _json(method, f"{self.kube_server}/_fake/{path}", body)
+
+    def api(self, method, path, body=None, identity=None, ctype="application/json"):
+        """One request to the real API server (admin unless identity): (status, JSON)."""
+        return self.cluster_cp.api(method, path, body, identity=identity, ctype=ctype)
 
     def proxy(self, method, path, body=None):
         """The EC2 proxy's control endpoint: proxy("POST", "rules", {...}), proxy("GET", "log")."""
@@ -447,6 +544,9 @@ class LocalStack:
         argv = [coord, "--listen", self.coordinator_url, "--http-listen", self.coordinator_http,
                 "--report-interval", interval or self.report_interval,
                 "--token-file", self.pki["token_file"], "--log-level", log_level]
+        if "--api-listen" not in extra:
+            # /api/v1 beside the metrics, no authentication (tests/security/test_http_api.py tests it)
+            argv += ["--api-listen", self.coordinator_http, "--api-auth", "none"]
         if self.insecure:
             argv.append("--insecure")
         else:
@@ -459,6 +559,8 @@ class LocalStack:
             for opt, attr in COORDINATOR_WIRING:
                 if opt not in opts or opt in given:
                     continue
+                if opt == "--kube-server" and self.coordinator_kubeconfig:
+                    continue  # the ServiceAccount's kubeconfig names the server
                 if opt == "--kubeconfig" and "--kube-server" in given:
                     continue
                 value = self._wiring_value(attr)
@@ -495,6 +597,8 @@ class LocalStack:
             return None
         if attr in ("kube_server", "kubeconfig") and "kube" not in self.ports:
             return None
+        if attr == "kubeconfig" and self.coordinator_kubeconfig:
+            return self.coordinator_kubeconfig
         if attr in ("agent_endpoint", "agent_ca", "agent_tls_server_name", "cluster_ca_b64") \
                 and self.insecure:
             return None  # node user data names tls+tcp:// coordinators only
@@ -552,7 +656,11 @@ class LocalStack:
         return {n["instanceId"]: n for n in json.loads(out)["items"]}
 
     # ---- the node emulator ---------------------------------------------------------------
-    def start_emulator(self, boot_delay=0.3, spot_grace=120.0, agent_args=(), extra=()):
+    def start_emulator(self, boot_delay=0.3, spot_grace=120.0, agent_args=(), extra=(),
+                       ready_delay=0.5):
+        """tests/fakes/nodeemu.py. On the real control plane each node gets an emulated
+        kubelet (tests/fakes/kubelet.py): registered NotReady boot_delay after launch, Ready
+        ready_delay later; pods go in their grace period x the grace_scale of start_kube()."""
         argv = [sys.executable, os.path.join(FAKES, "nodeemu.py"), "--port", "0",
                 "--ec2-endpoint", self.ec2_endpoint, "--kube-server", self.kube_server,
                 "--cluster", self.cluster, "--region", self.region, "--build", self.build,
@@ -562,6 +670,16 @@ class LocalStack:
             argv += ["--coordinator", self.agent_endpoint, "--token-file", self.pki["token_file"]]
             if not self.insecure:
                 argv += ["--tls-ca", self.pki["ca"], "--tls-server-name", "localhost"]
+        if self.cluster_cp is not None:
+            c = self.cluster_cp
+            emu_id = c.user_identity("nodesmith-test-cloud-node-lifecycle", groups=("system:masters",))
+            argv += ["--kube-ca", c.ca, "--kube-client-cert", emu_id.cert,
+                     "--kube-client-key", emu_id.key, "--node-ca", c.pki.ca,
+                     "--node-ca-key", c.pki.ca_key, "--ready-delay", str(ready_delay),
+                     "--grace-factor", str(self.grace_scale),
+                     "--agent-kubeconfig", self.agent_kubeconfig]
+            if c.external_cloud_provider:
+                argv.append("--external-cloud-provider")
         argv += [f"--agent-arg={a}" for a in agent_args] + list(extra)
         p = self._proc("nodeemu", argv, env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
                                              "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
@@ -608,6 +726,14 @@ class LocalStack:
             p = self.procs.get(name)
             if p is not None:
                 rcs[name] = p.stop(timeout=45 if name == "nodeemu" else 15)
+        if self.audit is not None:
+            self.audit.stop()
+        if self.cluster_cp is not None:
+            self.cluster_cp.stop()
+            for name in ("kubeproxy", "etcd", "kube-apiserver", "kube-controller-manager",
+                         "kube-scheduler"):
+                if name in self.procs:
+                    rcs[name] = self.procs[name].p.returncode
         for name, p in list(self.procs.items()):
             if name not in rcs:
                 rcs[name] = p.stop(timeout=10)

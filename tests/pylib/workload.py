@@ -27,14 +27,43 @@ spec:
 """
 
 
+# small on-demand amd64 nodes of the c and m families
+ON_DEMAND_CM = ("{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",
+                "{key: nodesmith.io/instance-category, operator: In, values: [c, m]}",
+                "{key: kubernetes.io/arch, operator: In, values: [amd64]}",
+                "{key: nodesmith.io/instance-size, operator: NotIn, values: [metal]}")
+
+
+def nodepool_yaml(name="general", node_class="default", requirements=ON_DEMAND_CM, spec=""):
+    """A NodePool of node_class with these requirements (YAML flow mappings) and more of its
+    spec (YAML, indented two spaces)."""
+    reqs = "".join(f"\n        - {r}" for r in requirements)
+    return f"""---
+apiVersion: nodesmith.io/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+{spec}  template:
+    spec:
+      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: {node_class}}}
+      requirements:{reqs}
+"""
+
+
 def apply_objs(s, *objs):
     s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
 
 
-def deployment(name, replicas, cpu, memory="128Mi", annotations=None):
-    spec = {"terminationGracePeriodSeconds": 30,
-            "containers": [{"name": name, "image": "registry.example/app",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+def deployment(name, replicas, cpu, memory="128Mi", annotations=None, ready_after=None):
+    """ready_after: seconds from Running to Ready, as a readiness probe's initialDelaySeconds
+    (scaled by the emulated kubelets' grace factor, as the fake's grace scale did)."""
+    container = {"name": name, "image": "registry.example/app",
+                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    if ready_after:
+        container["readinessProbe"] = {"exec": {"command": ["true"]},
+                                       "initialDelaySeconds": int(ready_after)}
+        annotations = dict(annotations or {}, **{"kubeapi.fake/ready-after-seconds": str(ready_after)})
+    spec = {"terminationGracePeriodSeconds": 30, "containers": [container]}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {"labels": {"app": name}, "annotations": annotations or {}},
@@ -47,8 +76,9 @@ def pdb(name, **spec):
 
 
 def fake_api(s, method, path, body=None):
-    """The fake API server's control endpoint /_fake/PATH."""
-    req = urllib.request.Request(f"{s.kube_server}/_fake/{path}", method=method,
+    """The fake API server's control endpoint /_fake/PATH (the fault proxy's on the real
+    control plane: faults and watches only)."""
+    req = urllib.request.Request(f"{s.kube_control}/_fake/{path}", method=method,
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as r:
@@ -57,13 +87,18 @@ def fake_api(s, method, path, body=None):
 
 
 def evictions(s, node, decision=None):
-    """The eviction audit for pods of node: [{pod, uid, node, decision, pdb, ...}]."""
+    """The eviction audit for pods of node: [{pod, uid, node, decision, pdb, ...}] (on the real
+    control plane from kube-apiserver's audit log, tests/pylib/kubeaudit.py)."""
+    if s.audit is not None:
+        return s.audit.evictions(node, decision)
     return [e for e in fake_api(s, "GET", "audit")["evictions"] if e.get("node") == node
             and (decision is None or e.get("decision") == decision)]
 
 
 def violations(s):
-    """Evictions the fake API server saw break a PDB."""
+    """Evictions or deletions that broke a PDB."""
+    if s.audit is not None:
+        return len(s.audit.violations())
     return fake_api(s, "GET", "audit")["violationCount"]
 
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* catalogprobe: builds the instance catalog from live EC2 (coordinator/catalog-ec2.h) and prints
+/* catalogprobe: builds the instance catalog from live EC2 (coordinator/provision/catalog-ec2.h) and prints
  * a summary, for tests and for looking at an endpoint.
  *
  *   catalogprobe [--ec2-endpoint URL] [--region R] [--prices TABLE.json] [--fallback CATALOG.json]
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "aws-credentials.h"
-#include "coordinator/catalog-ec2.h"
-#include "ec2.h"
+#include "aws/aws-credentials.h"
+#include "coordinator/provision/catalog-ec2.h"
+#include "aws/ec2.h"
 #include "log.h"
 
 #define MAX_TYPES 64

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ec2probe: coordinator/ec2.h from the command line, for tests and for poking at an endpoint.
+/* ec2probe: coordinator/aws/ec2.h from the command line, for tests and for poking at an endpoint.
  *
  *   ec2probe [OPTIONS] COMMAND ARGS...
  * OPTIONS:  --endpoint URL --ssm-endpoint URL --sts-endpoint URL --imds-endpoint URL
@@ -28,8 +28,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "aws-credentials.h"
-#include "ec2.h"
+#include "aws/aws-credentials.h"
+#include "aws/ec2.h"
 #include "log.h"
 
 #define MAX_ARGS 64

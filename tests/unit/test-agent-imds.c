@@ -221,6 +221,80 @@ static void test_merge(void **state) {
         assert_int_equal(n, 2);
 }
 
+static ImdsNotice mk_timed(Nodesmith__V1__Notice__Kind kind, const char *action, int64_t when) {
+        ImdsNotice n = { .kind = kind, .deadline_unix_ms = when };
+        snprintf(n.action, sizeof n.action, "%s", action);
+        snprintf(n.event_id, sizeof n.event_id, "%s@%lld", action, (long long) when);
+        return n;
+}
+
+static const ImdsNotice *only(const ImdsNotice *set, size_t n, Nodesmith__V1__Notice__Kind kind) {
+        const ImdsNotice *found = NULL;
+        for (size_t i = 0; i < n; i++)
+                if (set[i].kind == kind) {
+                        assert_null(found);
+                        found = &set[i];
+                }
+        assert_non_null(found);
+        return found;
+}
+
+/* amazon-ec2-metadata-mock answers spot/instance-action with "now + 2 min" and the rebalance
+ * recommendation with "now", afresh on every request: one notice each, not one per poll. */
+static void test_merge_moving_time(void **state) {
+        ImdsNotice set[IMDS_MAX_NOTICES];
+        size_t n = 0;
+        ImdsNotice cur;
+
+        cur = mk_timed(KIND(SPOT_INTERRUPTION), "terminate", 120000);
+        assert_int_equal(imds_notices_merge(set, &n, KIND(SPOT_INTERRUPTION), &cur, 1, 1000), 1);
+        for (int64_t t = 121000; t <= 130000; t += 1000) {
+                cur = mk_timed(KIND(SPOT_INTERRUPTION), "terminate", t);
+                assert_int_equal(imds_notices_merge(set, &n, KIND(SPOT_INTERRUPTION), &cur, 1, t), 0);
+        }
+        const ImdsNotice *s = only(set, n, KIND(SPOT_INTERRUPTION));
+        assert_string_equal(s->event_id, "terminate@120000");
+        assert_int_equal(s->deadline_unix_ms, 120000);
+        assert_int_equal(s->first_seen_unix_ms, 1000);
+
+        /* brought forward: the earlier deadline is reported, first_seen kept */
+        cur = mk_timed(KIND(SPOT_INTERRUPTION), "terminate", 90000);
+        assert_int_equal(imds_notices_merge(set, &n, KIND(SPOT_INTERRUPTION), &cur, 1, 20000), 1);
+        s = only(set, n, KIND(SPOT_INTERRUPTION));
+        assert_int_equal(s->deadline_unix_ms, 90000);
+        assert_string_equal(s->event_id, "terminate@90000");
+        assert_int_equal(s->first_seen_unix_ms, 1000);
+
+        /* another action is another notice: the old one withdrawn, the new one added */
+        cur = mk_timed(KIND(SPOT_INTERRUPTION), "stop", 90000);
+        assert_int_equal(imds_notices_merge(set, &n, KIND(SPOT_INTERRUPTION), &cur, 1, 21000), 2);
+        s = only(set, n, KIND(SPOT_INTERRUPTION));
+        assert_string_equal(s->action, "stop");
+        assert_int_equal(s->first_seen_unix_ms, 21000);
+
+        /* a recommendation has no deadline: its moving noticeTime changes nothing; maintenance
+         * events stay named by EventId: a new id is a new event (the old one withdrawn) */
+        static const struct {
+                Nodesmith__V1__Notice__Kind kind;
+                const char *action, *first, *second, *kept;
+                int changes;
+        } renamed[] = {
+                { KIND(REBALANCE), "rebalance", "rebalance@t1", "rebalance@t2", "rebalance@t1", 0 },
+                { KIND(MAINTENANCE), "system-reboot", "instance-event-1", "instance-event-2",
+                  "instance-event-2", 2 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(renamed); i++) {
+                cur = mk_timed(renamed[i].kind, renamed[i].action, 50000);
+                snprintf(cur.event_id, sizeof cur.event_id, "%s", renamed[i].first);
+                assert_int_equal(imds_notices_merge(set, &n, renamed[i].kind, &cur, 1, 22000), 1);
+                snprintf(cur.event_id, sizeof cur.event_id, "%s", renamed[i].second);
+                assert_int_equal(imds_notices_merge(set, &n, renamed[i].kind, &cur, 1, 23000),
+                                 renamed[i].changes);
+                assert_string_equal(only(set, n, renamed[i].kind)->event_id, renamed[i].kept);
+        }
+        assert_int_equal(n, 3);
+}
+
 int main(void) {
         log_set_max_level(LOG_ERR);
         const struct CMUnitTest tests[] = {
@@ -229,6 +303,7 @@ int main(void) {
                 cmocka_unit_test(test_rebalance),
                 cmocka_unit_test(test_maintenance),
                 cmocka_unit_test(test_merge),
+                cmocka_unit_test(test_merge_moving_time),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attest.h"
+#include "agents/attest.h"
 
 /* Documents and signatures are made here with OpenSSL, as IMDS makes them: PKCS7 signedData,
  * SHA-256, an RSA-2048 key, the document attached, no certificate inside, base64 in 64-column

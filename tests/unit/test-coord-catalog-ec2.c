@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The catalog built from EC2's answers (coordinator/catalog-ec2.c): canned DescribeInstanceTypes,
+/* The catalog built from EC2's answers (coordinator/provision/catalog-ec2.c): canned DescribeInstanceTypes,
  * DescribeInstanceTypeOfferings and DescribeSpotPriceHistory results through
  * catalog_ec2_assemble(), then through the shared loader. Runs from the repository root. */
 
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/catalog-ec2.h"
+#include "coordinator/provision/catalog-ec2.h"
 
 #define NOW ((int64_t) 1790000000)
 #define HOUR 3600

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/catalog.h"
+#include "coordinator/model/catalog.h"
 
 #define MI ((int64_t) 1024 * 1024)
 #define GI (1024 * MI)

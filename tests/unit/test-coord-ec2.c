@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "aws-credentials.h"
-#include "ec2-internal.h"
+#include "aws/aws-credentials.h"
+#include "aws/ec2-internal.h"
 
 static bool has(const StrBuf *b, const char *kv) {
         /* exact "&key=value" (or at the start) */
@@ -199,7 +199,7 @@ static const char TYPES_XML[] =
         "<bareMetal>false</bareMetal><hypervisor>nitro</hypervisor><processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures></processorInfo>"
         "<vCpuInfo><defaultVCpus>4</defaultVCpus><defaultCores>2</defaultCores></vCpuInfo><memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo>"
         "<instanceStorageSupported>true</instanceStorageSupported><instanceStorageInfo><totalSizeInGB>125</totalSizeInGB></instanceStorageInfo>"
-        "<networkInfo><networkPerformance>Up to 25 Gigabit</networkPerformance><maximumNetworkInterfaces>3</maximumNetworkInterfaces><networkCards><item><maximumNetworkInterfaces>9</maximumNetworkInterfaces></item></networkCards><ipv4AddressesPerInterface>10</ipv4AddressesPerInterface></networkInfo>"
+        "<networkInfo><networkPerformance>Up to 25 Gigabit</networkPerformance><maximumNetworkInterfaces>16</maximumNetworkInterfaces><defaultNetworkCardIndex>1</defaultNetworkCardIndex><networkCards><item><networkCardIndex>0</networkCardIndex><maximumNetworkInterfaces>12</maximumNetworkInterfaces></item><item><networkCardIndex>1</networkCardIndex><maximumNetworkInterfaces>4</maximumNetworkInterfaces></item></networkCards><ipv4AddressesPerInterface>10</ipv4AddressesPerInterface></networkInfo>"
         "<gpuInfo><gpus><item><name>T4</name><manufacturer>NVIDIA</manufacturer><count>1</count><memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo></item></gpus><totalGpuMemoryInMiB>16384</totalGpuMemoryInMiB></gpuInfo></item>"
         "<item><instanceType>m6g.metal</instanceType><supportedUsageClasses><item>on-demand</item></supportedUsageClasses><bareMetal>true</bareMetal>"
         "<processorInfo><supportedArchitectures><item>arm64</item></supportedArchitectures></processorInfo><vCpuInfo><defaultVCpus>64</defaultVCpus></vCpuInfo>"
@@ -225,7 +225,7 @@ static void test_parse_instance_types(void **state) {
         assert_string_equal(g->gpus[0].manufacturer, "NVIDIA");
         assert_int_equal(g->gpus[0].count, 1);
         assert_int_equal(g->gpus[0].memory_mib, 16384);
-        assert_int_equal(g->max_enis, 3); /* networkInfo's, not a network card's */
+        assert_int_equal(g->max_enis, 4); /* the default card's, not the total of every card */
         assert_int_equal(g->ipv4_per_eni, 10);
         assert_string_equal(g->hypervisor, "nitro");
         assert_int_equal(g->instance_storage_gb, 125);
@@ -273,6 +273,18 @@ static void test_parse_errors(void **state) {
         assert_true(ec2_error_kind_retryable(e.kind));
         /* garbage with 200 */
         assert_int_equal(ec2_xml_parse("<a><b>", 6, 200, &d, &e), -EBADMSG);
+        /* a DTD (entity expansion: "billion laughs", an external entity): refused, nothing expanded */
+        static const char laughs[] =
+                "<?xml version=\"1.0\"?><!DOCTYPE r [<!ENTITY a \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\">"
+                "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\"><!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\">"
+                "<!ENTITY d \"&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;\"><!ENTITY e \"&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;\">]>"
+                "<DescribeInstancesResponse><requestId>&e;&e;&e;&e;</requestId></DescribeInstancesResponse>";
+        static const char external[] =
+                "<?xml version=\"1.0\"?><!DOCTYPE r SYSTEM \"file:///etc/passwd\"><r>x</r>";
+        assert_int_equal(ec2_xml_parse(laughs, strlen(laughs), 200, &d, &e), -EBADMSG);
+        assert_null(d);
+        assert_int_equal(ec2_xml_parse(external, strlen(external), 200, &d, &e), -EBADMSG);
+        assert_null(ec2_xml_read(laughs, strlen(laughs)));
         /* SSM JSON errors */
         assert_int_equal(ec2_json_error("{\"__type\":\"com.amazonaws#ThrottlingException\",\"message\":\"slow\"}", 400, &e), 0);
         assert_int_equal(e.kind, EC2_ERROR_THROTTLED);
@@ -428,18 +440,13 @@ static void test_sts_imds_parse(void **state) {
         assert_int_equal(aws_imds_parse_credentials("{\"Code\":\"Failure\"}", &c), -EACCES);
         assert_int_equal(aws_imds_parse_credentials("nope", &c), -EBADMSG);
         aws_credentials_done(&c);
-        int64_t t;
-        assert_int_equal(aws_parse_iso8601("2025-01-01T02:00:00+02:00", &t), 0);
-        assert_int_equal(t, 1735689600);
-        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00.123Z", &t), 0);
-        assert_int_equal(t, 1735689600);
-        assert_int_equal(aws_parse_iso8601("2025-01-01 junk", &t), -EINVAL);
-        /* short or malformed offsets (a short one once read past the end) */
-        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+1:2", &t), -EINVAL);
-        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00-0", &t), -EINVAL);
-        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+02:0", &t), -EINVAL);
-        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+24:00", &t), -EINVAL);
-        assert_int_equal(aws_parse_iso8601("2025-01-01T00:00:00+02:00x", &t), -EINVAL);
+        /* the expiration's offset counts (timestamp formats: test-lib-timestamp) */
+        assert_int_equal(aws_imds_parse_credentials("{\"Code\":\"Success\",\"AccessKeyId\":\"A\","
+                "\"SecretAccessKey\":\"s\",\"Expiration\":\"2025-01-01T02:00:00+02:00\"}", &c), 0);
+        assert_int_equal(c.expiration, 1735689600);
+        assert_int_equal(aws_imds_parse_credentials("{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"s\","
+                "\"Expiration\":\"2025-01-01T00:00:00+02:00x\"}", &c), -EBADMSG);
+        aws_credentials_done(&c);
 }
 
 static void clear_env(void) {

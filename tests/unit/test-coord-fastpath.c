@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fastpath.h"
+#include "agents/fastpath.h"
 #include "wire.h"
 
 #define TOKEN "0123456789abcdef0123"

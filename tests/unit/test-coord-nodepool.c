@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/nodepool.h"
+#include "coordinator/model/nodepool.h"
 #include "yaml-json.h"
 
 #define MI ((int64_t) 1024 * 1024)
@@ -291,11 +291,11 @@ static void test_nodeclass_and_node(void **state) {
         nodepool_objects_free(o);
 
         expect_error("apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n"
-                     "spec: {amiSelectorTerms: [{alias: a}], subnetSelectorTerms: [{id: s}], securityGroupSelectorTerms: [{id: g}]}\n",
-                     "EC2NodeClass x: spec.role: exactly one of role and instanceProfile must be set");
+                     "spec: {amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{id: subnet-1}], securityGroupSelectorTerms: [{id: sg-1}]}\n",
+                     "EC2NodeClass x: spec: must specify exactly one of ['role', 'instanceProfile']");
         expect_error("apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: x}\n"
-                     "spec: {role: r, subnetSelectorTerms: [], securityGroupSelectorTerms: [{id: g}]}\n",
-                     "spec.subnetSelectorTerms: needs at least one term");
+                     "spec: {role: r, subnetSelectorTerms: [], securityGroupSelectorTerms: [{id: sg-1}]}\n",
+                     "spec.subnetSelectorTerms: subnetSelectorTerms cannot be empty");
         expect_error("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n", "Node n: status.allocatable: is required");
 }
 
@@ -341,8 +341,8 @@ static void test_convert_v1beta1_with_kubelet(void **state) {
                          "  disruption: {consolidationPolicy: WhenUnderutilized, expireAfter: 48h}\n"
                          "---\n"
                          "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: nc}\n"
-                         "spec: {role: r, amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{id: s}],"
-                         " securityGroupSelectorTerms: [{id: g}]}\n"
+                         "spec: {role: r, amiSelectorTerms: [{alias: al2023@latest}], subnetSelectorTerms: [{id: subnet-1}],"
+                         " securityGroupSelectorTerms: [{id: sg-1}]}\n"
                          "---\n"
                          "apiVersion: v1\nkind: Service\nmetadata: {name: untouched}\n");
         cJSON *out = NULL;
@@ -452,6 +452,95 @@ static void test_yaml_anchors_and_emitter(void **state) {
         cJSON_Delete(j);
 }
 
+#define NC_HEAD "apiVersion: nodesmith.io/v1\nkind: EC2NodeClass\nmetadata: {name: c}\n"
+#define NC_BASE "spec:\n  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]\n" \
+        "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n"
+#define NP_HEAD "apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: p}\n" \
+        "spec:\n  template:\n    spec:\n      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: c}\n"
+
+/* Karpenter v1 fields nodesmith does not carry out are refused, naming the field and why. */
+static void test_karpenter_refusals(void **state) {
+        expect_error(NC_HEAD "spec:\n  role: r\n  amiSelectorTerms: [{alias: windows2022@latest}]\n"
+                     "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
+                     "spec.amiSelectorTerms[0].alias: \"windows2022@latest\" is not supported: Windows nodes cannot run "
+                     "nodesmith-agent, which runs on Linux only");
+        expect_error(NC_HEAD "spec:\n  role: r\n  amiSelectorTerms: [{id: ami-1}]\n  amiFamily: Windows2019\n"
+                     "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
+                     "spec.amiFamily: Windows2019 is not supported: Windows nodes cannot run nodesmith-agent");
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{id: cr-1}]\n",
+                     "spec.capacityReservationSelectorTerms: is not supported");
+        expect_error(NC_HEAD NC_BASE "  ipPrefixCount: 2\n", "spec.ipPrefixCount: is not supported");
+        expect_error(NC_HEAD NC_BASE "  userdata: x\n", "spec.userdata: is not a field of Karpenter v1's EC2NodeClass");
+        expect_error(NC_HEAD NC_BASE "  kubelet: {evictionSoft: {memory.available: 1Gi}}\n",
+                     "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod");
+        expect_error(NC_HEAD NC_BASE "  kubelet: {evictionHard: {memory.free: 1Gi}}\n", "valid keys are memory.available");
+        expect_error(NC_HEAD NC_BASE "  blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 20Gi, "
+                     "volumeInitializationRate: 200}}]\n", "volumeInitializationRate: is not supported");
+        expect_error(NC_HEAD NC_BASE "  blockDeviceMappings: [{deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 20Gi}},"
+                     " {deviceName: /dev/xvdb, rootVolume: true, ebs: {volumeSize: 20Gi}}]\n",
+                     "must have only one blockDeviceMappings with rootVolume");
+        expect_error(NC_HEAD "spec:\n  role: r\n  amiSelectorTerms: [{id: ami-1, name: x}]\n  amiFamily: AL2023\n"
+                     "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
+                     "'id' is mutually exclusive");
+        expect_error(NP_HEAD "  replicas: 3\n", "spec.replicas: is not supported: static NodePools");
+        expect_error(NP_HEAD "  disruption: {consolidationThreshold: 3}\n",
+                     "spec.disruption.consolidationThreshold: an integer goes with consolidationPolicy Balanced");
+        expect_error(NP_HEAD "  limits: {nodes: 10}\n", "spec.limits.nodes: is not supported");
+        expect_error(NP_HEAD "  weights: 3\n", "spec.weights: is not a field of Karpenter v1's NodePool");
+}
+
+/* Gte and Lte, percentage eviction thresholds, ephemeral reservations, RAID0, the root volume. */
+static void test_karpenter_accepted(void **state) {
+        NodepoolObjects *o = load(NP_HEAD "      requirements:\n"
+                                  "        - {key: karpenter.k8s.aws/instance-cpu, operator: Gte, values: ['4']}\n"
+                                  "        - {key: karpenter.k8s.aws/instance-cpu, operator: Lte, values: ['8']}\n"
+                                  "---\n" NC_HEAD NC_BASE
+                                  "  instanceStorePolicy: RAID0\n"
+                                  "  blockDeviceMappings:\n"
+                                  "    - {deviceName: /dev/xvda, ebs: {volumeSize: 40Gi}}\n"
+                                  "    - {deviceName: /dev/xvdb, ebs: {volumeSize: 500Gi}}\n"
+                                  "  kubelet: {evictionHard: {memory.available: 5%, nodefs.available: 15%},"
+                                  " kubeReserved: {ephemeral-storage: 3Gi}}\n",
+                                  NULL);
+        const SolverNodePool *p = &o->pools[0];
+        assert_int_equal(o->extra[0].balanced_k, 0);
+        assert_int_equal(p->n_requirements, 2);
+        assert_int_equal(p->requirements[0].op, SOLVER_OP_GT);
+        assert_string_equal(p->requirements[0].values[0], "3");
+        assert_int_equal(p->requirements[1].op, SOLVER_OP_LT);
+        assert_string_equal(p->requirements[1].values[0], "9");
+        const NodeClass *nc = &o->classes[0];
+        /* AL2023: the kubelet's volume is the root device, not the bigger second one */
+        assert_int_equal(nc->root_volume_bytes, 40 * GI);
+        assert_true(nc->kubelet.has_eviction_memory_pct);
+        assert_true(nc->kubelet.eviction_memory_pct == 5.0);
+        assert_true(nc->kubelet.has_eviction_nodefs_pct);
+        assert_true(nc->kubelet.has_kube_reserved_ephemeral);
+        assert_int_equal(nc->kubelet.kube_reserved_ephemeral, 3 * GI);
+        assert_true(nc->kubelet.instance_store_raid0);
+        nodepool_objects_free(o);
+
+        /* the allocatable model takes them as the kubelet does */
+        SolverKubelet k = { .has_eviction_memory_pct = true, .eviction_memory_pct = 5,
+                            .has_eviction_nodefs_pct = true, .eviction_nodefs_pct = 15,
+                            .has_kube_reserved_ephemeral = true, .kube_reserved_ephemeral = 3 * GI };
+        SolverResources cap = { .v = { [SOLVER_RES_CPU] = 4000, [SOLVER_RES_MEMORY] = 16 * GI,
+                                       [SOLVER_RES_EPHEMERAL] = 100 * GI } }, a;
+        assert_int_equal(solver_kubelet_allocatable(&cap, 4, 15, &k, 0, &a), 0);
+        int64_t pods = 4 * 14 + 2;
+        assert_int_equal(a.v[SOLVER_RES_MEMORY], 16 * GI - (11 * pods + 255) * MI - (16 * GI) / 20);
+        assert_int_equal(a.v[SOLVER_RES_EPHEMERAL], 100 * GI - 3 * GI - 15 * GI);
+
+        o = load(NP_HEAD "  disruption: {consolidationPolicy: Balanced, consolidationThreshold: 3}\n---\n" NC_HEAD NC_BASE,
+                 NULL);
+        assert_string_equal(o->extra[0].consolidation_policy, "Balanced");
+        assert_int_equal(o->extra[0].balanced_k, 3);
+        nodepool_objects_free(o);
+        o = load(NP_HEAD "  disruption: {consolidationPolicy: Balanced}\n---\n" NC_HEAD NC_BASE, NULL);
+        assert_int_equal(o->extra[0].balanced_k, 2); /* Karpenter's BalancedK */
+        nodepool_objects_free(o);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nodepool),
@@ -464,6 +553,8 @@ int main(void) {
                 cmocka_unit_test(test_convert_v1beta1_with_kubelet),
                 cmocka_unit_test(test_convert_provisioner),
                 cmocka_unit_test(test_yaml_anchors_and_emitter),
+                cmocka_unit_test(test_karpenter_refusals),
+                cmocka_unit_test(test_karpenter_accepted),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

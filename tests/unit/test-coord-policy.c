@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "agents/policy.h"
 
 #define K(x) NODESMITH__V1__NOTICE__KIND__KIND_##x
 

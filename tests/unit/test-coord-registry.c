@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "registry.h"
+#include "agents/registry.h"
 
 typedef struct Packed {
         uint8_t buf[2048];

@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "coordinator.h"
-#include "interruption.h"
+#include "interruption/interruption.h"
 #include "log.h"
-#include "sqs-event.h"
-#include "sqs.h"
+#include "interruption/sqs-event.h"
+#include "aws/sqs.h"
 
 #define K(x) NODESMITH__V1__NOTICE__KIND__KIND_##x
 #define DRAIN NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN

@@ -38,9 +38,10 @@ static char *write_file(const char *text) {
 static void test_defaults(void **state) {
         Cfg c = {};
         ConfigAction a;
+        ConfigError why = {};
         char *argv[] = { "prog", NULL };
         ConfigSource src = {};
-        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 1, argv, &a), 0);
+        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 1, argv, &a, &why), 0);
         assert_int_equal(a, CONFIG_RUN);
         assert_string_equal(c.address, "tls+tcp://a:1");
         assert_int_equal(c.interval, 10000);
@@ -52,12 +53,13 @@ static void test_defaults(void **state) {
 static void test_precedence(void **state) {
         Cfg c = {};
         ConfigAction a;
+        ConfigError why = {};
         char *path = write_file("# comment\naddress = tcp://file:1\ninterval = 5s\ncount = 7\n");
         char *argv[] = { "prog", "--config", path, "--interval", "250ms", "--insecure", "-n", NULL };
         ConfigSource src = { .env_prefix = "NSTEST" };
         setenv("NSTEST_COUNT", "9", 1);
         setenv("NSTEST_INTERVAL", "1s", 1);
-        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 7, argv, &a), 0);
+        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 7, argv, &a, &why), 0);
         assert_int_equal(a, CONFIG_CHECK);
         assert_string_equal(c.address, "tcp://file:1"); /* file over default */
         assert_int_equal(c.count, 9);                     /* env over file */
@@ -73,29 +75,33 @@ static void test_precedence(void **state) {
 static void test_errors(void **state) {
         Cfg c = {};
         ConfigAction a;
+        ConfigError why = {};
         ConfigSource src = {};
         log_set_max_level(LOG_EMERG); /* the errors are expected */
 
         char *p1 = write_file("address tcp://x\n");
         char *argv1[] = { "prog", "--config", p1, NULL };
-        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv1, &a), -EINVAL);
+        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv1, &a, &why), -EINVAL);
         config_free(opts, ELEMENTSOF(opts), &c);
 
         char *p2 = write_file("nonsense = 1\n");
         char *argv2[] = { "prog", "--config", p2, NULL };
-        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv2, &a), -EINVAL);
+        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv2, &a, &why), -EINVAL);
+        /* the message names the file and line, for the daemon to log (lib/ logs nothing) */
+        assert_non_null(strstr(why.message, ":1: unknown setting 'nonsense'"));
         config_free(opts, ELEMENTSOF(opts), &c);
 
         char *argv3[] = { "prog", "--interval", "soon", NULL };
-        assert_true(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv3, &a) < 0);
+        assert_true(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv3, &a, &why) < 0);
         config_free(opts, ELEMENTSOF(opts), &c);
 
         char *argv4[] = { "prog", "--bogus", NULL };
-        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 2, argv4, &a), -EINVAL);
+        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 2, argv4, &a, &why), -EINVAL);
+        assert_string_equal(why.message, "Unknown option '--bogus'. See --help.");
         config_free(opts, ELEMENTSOF(opts), &c);
 
         char *argv5[] = { "prog", "--config", "/nonexistent/file.conf", NULL };
-        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv5, &a), -ENOENT);
+        assert_int_equal(config_load(opts, ELEMENTSOF(opts), &c, &src, 3, argv5, &a, &why), -ENOENT);
         config_free(opts, ELEMENTSOF(opts), &c);
 
         unlink(p1);

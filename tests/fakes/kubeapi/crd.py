@@ -215,12 +215,13 @@ def _cr_table(cols):
     return (defs, row)
 
 
-_JP_TOKEN = re.compile(r"\.([A-Za-z0-9_\-]+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)"
+_JP_TOKEN = re.compile(r"\.((?:[A-Za-z0-9_\-/]|\\\.)+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)"
                        r"\s*==\s*[\"']([^\"']*)[\"']\)\]")
 
 
 def _jsonpath(obj, path):
-    """A subset of kubectl JSONPath: .a.b, [N], [*], [?(@.k=="v")]; first match."""
+    """A subset of kubectl JSONPath: .a.b (a dot in a key escaped: .labels.a\\.b/c), [N], [*],
+    [?(@.k=="v")]; first match."""
     path = path.strip()
     if path.startswith("{") and path.endswith("}"):
         path = path[1:-1]
@@ -234,8 +235,9 @@ def _jsonpath(obj, path):
         nxt = []
         for c in cur:
             if m.group(1) is not None:
-                if isinstance(c, dict) and m.group(1) in c:
-                    nxt.append(c[m.group(1)])
+                key = m.group(1).replace("\\.", ".")
+                if isinstance(c, dict) and key in c:
+                    nxt.append(c[key])
             elif m.group(2) is not None:
                 if isinstance(c, list):
                     if m.group(2) == "*":

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* The provisioner's state, shared by provisioner.c (launching, termination) and disruption.c
+ * (what to remove). Not an interface for anything else. */
+
+#include <cjson/cJSON.h>
+#include <systemd/sd-event.h>
+
+#include "aws/aws-credentials.h"
+#include "model/catalog.h"
+#include "coordinator.h"
+#include "disruption/disruption.h"
+#include "aws/ec2.h"
+#include "http.h"
+#include "kube.h"
+#include "model/nodepool.h"
+#include "provisioner.h"
+#include "solver/solver.h"
+
+#define ICE_TTL_USEC (3 * 60 * USEC_PER_SEC)
+#define RESOLVE_TTL_USEC (5 * 60 * USEC_PER_SEC)
+#define MAX_IN_FLIGHT 10000
+#define MAX_ICE 4096
+#define MAX_SUBNETS 64
+#define MAX_SGS 16
+#define NODESMITH_FINALIZER "nodesmith.io/termination"
+
+typedef struct InFlight {
+        char *instance_id;
+        char *nodepool;
+        char *instance_type;
+        char *zone;
+        SolverCapacityType capacity_type;
+        uint64_t launched_usec;  /* CLOCK_MONOTONIC */
+        size_t n_pods;           /* nominated when launched */
+        char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
+                                  * may be NULL): while it is in flight they count as on it */
+        bool learned;            /* found in EC2 at start-up, not launched by this replica */
+        char *node_name;         /* its Node, once registered; it stays in flight until that
+                                  * Node is initialized (Ready, temporary taints gone, agent
+                                  * reporting), as Karpenter treats a NodeClaim */
+} InFlight;
+
+typedef struct Unavailable {
+        char *instance_type, *zone;
+        SolverCapacityType capacity_type;
+        uint64_t until_usec;
+} Unavailable;
+
+typedef struct Subnet {
+        char *id, *zone;
+        uint64_t free_ips;
+} Subnet;
+
+/* What a launch needs from EC2, resolved once per node class and refreshed now and then. */
+typedef struct Resolved {
+        char *node_class;        /* "" for NodePools without one */
+        Subnet subnets[MAX_SUBNETS];
+        size_t n_subnets;
+        char *sgs[MAX_SGS + 1];  /* NULL-terminated */
+        char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
+        char *profile;           /* the instance profile ("" for none), NULL until known */
+        uint64_t image_checked_usec[2]; /* an alias's image last looked up again (images.c) */
+        char *template_name[2];
+        char *template_hash[2];  /* what the template was made from */
+        uint64_t resolved_usec;
+        uint64_t prefetch_usec;  /* last time subnets were looked up ahead of a solve */
+        bool prefetching;
+} Resolved;
+
+typedef struct Orphan {
+        char instance_id[32];
+        char node[256];
+        uint64_t seen_usec;
+        bool sent;
+} Orphan;
+
+typedef enum Step {
+        STEP_IDLE,
+        STEP_SUBNETS,
+        STEP_SGS,
+        STEP_PROFILE,
+        STEP_AMI,
+        STEP_TEMPLATE,
+        STEP_FLEET,
+} Step;
+
+/* A round: one solve, then its launches one after the other. */
+typedef struct Round {
+        SolverArena *arena;         /* owns copies of what the launches need */
+        NodepoolObjects *objects;
+        Solver *solver;
+        SolverResult *result;
+        SolverSnapshot snap;
+        size_t next;                /* next launch to start */
+        Step step;
+        Resolved *res;              /* of the launch under way */
+        int arch;                   /* 0 amd64, 1 arm64 */
+        size_t ami_term;            /* amiSelectorTerms: the term looked up now */
+        char *ami_best;             /* the newest image of the terms so far */
+        int64_t ami_best_date;
+        bool launched_nothing;      /* a launch failed for capacity: solve again */
+        bool budget_cut;            /* the solver's time budget left pods for the next round */
+        uint64_t started_usec;
+        char **pod_uids;            /* per snapshot pod */
+} Round;
+
+struct Provisioner {
+        Coordinator *c;
+        KubeClient *kube;
+        KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes, *pdbs;
+        HttpClient *http;
+        AwsCredentialProvider *creds;
+        Ec2Client *ec2;
+        Catalog *catalog;
+        Catalog *next_catalog;          /* built from EC2, swapped in between rounds */
+        bool catalog_building;
+        uint64_t catalog_built_usec;
+        char *agent_ca_pem;
+
+        sd_event_source *batch_idle, *batch_max, *housekeeping;
+        bool batch_open;
+        bool leading;
+        uint64_t leading_since_usec;
+        bool learned;               /* in-flight instances learned from EC2 since leading */
+        bool learning;
+        Round *round;
+        Disruption *disruption;
+
+        InFlight *inflight;
+        size_t n_inflight;
+        Unavailable *ice;
+        size_t n_ice;
+        Resolved **resolved;
+        size_t n_resolved;
+
+        /* metrics */
+        uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
+        uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
+        uint64_t budget_cuts, pods_deferred;
+        uint64_t last_disruption_usec;
+        Orphan orphans[64];
+        size_t n_orphans;
+        double last_decision_seconds, last_round_seconds;
+        size_t pending_unschedulable;
+        char last_error[256];
+};
+
+static inline uint64_t provisioner_now(Provisioner *p) {
+        return coordinator_now(p->c);
+}
+
+static inline const cJSON *jget(const cJSON *o, const char *k) {
+        return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static inline const char *jstr(const cJSON *o, const char *k) {
+        const cJSON *v = jget(o, k);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A snapshot of the cluster into rd: pending pods (counted in *ret_pending, with the pods of
+ * leaving nodes), nodes with the pods their agents report, instances in flight. */
+int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
+void provisioner_round_free(Round *rd);
+/* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
+bool pod_unschedulable(const cJSON *pod);
+/* Open (or extend) a batch: a solve follows soon. */
+void provisioner_poke(Provisioner *p);
+/* Leading, with the Lease renewed within its renew deadline: asked before every action. */
+bool provisioner_acting(const Provisioner *p);
+const char *provisioner_acting_as(const Provisioner *p);
+/* Hex SHA-256 of data into out (65 bytes for all of it). */
+void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
+/* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
+const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
+
+/* images.c: the class's resolved launch inputs (NULL: none yet), and the periodic look-up of the
+ * images behind aliases. */
+const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class);
+void provisioner_images_refresh(Provisioner *p);
+/* annotate.c: the NodePool's template annotations onto its node. */
+void provisioner_annotate_node(Provisioner *p, const cJSON *node);

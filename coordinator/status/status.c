@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "macro.h"
+#include "model/nodepool.h"
+#include "provision/provisioner-internal.h"
+#include "status/status-internal.h"
+
+#define STATUS_INTERVAL_USEC (5 * USEC_PER_SEC)
+#define STATUS_RETRY_USEC USEC_PER_SEC
+
+struct Pending {
+        StatusWriter *s;
+        Pending *next, *prev;
+        StatusOp op;
+        char *what;          /* "Status of NodePool general" */
+};
+
+static void pending_free(Pending *pd) {
+        StatusWriter *s = pd->s;
+        if (pd->prev)
+                pd->prev->next = pd->next;
+        else
+                s->pending = pd->next;
+        if (pd->next)
+                pd->next->prev = pd->prev;
+        s->in_flight--;
+        free(pd->what);
+        free(pd);
+}
+
+static Provisioner *provisioner(StatusWriter *s) {
+        return s->c->provisioner;
+}
+
+void status_now_rfc3339(char *buf, size_t size) {
+        time_t t = time(NULL);
+        struct tm tm;
+        strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+}
+
+const cJSON *status_condition_find(const cJSON *status, const char *type) {
+        const cJSON *c;
+        cJSON_ArrayForEach(c, jget(status, "conditions"))
+                if (streq_ptr(jstr(c, "type"), type))
+                        return c;
+        return NULL;
+}
+
+int status_condition_add(cJSON *conds, const cJSON *old_status, int64_t generation, const char *type,
+                         const char *status, const char *reason, const char *message) {
+        const cJSON *old = status_condition_find(old_status, type);
+        char now[32];
+        const char *since = NULL;
+        if (old && streq_ptr(jstr(old, "status"), status))
+                since = jstr(old, "lastTransitionTime");
+        if (!since) {
+                status_now_rfc3339(now, sizeof now);
+                since = now;
+        }
+        cJSON *c = cJSON_CreateObject();
+        if (!c || !cJSON_AddStringToObject(c, "type", type) || !cJSON_AddStringToObject(c, "status", status) ||
+            !cJSON_AddNumberToObject(c, "observedGeneration", (double) generation) ||
+            !cJSON_AddStringToObject(c, "lastTransitionTime", since) ||
+            !cJSON_AddStringToObject(c, "reason", reason) ||
+            !cJSON_AddStringToObject(c, "message", strempty(message))) {
+                cJSON_Delete(c);
+                return -ENOMEM;
+        }
+        cJSON_AddItemToArray(conds, c);
+        return 0;
+}
+
+int status_condition_ready(cJSON *conds, const cJSON *old_status, int64_t generation) {
+        const cJSON *c, *first = NULL;
+        cJSON_ArrayForEach(c, conds)
+                if (streq_ptr(jstr(c, "status"), "False")) {
+                        first = c;
+                        break;
+                } else if (!first && !streq_ptr(jstr(c, "status"), "True"))
+                        first = c;
+        if (!first)
+                return status_condition_add(conds, old_status, generation, "Ready", "True", "Ready", "");
+        char msg[1100];
+        snprintf(msg, sizeof msg, "%s: %s", jstr(first, "type"), strempty(jstr(first, "message")));
+        return status_condition_add(conds, old_status, generation, "Ready", jstr(first, "status"), jstr(first, "reason"), msg);
+}
+
+static void on_sent(KubeResponse *resp, void *userdata) {
+        Pending *pd = userdata;
+        StatusWriter *s = pd->s;
+        if (resp->error == 0 || (pd->op == STATUS_DELETE && resp->http_status == 404)) {
+                s->written++;
+                log_debug("%s: done.", pd->what);
+        } else if (resp->http_status == 409) {
+                s->conflicts++;
+                log_debug("%s: conflict; done again from the newer object.", pd->what);
+                (void) sd_event_source_set_time_relative(s->timer, STATUS_RETRY_USEC);
+        } else {
+                s->errors++;
+                log_warning("%s failed: HTTP %ld (%s)", pd->what, resp->http_status, strerror(-resp->error));
+        }
+        pending_free(pd);
+}
+
+int status_send(StatusWriter *s, StatusOp op, const char *path, cJSON *body, const char *what) {
+        _cleanup_(cJSON_Deletep) cJSON *b = body;
+        _cleanup_free_ char *text = NULL;
+        int r;
+        if (s->in_flight >= STATUS_WRITES_MAX) {
+                (void) sd_event_source_set_time_relative(s->timer, STATUS_RETRY_USEC);
+                return 0;
+        }
+        if (b && !(text = cJSON_PrintUnformatted(b)))
+                return -ENOMEM;
+        Pending *pd = calloc(1, sizeof *pd);
+        if (!pd || !(pd->what = strdup(what))) {
+                free(pd);
+                return -ENOMEM;
+        }
+        pd->s = s;
+        pd->op = op;
+        pd->next = s->pending;
+        if (s->pending)
+                s->pending->prev = pd;
+        s->pending = pd;
+        s->in_flight++;
+        KubeClient *kube = provisioner(s)->kube;
+        switch (op) {
+        case STATUS_PATCH:
+                r = kube_patch(kube, path, KUBE_PATCH_MERGE, text, on_sent, pd, NULL);
+                break;
+        case STATUS_CREATE:
+                r = kube_create(kube, path, b, on_sent, pd, NULL);
+                break;
+        default:
+                r = kube_delete(kube, path, NULL, on_sent, pd, NULL);
+                break;
+        }
+        if (r < 0)
+                pending_free(pd);
+        return r;
+}
+
+/* PATCH the status subresource when `status` differs from the object's; takes ownership of
+ * status. */
+static int status_write(StatusWriter *s, const char *resource, const char *kind, const cJSON *obj, cJSON *status) {
+        _cleanup_(cJSON_Deletep) cJSON *st = status, *body = NULL;
+        _cleanup_free_ char *path = NULL, *what = NULL;
+        const char *name = kube_object_meta(obj, "name"), *rv = kube_object_meta(obj, "resourceVersion");
+        const cJSON *old = jget(obj, "status");
+        int r;
+
+        if (old && cJSON_Compare(old, st, true)) {
+                s->unchanged++;
+                return 0;
+        }
+        if (log_get_max_level() >= LOG_DEBUG) {
+                _cleanup_free_ char *a = old ? cJSON_PrintUnformatted(old) : NULL, *b = cJSON_PrintUnformatted(st);
+                log_debug("Status of %s %s changes from %s to %s", kind, name, a ? a : "nothing", strempty(b));
+        }
+        r = kube_path("nodesmith.io/v1", NULL, resource, name, "status", &path);
+        if (r < 0)
+                return r;
+        body = cJSON_CreateObject();
+        cJSON *md = body ? cJSON_AddObjectToObject(body, "metadata") : NULL;
+        if (!md || (rv && !cJSON_AddStringToObject(md, "resourceVersion", rv)))
+                return -ENOMEM;
+        /* a merge patch keeps what it does not name: what nodesmith no longer sets is removed */
+        const cJSON *f;
+        cJSON_ArrayForEach(f, old)
+                if (!jget(st, f->string) && !cJSON_AddNullToObject(st, f->string))
+                        return -ENOMEM;
+        cJSON_AddItemToObject(body, "status", TAKE_PTR(st));
+        if (asprintf(&what, "Status of %s %s", kind, name) < 0)
+                return -ENOMEM;
+        return status_send(s, STATUS_PATCH, path, TAKE_PTR(body), what);
+}
+
+static int64_t generation(const cJSON *obj) {
+        const cJSON *g = jget(jget(obj, "metadata"), "generation");
+        return cJSON_IsNumber(g) ? (int64_t) g->valuedouble : 0;
+}
+
+/* ---- NodePool -------------------------------------------------------------------------------- */
+
+static char *quantity_milli(int64_t milli) {
+        char *s = NULL;
+        if (milli % 1000 == 0)
+                return asprintf(&s, "%lld", (long long) (milli / 1000)) < 0 ? NULL : s;
+        return asprintf(&s, "%lldm", (long long) milli) < 0 ? NULL : s;
+}
+
+static char *quantity_bytes(int64_t bytes) {
+        static const char *const units[] = { "", "Ki", "Mi", "Gi", "Ti" };
+        size_t u = 0;
+        char *s = NULL;
+        while (u + 1 < ELEMENTSOF(units) && bytes != 0 && bytes % 1024 == 0) {
+                bytes /= 1024;
+                u++;
+        }
+        return asprintf(&s, "%lld%s", (long long) bytes, units[u]) < 0 ? NULL : s;
+}
+
+static int add_quantity(cJSON *o, const char *key, char *value) {
+        _cleanup_free_ char *v = value;
+        return v && cJSON_AddStringToObject(o, key, v) ? 0 : -ENOMEM;
+}
+
+/* status.resources: the capacity of the pool's nodes (as their agents report it) and their
+ * number, as Karpenter's NodePool status carries them. */
+static int pool_resources(StatusWriter *s, const char *pool, cJSON *status) {
+        int64_t cpu = 0, memory = 0, pods = 0, storage = 0, nodes = 0;
+        NodeEntry *e;
+        REGISTRY_FOREACH(e, &s->c->registry) {
+                const Nodesmith__V1__NodeState *st = e->state;
+                if (!st || !st->identity || !streq_ptr(st->identity->nodepool, pool) || !st->capacity)
+                        continue;
+                nodes++;
+                cpu += st->capacity->cpu_millis;
+                memory += st->capacity->memory_bytes;
+                pods += st->capacity->pods;
+                storage += st->capacity->ephemeral_storage_bytes;
+        }
+        cJSON *res = cJSON_AddObjectToObject(status, "resources");
+        char n[32];
+        if (!res)
+                return -ENOMEM;
+        snprintf(n, sizeof n, "%lld", (long long) nodes);
+        if (!cJSON_AddStringToObject(res, "nodes", n))
+                return -ENOMEM;
+        int r = add_quantity(res, "cpu", quantity_milli(cpu));
+        if (r >= 0)
+                r = add_quantity(res, "memory", quantity_bytes(memory));
+        if (r >= 0)
+                r = add_quantity(res, "pods", quantity_milli(pods * 1000));
+        if (r >= 0)
+                r = add_quantity(res, "ephemeral-storage", quantity_bytes(storage));
+        return r;
+}
+
+static int nodepool_status(const cJSON *np, void *userdata) {
+        StatusWriter *s = userdata;
+        Provisioner *p = provisioner(s);
+        const cJSON *old = jget(np, "status");
+        int64_t gen = generation(np);
+        _cleanup_(cJSON_Deletep) cJSON *status = cJSON_CreateObject();
+        cJSON *conds = status ? cJSON_AddArrayToObject(status, "conditions") : NULL;
+        SolverArena *a = NULL;
+        SolverNodePool pool;
+        NodePoolExtra extra = {};
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        if (!conds || solver_arena_new(&a) < 0)
+                return -ENOMEM;
+        r = nodepool_parse_nodepool(a, np, &pool, &extra, &err);
+        const char *class_name = jstr(jget(jget(jget(jget(np, "spec"), "template"), "spec"), "nodeClassRef"), "name");
+        if (r < 0)
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "False", "ValidationFailed",
+                                  err ? err : strerror(-r));
+        else
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "True", "ValidationSucceeded", "");
+        cJSON_Delete(extra.budgets);
+        solver_arena_free(a);
+        if (r < 0)
+                return r;
+
+        const cJSON *nc = class_name ? kube_watch_get(p->nodeclasses, NULL, class_name) : NULL;
+        const cJSON *ready = nc ? status_condition_find(jget(nc, "status"), "Ready") : NULL;
+        char msg[400];
+        if (!class_name)
+                r = status_condition_add(conds, old, gen, "NodeClassReady", "False", "NodeClassNotSet",
+                                  "spec.template.spec.nodeClassRef names no EC2NodeClass");
+        else if (!nc) {
+                snprintf(msg, sizeof msg, "EC2NodeClass %s not found", class_name);
+                r = status_condition_add(conds, old, gen, "NodeClassReady", "False", "NodeClassNotFound", msg);
+        } else if (!ready)
+                r = status_condition_add(conds, old, gen, "NodeClassReady", "Unknown", "AwaitingReconciliation",
+                                  "the EC2NodeClass has no Ready condition yet");
+        else {
+                snprintf(msg, sizeof msg, "EC2NodeClass %s: %s", class_name, strempty(jstr(ready, "message")));
+                bool ok = streq_ptr(jstr(ready, "status"), "True");
+                r = status_condition_add(conds, old, gen, "NodeClassReady", strempty(jstr(ready, "status")),
+                                  ok ? "NodeClassReady" : "NodeClassNotReady", ok ? "" : msg);
+        }
+        if (r >= 0)
+                r = status_condition_ready(conds, old, gen);
+        if (r >= 0)
+                r = pool_resources(s, kube_object_meta(np, "name"), status);
+        if (r < 0)
+                return r;
+        /* what status fields nodesmith does not write are kept as they are */
+        const cJSON *keep = jget(old, "nodeClassObservedGeneration");
+        if (keep)
+                cJSON_AddItemToObject(status, "nodeClassObservedGeneration", cJSON_Duplicate(keep, true));
+        (void) status_write(s, "nodepools", "NodePool", np, TAKE_PTR(status));
+        return 0;
+}
+
+/* ---- EC2NodeClass ---------------------------------------------------------------------------- */
+
+static const Resolved *resolved_find(Provisioner *p, const char *node_class) {
+        for (size_t i = 0; i < p->n_resolved; i++)
+                if (streq(p->resolved[i]->node_class, node_class))
+                        return p->resolved[i];
+        return NULL;
+}
+
+/* Subnets are looked up before the first solve for a NodePool of the class; security groups and
+ * AMIs at its first launch (and again after a day or a change of the class). */
+static int resolved_condition(cJSON *conds, const cJSON *old, int64_t gen, const char *type, const Resolved *res,
+                              size_t found, const char *what, bool none_is_final) {
+        char msg[200];
+        if (res && res->resolved_usec && found > 0)
+                return status_condition_add(conds, old, gen, type, "True", type, "");
+        if (res && res->resolved_usec && none_is_final) {
+                snprintf(msg, sizeof msg, "no %s matches the selector terms", what);
+                return status_condition_add(conds, old, gen, type, "False", "NotFound", msg);
+        }
+        snprintf(msg, sizeof msg, "the %ss are looked up in EC2 for the first launch of a NodePool of this class", what);
+        return status_condition_add(conds, old, gen, type, "Unknown", "NotResolved", msg);
+}
+
+static int nodeclass_resolved(const Resolved *res, cJSON *status) {
+        cJSON *subnets = cJSON_AddArrayToObject(status, "subnets");
+        cJSON *sgs = cJSON_AddArrayToObject(status, "securityGroups");
+        cJSON *amis = cJSON_AddArrayToObject(status, "amis");
+        if (!subnets || !sgs || !amis)
+                return -ENOMEM;
+        for (size_t i = 0; res && i < res->n_subnets; i++) {
+                cJSON *o = cJSON_CreateObject();
+                if (!o || !cJSON_AddStringToObject(o, "id", res->subnets[i].id) ||
+                    !cJSON_AddStringToObject(o, "zone", strempty(res->subnets[i].zone))) {
+                        cJSON_Delete(o);
+                        return -ENOMEM;
+                }
+                cJSON_AddItemToArray(subnets, o);
+        }
+        for (size_t i = 0; res && res->sgs[i]; i++) {
+                cJSON *o = cJSON_CreateObject();
+                if (!o || !cJSON_AddStringToObject(o, "id", res->sgs[i])) {
+                        cJSON_Delete(o);
+                        return -ENOMEM;
+                }
+                cJSON_AddItemToArray(sgs, o);
+        }
+        static const char *const arch[] = { "amd64", "arm64" };
+        for (size_t k = 0; res && k < 2; k++) {
+                if (!res->ami[k])
+                        continue;
+                const char *vals[] = { arch[k] };
+                cJSON *o = cJSON_CreateObject(), *req = cJSON_CreateObject();
+                cJSON *reqs = o ? cJSON_AddArrayToObject(o, "requirements") : NULL;
+                if (!reqs || !req || !cJSON_AddStringToObject(o, "id", res->ami[k]) ||
+                    !cJSON_AddStringToObject(req, "key", "kubernetes.io/arch") ||
+                    !cJSON_AddStringToObject(req, "operator", "In") ||
+                    !cJSON_AddItemToObject(req, "values", cJSON_CreateStringArray(vals, 1))) {
+                        cJSON_Delete(o);
+                        cJSON_Delete(req);
+                        return -ENOMEM;
+                }
+                cJSON_AddItemToArray(reqs, req);
+                cJSON_AddItemToArray(amis, o);
+        }
+        return 0;
+}
+
+static int nodeclass_status(const cJSON *nc, void *userdata) {
+        StatusWriter *s = userdata;
+        Provisioner *p = provisioner(s);
+        const char *name = kube_object_meta(nc, "name");
+        const cJSON *old = jget(nc, "status");
+        int64_t gen = generation(nc);
+        _cleanup_(cJSON_Deletep) cJSON *status = cJSON_CreateObject();
+        cJSON *conds = status ? cJSON_AddArrayToObject(status, "conditions") : NULL;
+        SolverArena *a = NULL;
+        NodeClass parsed = {};
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        if (!conds || !name || solver_arena_new(&a) < 0)
+                return -ENOMEM;
+        r = nodepool_parse_nodeclass(a, nc, &parsed, &err);
+        cJSON_Delete(parsed.spec);
+        solver_arena_free(a);
+        if (r < 0)
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "False", "ValidationFailed",
+                                  err ? err : strerror(-r));
+        else
+                r = status_condition_add(conds, old, gen, "ValidationSucceeded", "True", "ValidationSucceeded", "");
+
+        const Resolved *res = resolved_find(p, name);
+        size_t n_sgs = 0;
+        while (res && res->sgs[n_sgs])
+                n_sgs++;
+        if (r >= 0)
+                r = resolved_condition(conds, old, gen, "SubnetsReady", res, res ? res->n_subnets : 0, "subnet", true);
+        if (r >= 0)
+                r = resolved_condition(conds, old, gen, "SecurityGroupsReady", res, n_sgs, "security group", false);
+        if (r >= 0)
+                r = resolved_condition(conds, old, gen, "AMIsReady", res, res ? !!res->ami[0] + !!res->ami[1] : 0, "AMI", false);
+        /* launches use the coordinator's instance-profile setting (coordinator/provision) */
+        const char *profile = s->c->cfg.instance_profile;
+        if (r >= 0)
+                r = isempty(profile) ?
+                        status_condition_add(conds, old, gen, "InstanceProfileReady", "False", "NotConfigured",
+                                      "the coordinator's instance-profile setting is empty: nodes launch without one") :
+                        status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
+        if (r >= 0)
+                r = status_condition_ready(conds, old, gen);
+        if (r >= 0 && res && res->resolved_usec)
+                r = nodeclass_resolved(res, status);
+        if (r >= 0 && !isempty(profile) && !cJSON_AddStringToObject(status, "instanceProfile", profile))
+                r = -ENOMEM;
+        if (r < 0)
+                return r;
+        (void) status_write(s, "ec2nodeclasses", "EC2NodeClass", nc, TAKE_PTR(status));
+        return 0;
+}
+
+/* ---- the loop -------------------------------------------------------------------------------- */
+
+static int on_tick(sd_event_source *src, uint64_t usec, void *userdata) {
+        StatusWriter *s = userdata;
+        Provisioner *p = provisioner(s);
+        (void) sd_event_source_set_time_relative(src, STATUS_INTERVAL_USEC);
+        if (!s->c->leading || !p || !kube_watch_synced(p->nodepools) || !kube_watch_synced(p->nodeclasses))
+                return 0;
+        /* classes first: a pool's NodeClassReady follows its class's Ready */
+        (void) kube_watch_foreach(p->nodeclasses, nodeclass_status, s);
+        (void) kube_watch_foreach(p->nodepools, nodepool_status, s);
+        nodeclaims_reconcile(s);
+        return 0;
+}
+
+int status_writer_new(Coordinator *c, StatusWriter **ret) {
+        StatusWriter *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->c = c;
+        int r = sd_event_add_time_relative(c->event, &s->timer, CLOCK_MONOTONIC, STATUS_RETRY_USEC, 0, on_tick, s);
+        if (r >= 0)
+                r = nodeclaims_start(s);
+        if (r < 0) {
+                status_writer_free(s);
+                return r;
+        }
+        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ON);
+        *ret = s;
+        return 0;
+}
+
+StatusWriter *status_writer_free(StatusWriter *s) {
+        if (!s)
+                return NULL;
+        while (s->pending) {
+                (void) kube_client_cancel(s->c->provisioner->kube, s->pending);
+                pending_free(s->pending);
+        }
+        nodeclaims_done(s);
+        sd_event_source_disable_unref(s->timer);
+        free(s);
+        return NULL;
+}
+
+void status_writer_poke(StatusWriter *s) {
+        if (s)
+                (void) sd_event_source_set_time_relative(s->timer, 0);
+}
+
+void status_writer_metrics(const StatusWriter *s, StrBuf *b) {
+        if (!s)
+                return;
+        strbuf_printf(b, "# HELP nodesmith_status_writes_total NodePool and EC2NodeClass status writes and NodeClaim changes, by result.\n"
+                         "# TYPE nodesmith_status_writes_total counter\n"
+                         "nodesmith_status_writes_total{result=\"written\"} %llu\n"
+                         "nodesmith_status_writes_total{result=\"conflict\"} %llu\n"
+                         "nodesmith_status_writes_total{result=\"error\"} %llu\n",
+                      (unsigned long long) s->written, (unsigned long long) s->conflicts,
+                      (unsigned long long) s->errors);
+}

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include "coordinator.h"
+#include "strbuf.h"
+
+/* The status of NodePools and EC2NodeClasses, written by the leader through the status
+ * subresource (docs/observability.md): conditions (Ready, ValidationSucceeded, NodeClassReady;
+ * SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady), a NodePool's
+ * status.resources (the capacity of its nodes, and their number), an EC2NodeClass's resolved
+ * subnets, security groups, AMIs and instance profile. Written only when it changed, as a merge
+ * patch carrying the resourceVersion it was computed from: a conflict (409) is retried a second
+ * later from the newer object. */
+typedef struct StatusWriter StatusWriter;
+
+int status_writer_new(Coordinator *c, StatusWriter **ret);
+StatusWriter *status_writer_free(StatusWriter *s);
+/* Write now (e.g. on becoming the leader) rather than at the next tick. */
+void status_writer_poke(StatusWriter *s);
+void status_writer_metrics(const StatusWriter *s, StrBuf *b);

@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "link-guard.h"
+
+#define BUCKETS 4096 /* pipes, by id */
+#define SOURCES 4096 /* source addresses, by hash */
+
+typedef struct Source Source;
+struct Source {
+        Source *next;
+        uint8_t addr[17]; /* family, then up to 16 bytes */
+        size_t pipes, unauthenticated;
+};
+
+typedef struct Pipe Pipe;
+/* A peer: family, address, port (network order), comparable with memcmp. */
+typedef struct Peer {
+        uint8_t b[19];
+} Peer;
+
+/* A connection to the listening port that is not a pipe yet. */
+typedef struct Handshake {
+        Peer peer;
+        uint64_t first_usec;
+} Handshake;
+
+struct Pipe {
+        Pipe *next;
+        uint32_t id;
+        Peer peer;
+        Source *source;
+        uint64_t added_usec, seen_usec;
+        bool authenticated;
+        bool closing;
+};
+
+struct LinkGuard {
+        pthread_mutex_t lock;
+        LinkLimits limits;
+        Pipe *pipes[BUCKETS];
+        Source *sources[SOURCES];
+        LinkGuardStats stats;
+        uint16_t port;                /* network order; 0: no handshake sweep */
+        Handshake *handshakes;        /* sorted by peer, from the last sweep */
+        size_t n_handshakes;
+};
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+int link_guard_new(const LinkLimits *limits, LinkGuard **ret) {
+        LinkGuard *g = calloc(1, sizeof *g);
+        if (!g)
+                return -ENOMEM;
+        pthread_mutex_init(&g->lock, NULL);
+        g->limits = *limits;
+        *ret = g;
+        return 0;
+}
+
+LinkGuard *link_guard_free(LinkGuard *g) {
+        if (!g)
+                return NULL;
+        for (size_t i = 0; i < BUCKETS; i++)
+                while (g->pipes[i]) {
+                        Pipe *p = g->pipes[i];
+                        g->pipes[i] = p->next;
+                        free(p);
+                }
+        for (size_t i = 0; i < SOURCES; i++)
+                while (g->sources[i]) {
+                        Source *s = g->sources[i];
+                        g->sources[i] = s->next;
+                        free(s);
+                }
+        pthread_mutex_destroy(&g->lock);
+        free(g->handshakes);
+        free(g);
+        return NULL;
+}
+
+static void source_key(nng_pipe p, uint8_t key[17], Peer *peer) {
+        nng_sockaddr sa;
+        memset(key, 0, 17);
+        memset(peer, 0, sizeof *peer);
+        if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
+                return; /* unknown: all such pipes share one source */
+        key[0] = (uint8_t) sa.s_family;
+        if (sa.s_family == NNG_AF_INET) {
+                memcpy(key + 1, &sa.s_in.sa_addr, sizeof sa.s_in.sa_addr);
+                memcpy(peer->b + 17, &sa.s_in.sa_port, 2);
+        } else if (sa.s_family == NNG_AF_INET6) {
+                memcpy(key + 1, sa.s_in6.sa_addr, sizeof sa.s_in6.sa_addr);
+                memcpy(peer->b + 17, &sa.s_in6.sa_port, 2);
+        }
+        memcpy(peer->b, key, 17);
+}
+
+static Source **source_slot(LinkGuard *g, const uint8_t key[17]) {
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+        for (size_t i = 0; i < 17; i++)
+                h = (h ^ key[i]) * 1099511628211ULL;
+        Source **s = &g->sources[h % SOURCES];
+        while (*s && memcmp((*s)->addr, key, 17) != 0)
+                s = &(*s)->next;
+        return s;
+}
+
+static Pipe **pipe_slot(LinkGuard *g, uint32_t id) {
+        Pipe **p = &g->pipes[id % BUCKETS];
+        while (*p && (*p)->id != id)
+                p = &(*p)->next;
+        return p;
+}
+
+/* NNG's thread, before the pipe joins the socket: admit it or close it. */
+static void on_add(LinkGuard *g, nng_pipe pipe) {
+        uint8_t key[17];
+        Peer peer;
+        const LinkLimits *l = &g->limits;
+        bool refuse = false;
+
+        source_key(pipe, key, &peer);
+        pthread_mutex_lock(&g->lock);
+        Source **ss = source_slot(g, key);
+        if (l->max_pipes && g->stats.pipes >= l->max_pipes) {
+                g->stats.refused_total++;
+                refuse = true;
+        } else if (l->max_pipes_per_source && *ss && (*ss)->pipes >= l->max_pipes_per_source) {
+                g->stats.refused_per_source++;
+                refuse = true;
+        } else if (l->max_unauthenticated && g->stats.unauthenticated >= l->max_unauthenticated) {
+                g->stats.refused_unauthenticated++;
+                refuse = true;
+        } else if (l->max_unauthenticated_per_source && *ss &&
+                   (*ss)->unauthenticated >= l->max_unauthenticated_per_source) {
+                g->stats.refused_unauthenticated_per_source++;
+                refuse = true;
+        }
+        Pipe *p = refuse ? NULL : calloc(1, sizeof *p);
+        if (p && !*ss && !(*ss = calloc(1, sizeof **ss))) {
+                free(p);
+                p = NULL;
+        }
+        if (p) {
+                memcpy((*ss)->addr, key, sizeof key);
+                (*ss)->pipes++;
+                (*ss)->unauthenticated++;
+                p->id = nng_pipe_id(pipe);
+                p->peer = peer;
+                p->source = *ss;
+                p->added_usec = p->seen_usec = now_usec();
+                Pipe **slot = pipe_slot(g, p->id);
+                p->next = *slot;
+                *slot = p;
+                g->stats.pipes++;
+                g->stats.unauthenticated++;
+        }
+        pthread_mutex_unlock(&g->lock);
+        if (!p)
+                nng_pipe_close(pipe);
+}
+
+static void on_remove(LinkGuard *g, nng_pipe pipe) {
+        pthread_mutex_lock(&g->lock);
+        Pipe **slot = pipe_slot(g, nng_pipe_id(pipe));
+        Pipe *p = *slot;
+        if (p) {
+                *slot = p->next;
+                g->stats.pipes--;
+                if (!p->authenticated) {
+                        g->stats.unauthenticated--;
+                        p->source->unauthenticated--;
+                }
+                if (--p->source->pipes == 0) {
+                        Source **ss = source_slot(g, p->source->addr);
+                        Source *s = *ss;
+                        *ss = s->next;
+                        free(s);
+                }
+                free(p);
+        }
+        pthread_mutex_unlock(&g->lock);
+}
+
+static void on_pipe_event(nng_pipe pipe, nng_pipe_ev ev, void *userdata) {
+        if (ev == NNG_PIPE_EV_ADD_PRE)
+                on_add(userdata, pipe);
+        else if (ev == NNG_PIPE_EV_REM_POST)
+                on_remove(userdata, pipe);
+}
+
+int link_guard_attach(LinkGuard *g, nng_socket sock) {
+        int r = nng_pipe_notify(sock, NNG_PIPE_EV_ADD_PRE, on_pipe_event, g);
+        if (r == 0)
+                r = nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, on_pipe_event, g);
+        return r == 0 ? 0 : -EIO;
+}
+
+void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t now) {
+        pthread_mutex_lock(&g->lock);
+        Pipe *p = *pipe_slot(g, nng_pipe_id(pipe));
+        if (p) {
+                p->seen_usec = now;
+                if (authenticated && !p->authenticated) {
+                        p->authenticated = true;
+                        g->stats.unauthenticated--;
+                        p->source->unauthenticated--;
+                }
+        }
+        pthread_mutex_unlock(&g->lock);
+}
+
+static void sweep_handshakes(LinkGuard *g, uint64_t now);
+
+size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
+        const LinkLimits *l = &g->limits;
+        uint32_t close_ids[256];
+        size_t n = 0;
+
+        pthread_mutex_lock(&g->lock);
+        for (size_t i = 0; i < BUCKETS && n < ELEMENTSOF(close_ids); i++)
+                for (Pipe *p = g->pipes[i]; p && n < ELEMENTSOF(close_ids); p = p->next) {
+                        if (p->closing)
+                                continue;
+                        if (!p->authenticated && l->auth_timeout_usec && now - p->added_usec > l->auth_timeout_usec)
+                                g->stats.closed_auth_timeout++;
+                        else if (p->authenticated && l->idle_timeout_usec && now - p->seen_usec > l->idle_timeout_usec)
+                                g->stats.closed_idle++;
+                        else
+                                continue;
+                        p->closing = true;
+                        close_ids[n++] = p->id;
+                }
+        pthread_mutex_unlock(&g->lock);
+        /* outside the lock: closing calls on_remove() */
+        for (size_t i = 0; i < n; i++)
+                nng_pipe_close((nng_pipe) { .id = close_ids[i] });
+        sweep_handshakes(g, now);
+        return n;
+}
+
+void link_guard_set_port(LinkGuard *g, uint16_t port) {
+        pthread_mutex_lock(&g->lock);
+        g->port = port;
+        pthread_mutex_unlock(&g->lock);
+}
+
+static int peer_cmp(const void *a, const void *b) {
+        return memcmp(a, b, sizeof(Peer));
+}
+
+/* The peer of fd when it is a TCP connection to our port; false otherwise. */
+static bool fd_peer(int fd, uint16_t port, Peer *ret) {
+        struct sockaddr_storage local, remote;
+        socklen_t ll = sizeof local, rl = sizeof remote;
+        memset(ret, 0, sizeof *ret);
+        if (getsockname(fd, (struct sockaddr *) &local, &ll) < 0 || getpeername(fd, (struct sockaddr *) &remote, &rl) < 0)
+                return false;
+        if (local.ss_family == AF_INET && remote.ss_family == AF_INET) {
+                const struct sockaddr_in *lo = (const void *) &local, *re = (const void *) &remote;
+                if (lo->sin_port != port)
+                        return false;
+                ret->b[0] = NNG_AF_INET;
+                memcpy(ret->b + 1, &re->sin_addr, 4);
+                memcpy(ret->b + 17, &re->sin_port, 2);
+                return true;
+        }
+        if (local.ss_family == AF_INET6 && remote.ss_family == AF_INET6) {
+                const struct sockaddr_in6 *lo = (const void *) &local, *re = (const void *) &remote;
+                if (lo->sin6_port != port)
+                        return false;
+                ret->b[0] = NNG_AF_INET6;
+                memcpy(ret->b + 1, &re->sin6_addr, 16);
+                memcpy(ret->b + 17, &re->sin6_port, 2);
+                return true;
+        }
+        return false;
+}
+
+typedef struct Found {
+        Handshake h;
+        int fd;
+} Found;
+
+static int found_by_age(const void *a, const void *b) {
+        const Found *x = a, *y = b;
+        return x->h.first_usec < y->h.first_usec ? -1 : x->h.first_usec > y->h.first_usec;
+}
+
+/* Connections to our port that are not pipes: shut down what is too old or beyond the caps
+ * (the youngest first). Runs on the loop, outside the lock but for the pipe snapshot. */
+static void sweep_handshakes(LinkGuard *g, uint64_t now) {
+        const LinkLimits *l = &g->limits;
+        Peer *pipes = NULL;
+        size_t n_pipes = 0, unauth_pipes, total;
+        uint16_t port;
+
+        pthread_mutex_lock(&g->lock);
+        port = g->port;
+        unauth_pipes = g->stats.unauthenticated;
+        total = g->stats.pipes;
+        if (port && total > 0 && (pipes = malloc(total * sizeof *pipes)))
+                for (size_t i = 0; i < BUCKETS; i++)
+                        for (Pipe *p = g->pipes[i]; p; p = p->next)
+                                pipes[n_pipes++] = p->peer;
+        pthread_mutex_unlock(&g->lock);
+        if (!port || (total > 0 && !pipes))
+                return;
+        qsort(pipes, n_pipes, sizeof *pipes, peer_cmp);
+
+        DIR *d = opendir("/proc/self/fd");
+        Found *found = NULL;
+        size_t n = 0, alloc = 0;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                int fd = atoi(de->d_name);
+                Peer peer;
+                if (de->d_name[0] == '.' || fd == dirfd(d) || !fd_peer(fd, port, &peer) ||
+                    bsearch(&peer, pipes, n_pipes, sizeof *pipes, peer_cmp))
+                        continue;
+                if (n == alloc) {
+                        Found *f = realloc(found, (alloc = alloc ? alloc * 2 : 64) * sizeof *found);
+                        if (!f)
+                                break;
+                        found = f;
+                }
+                Handshake *prev = bsearch(&peer, g->handshakes, g->n_handshakes, sizeof *g->handshakes, peer_cmp);
+                found[n++] = (Found) { { peer, prev ? prev->first_usec : now }, fd };
+        }
+        if (d)
+                closedir(d);
+        free(pipes);
+
+        /* oldest first: they keep their places, the youngest go beyond the caps */
+        qsort(found, n, sizeof *found, found_by_age);
+        size_t kept = 0, timed_out = 0, over = 0;
+        Handshake *next = n ? malloc(n * sizeof *next) : NULL;
+        for (size_t i = 0; i < n; i++) {
+                size_t same_source = 0;
+                for (size_t k = 0; k < kept; k++)
+                        same_source += memcmp(next[k].peer.b, found[i].h.peer.b, 17) == 0;
+                bool old = l->auth_timeout_usec && now - found[i].h.first_usec > l->auth_timeout_usec;
+                bool beyond = (l->max_unauthenticated && unauth_pipes + kept >= l->max_unauthenticated) ||
+                              (l->max_unauthenticated_per_source && same_source >= l->max_unauthenticated_per_source);
+                if (old || beyond || !next) {
+                        (void) shutdown(found[i].fd, SHUT_RDWR);
+                        old ? timed_out++ : over++;
+                        continue;
+                }
+                next[kept++] = found[i].h;
+        }
+        free(found);
+        qsort(next, kept, sizeof *next, peer_cmp);
+        pthread_mutex_lock(&g->lock);
+        free(g->handshakes);
+        g->handshakes = next;
+        g->n_handshakes = kept;
+        g->stats.handshakes = kept;
+        g->stats.handshakes_closed_timeout += timed_out;
+        g->stats.handshakes_closed_limit += over;
+        pthread_mutex_unlock(&g->lock);
+}
+
+void link_guard_stats(LinkGuard *g, LinkGuardStats *ret) {
+        pthread_mutex_lock(&g->lock);
+        *ret = g->stats;
+        pthread_mutex_unlock(&g->lock);
+}

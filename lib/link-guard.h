@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <nng/nng.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "macro.h"
+
+/* What a link server spends on peers before and after they authenticate (docs/security.md).
+ *
+ * NNG hands a connection (a pipe) to the socket once its TLS handshake and SP header are done,
+ * and allocates a message as soon as its length has arrived. The guard admits each new pipe
+ * against a total cap, a per-source-address cap and caps, in total and per source, on pipes that
+ * have not authenticated yet (their messages are the only memory an anonymous peer can hold: at most
+ * max_unauthenticated × the receive limit), and closes a pipe that has not authenticated within
+ * auth_timeout or, once authenticated, has been silent for idle_timeout. "Authenticated" is the
+ * server handler's verdict on a request that arrived on the pipe. Thread-safe: NNG's threads admit
+ * and release pipes and record requests; the loop sweeps.
+ *
+ * A TCP connection still in its TLS handshake (or SP header) is not a pipe yet, and NNG 1.5 holds
+ * it forever. For a TCP listener, every sweep also looks at the process's own sockets connected to
+ * the listening port: one that has not become a pipe within auth_timeout, or beyond the caps on
+ * unauthenticated connections (in total, per source), is shut down (shutdown(2): NNG sees the end
+ * of the stream and closes it itself; the descriptor stays NNG's). */
+
+typedef struct LinkLimits {
+        size_t max_pipes;              /* 0: no cap */
+        size_t max_pipes_per_source;   /* 0: no cap */
+        size_t max_unauthenticated;    /* 0: no cap */
+        size_t max_unauthenticated_per_source; /* 0: no cap */
+        uint64_t auth_timeout_usec;    /* 0: never closed for that */
+        uint64_t idle_timeout_usec;    /* 0: never closed for that */
+} LinkLimits;
+
+typedef struct LinkGuardStats {
+        uint64_t pipes, unauthenticated;                   /* now */
+        uint64_t refused_total, refused_per_source, refused_unauthenticated, refused_unauthenticated_per_source;
+        uint64_t closed_auth_timeout, closed_idle;
+        uint64_t handshakes;                               /* connections not yet pipes, at the last sweep */
+        uint64_t handshakes_closed_timeout, handshakes_closed_limit;
+} LinkGuardStats;
+
+typedef struct LinkGuard LinkGuard;
+
+int link_guard_new(const LinkLimits *limits, LinkGuard **ret);
+LinkGuard *link_guard_free(LinkGuard *g);
+DEFINE_TRIVIAL_CLEANUP_FUNC(LinkGuard *, link_guard_free);
+
+/* Registers NNG_PIPE_EV_ADD_PRE / REM_POST on sock. */
+int link_guard_attach(LinkGuard *g, nng_socket sock);
+/* The TCP port the listener is bound to (0: not TCP): enables the handshake sweep. */
+void link_guard_set_port(LinkGuard *g, uint16_t port_network_order);
+/* A request arrived on pipe (authenticated: the handler accepted its credentials). */
+void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t now_usec);
+/* Close what timed out; returns how many pipes were closed. */
+size_t link_guard_sweep(LinkGuard *g, uint64_t now_usec);
+void link_guard_stats(LinkGuard *g, LinkGuardStats *ret);
