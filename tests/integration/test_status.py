@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""NodePool and EC2NodeClass status written by the leading coordinator, seen through kubectl
-(the local stack's API server, tests/fakes/kubeapi):
+"""On the real control plane of the tests (tests/pylib/cluster.py), with nodesmith installed by
+`helm install` of packaging/helm/nodesmith: a coordinator with the chart's configuration
+(its ConfigMap) and the chart's ServiceAccount (a token of it, so exactly the chart's RBAC)
+leads and provisions; what it writes is seen through kubectl:
 
   1. Before any launch: NodePool `general` has ValidationSucceeded=True and NodeClassReady and
      Ready Unknown (its class is not looked up in EC2 yet); NodePool `orphan` names a missing
@@ -62,19 +64,34 @@ def writes(url):
 
 def main():
     with TestDir("status") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
-            run(s)
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
+            run(s, d)
     return check.exit_code("test_status")
 
 
-def run(s):
+def run(s, d):
     s.start_ec2()
     s.setup_network()
-    s.start_kube(grace_scale=0.05)
+    s.client("iam").create_role(RoleName="nodesmith-node", AssumeRolePolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                                                 "Action": "sts:AssumeRole"}]}))
+    s.start_kube(grace_scale=0.05, helm=["--set", f"config.cluster-name={CLUSTER}"])
+    out = s.kubectl("get", "crd,clusterrole,deployment,service,secret,configmap,pdb", "-A", "-l",
+                    "app.kubernetes.io/part-of=nodesmith", "-o", "name")
+    print("helm installed:", " ".join(sorted(out.split())))
+    check("helm install: the CRDs, the coordinator's Deployment, Service, PDB, config and token Secret",
+          all(x in out for x in ("customresourcedefinition.apiextensions.k8s.io/nodeclaims.nodesmith.io",
+                                 "deployment.apps/nodesmith-coordinator", "service/nodesmith-coordinator",
+                                 "poddisruptionbudget.policy/nodesmith-coordinator",
+                                 "configmap/nodesmith-coordinator-config", "secret/nodesmith-bootstrap-token")), out)
+    conf = os.path.join(d, "chart-coordinator.conf")
+    with open(conf, "w") as f:
+        f.write(s.kubectl("-n", "nodesmith", "get", "configmap", "nodesmith-coordinator-config",
+                          "-o", r"jsonpath={.data.coordinator\.conf}"))
     s.apply(POOLS)
     queue = Queue(s)
-    s.start_coordinator("--batch-idle", "700ms", "--identity", "leader", "--lease-duration", "3s",
-                        "--instance-profile", "nodesmith-test-profile", "--interruption-queue", queue.url,
+    s.start_coordinator("--config", conf, "--batch-idle", "700ms", "--identity", "leader", "--lease-duration", "3s",
+                        "--interruption-queue", queue.url,
                         "--sqs-endpoint", s.ec2_endpoint)
     leader = s.coordinator_http
     s.start_emulator(boot_delay=4)  # a window in which launched instances are not Nodes yet
@@ -136,7 +153,10 @@ def run(s):
     check("EC2NodeClass: the amd64 AMI with its requirement", any(
         a["id"].startswith("ami-") and a["requirements"] == [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
         for a in st.get("amis", [])), st.get("amis"))
-    check("EC2NodeClass: instanceProfile", st.get("instanceProfile") == "nodesmith-test-profile", st.get("instanceProfile"))
+    inst = s.ec2.describe_instances(InstanceIds=[c["status"]["instanceID"]])["Reservations"][0]["Instances"][0]
+    check("EC2NodeClass: instanceProfile, the one the instance got (made for spec.role)",
+          st.get("instanceProfile") and inst.get("IamInstanceProfile", {}).get("Arn", "").endswith("/" + st["instanceProfile"]),
+          (st.get("instanceProfile"), inst.get("IamInstanceProfile")))
     wait_for("general Ready with its node counted", lambda: cond(get(s, "nodepool", "general"), "Ready").get("status") == "True"
              and get(s, "nodepool", "general")["status"]["resources"]["nodes"] == str(n_nodes), 30, 0.3)
     res = get(s, "nodepool", "general")["status"]["resources"]
@@ -201,14 +221,17 @@ def run(s):
     check("kubectl describe node: the interruption notice and the drain decided",
           f"Instance {iid} has a spot_interruption notice" in out and "NodesmithDrainDecided" in out, out[-1200:])
 
+    # EC2 takes the instance back: its Node goes (the emulated cloud node lifecycle controller),
+    # and so does its NodeClaim
     claim = next(c["metadata"]["name"] for c in claims(s) if c["status"].get("instanceID") == iid)
-    wait_for("the interrupted instance's NodeClaim deleted with its Node", lambda: claim not in
+    s.terminate(iid)
+    wait_for("the instance's NodeClaim deleted with its Node", lambda: claim not in
              [c["metadata"]["name"] for c in claims(s)] and node not in s.nodes(), 90, 0.5)
     check("garbage-collected with the instance", True)
 
     # ---- 5. a standby writes nothing ----
-    s.start_coordinator("--batch-idle", "700ms", "--identity", "standby", "--lease-duration", "3s",
-                        "--instance-profile", "nodesmith-test-profile", name="standby")
+    s.start_coordinator("--config", conf, "--batch-idle", "700ms", "--identity", "standby", "--lease-duration", "3s",
+                        name="standby")
     standby = s.coordinator_http
     s.kubectl("patch", "nodepool", "orphan", "--subresource=status", "--type=merge", "-p", '{"status": {"conditions": []}}')
     time.sleep(7)
