@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "balanced.h"
 #include "model/disruption-policy.h"
 #include "log.h"
 #include "macro.h"
@@ -286,6 +287,14 @@ static bool drifted(Provisioner *p, Round *rd, size_t i, int k, char *why, size_
                         snprintf(why, size, "EC2NodeClass %s changed (hash %s, node has %s)", nc, h, have);
                         return true;
                 }
+        }
+        /* the image behind the class's alias, as looked up last (images.c) */
+        const char *img = label_of(n, DISRUPTION_LABEL_IMAGE);
+        const Resolved *res = nc && img ? provisioner_resolved_find(p, nc) : NULL;
+        int arch = streq_ptr(label_of(n, SOLVER_LABEL_ARCH), "arm64") ? 1 : 0;
+        if (res && res->ami[arch] && !streq(res->ami[arch], img)) {
+                snprintf(why, size, "EC2NodeClass %s's image is now %s (node has %s)", nc, res->ami[arch], img);
+                return true;
         }
         /* requirements, against the node's labels and its instance type's */
         size_t nl = n->n_labels, nt = 0;
@@ -735,6 +744,10 @@ int disruption_pass(Provisioner *p) {
                         ok = solver_new(sn, &rd->solver, &err) >= 0 &&
                              solver_consolidate_evaluate(rd->solver, &co, idx, pd->n_nodes, &c) >= 0 &&
                              c->kind == pd->kind && (c->kind != SOLVER_CONSOLIDATE_REPLACE || c->new_price <= pd->new_price * 1.001);
+                        char bwhy[300];
+                        if (ok && !balanced_approves(sn, rd->objects->extra, idx, pd->n_nodes, c->old_price, c->new_price,
+                                                     bwhy, sizeof bwhy))
+                                ok = false, snprintf(c->message, sizeof c->message, "%.250s", bwhy);
                         free(err);
                 }
                 if (ok) {
@@ -808,6 +821,14 @@ int disruption_pass(Provisioner *p) {
                 }
                 if (c->kind == SOLVER_CONSOLIDATE_NONE) {
                         explain_set(p, &s, "idle", c->message);
+                        solver_consolidation_free(c);
+                        goto done;
+                }
+                char bwhy[300];
+                if (!balanced_approves(sn, rd->objects->extra, c->nodes, c->n_nodes, c->old_price, c->new_price, bwhy,
+                                       sizeof bwhy)) {
+                        log_info("Consolidation of %zu node(s) not worth its disruption: %s.", c->n_nodes, bwhy);
+                        explain_set(p, &s, "idle", bwhy);
                         solver_consolidation_free(c);
                         goto done;
                 }

@@ -42,6 +42,7 @@ void disruption_nominated(Provisioner *p, const char *node);
  * give no label (*ret NULL). */
 #define DISRUPTION_LABEL_POOL_HASH "nodesmith.io/nodepool-hash"
 #define DISRUPTION_LABEL_CLASS_HASH "nodesmith.io/nodeclass-hash"
+#define DISRUPTION_LABEL_IMAGE "nodesmith.io/image-id"
 void disruption_pool_hash(const cJSON *nodepool, char out[17]);
 void disruption_class_hash(const cJSON *nodeclass, char out[17]);
 

@@ -1036,8 +1036,6 @@ typedef struct PoolRefusal {
 static const PoolRefusal pool_refused[] = {
         { "spec.replicas", "static NodePools (a fixed number of nodes) are not supported yet: nodesmith launches for "
                            "pending pods only; remove replicas and keep the pool dynamic" },
-        { "spec.template.metadata.annotations", "nodesmith does not put annotations on the nodes it launches yet; they "
-                                                "would be lost" },
         { "spec.limits.nodes", "a limit on the number of nodes is not supported yet; limit cpu or memory instead" },
         { "spec.template.spec.kubelet", "belongs to the EC2NodeClass in v1 (spec.kubelet); `nodesmithctl convert` moves it" },
         {}
@@ -1082,17 +1080,6 @@ static int pool_fields(Ctx *c, const cJSON *j) {
                 if (present(o))
                         return fail(c, r->path, "is not supported: %s", r->why);
         }
-        const char *policy = jstr_(get(get(j, "spec"), "disruption"), "consolidationPolicy");
-        if (streq_ptr(policy, "Balanced"))
-                return fail(c, "spec.disruption.consolidationPolicy",
-                            "Balanced is not supported yet: nodesmith does not score a consolidation's savings against its "
-                            "disruption cost; use WhenEmptyOrUnderutilized with spec.disruption.consolidationThreshold "
-                            "(the least saving worth a replace) instead");
-        const cJSON *th = get(get(get(j, "spec"), "disruption"), "consolidationThreshold");
-        if (cJSON_IsNumber(th))
-                return fail(c, "spec.disruption.consolidationThreshold",
-                            "an integer is Balanced consolidation's threshold in Karpenter, which nodesmith does not "
-                            "support; nodesmith's consolidationThreshold is a saving such as \"15%%\"");
         return 0;
 }
 
@@ -1183,9 +1170,9 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         if (!x->consolidation_policy)
                 x->consolidation_policy = "WhenEmptyOrUnderutilized";
         else if (!streq(x->consolidation_policy, "WhenEmpty") &&
-                 !streq(x->consolidation_policy, "WhenEmptyOrUnderutilized"))
-                return fail(&c, "spec.disruption.consolidationPolicy", "\"%s\" is not WhenEmpty or WhenEmptyOrUnderutilized",
-                            x->consolidation_policy);
+                 !streq(x->consolidation_policy, "WhenEmptyOrUnderutilized") && !streq(x->consolidation_policy, "Balanced"))
+                return fail(&c, "spec.disruption.consolidationPolicy",
+                            "\"%s\" is not WhenEmpty, WhenEmptyOrUnderutilized or Balanced", x->consolidation_policy);
         r = get_duration(&c, dis, "consolidateAfter", "spec.disruption.consolidateAfter", 0, &x->consolidate_after_s);
         if (r < 0)
                 return r;
@@ -1231,9 +1218,25 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
                                                     !streq(rs->valuestring, "Underutilized")))
                                 return fail(&c, path, "reasons are Empty, Drifted or Underutilized");
         }
+        /* Balanced: an integer consolidationThreshold is its K (Karpenter's BalancedK, 2) */
+        const cJSON *kth = get(dis, "consolidationThreshold");
+        bool balanced = streq(x->consolidation_policy, "Balanced");
+        x->balanced_k = balanced ? 2 : 0;
+        if (cJSON_IsNumber(kth)) {
+                int64_t k;
+                r = get_int(&c, dis, "consolidationThreshold", "spec.disruption.consolidationThreshold", 1, 1000, &set, &k);
+                if (r < 0)
+                        return r;
+                if (!balanced)
+                        return fail(&c, "spec.disruption.consolidationThreshold",
+                                    "an integer goes with consolidationPolicy Balanced (its K); nodesmith's own threshold "
+                                    "is a saving such as \"15%%\"");
+                x->balanced_k = (int32_t) k;
+        }
         /* nodesmith's answers to consolidation churn */
-        const char *th;
-        r = get_str(&c, dis, "consolidationThreshold", "spec.disruption.consolidationThreshold", &th);
+        const char *th = NULL;
+        if (!cJSON_IsNumber(kth))
+                r = get_str(&c, dis, "consolidationThreshold", "spec.disruption.consolidationThreshold", &th);
         if (r < 0)
                 return r;
         x->consolidation_threshold = -1;

@@ -40,7 +40,9 @@ typedef struct NodePoolExtra {
         const char *node_class;          /* spec.template.spec.nodeClassRef.name */
         int64_t expire_after_s;          /* -1: Never (default 720h) */
         int64_t termination_grace_s;     /* -1: unset */
-        const char *consolidation_policy; /* WhenEmpty | WhenEmptyOrUnderutilized */
+        const char *consolidation_policy; /* WhenEmpty | WhenEmptyOrUnderutilized | Balanced */
+        int32_t balanced_k;              /* Balanced: K (the integer consolidationThreshold, default
+                                          * 2): a move must score at least 1/K; 0 otherwise */
         int64_t consolidate_after_s;     /* -1: Never */
         cJSON *budgets;                  /* spec.disruption.budgets (owned, may be NULL) */
         double consolidation_threshold;  /* spec.disruption.consolidationThreshold; -1: default */

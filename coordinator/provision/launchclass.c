@@ -145,6 +145,23 @@ bool launchclass_terms_match(const cJSON *terms, const char *id, const char *nam
         return false;
 }
 
+int launchclass_alias_parameter(const char *alias, const char *k8s, const char *arch, char *buf, size_t size) {
+        const char *at = alias ? strchr(alias, '@') : NULL;
+        const char *ver = at ? at + 1 : "latest";
+        int k;
+        if (alias && !at)
+                return -EINVAL;
+        if (alias && strncmp(alias, "bottlerocket@", 13) == 0) /* amiFamily Custom with this alias */
+                k = snprintf(buf, size, "/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, ver);
+        else if (streq(ver, "latest"))
+                k = snprintf(buf, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
+                             k8s, arch);
+        else
+                k = snprintf(buf, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/"
+                                        "amazon-eks-node-al2023-%s-standard-%s-%s/image_id", k8s, arch, arch, k8s, ver);
+        return k < 0 || (size_t) k >= size ? -ENOBUFS : 0;
+}
+
 int launchclass_profile_name(const char *cluster, const char *region, const char *nodeclass, char *buf,
                              size_t size) {
         char in[512];

@@ -42,6 +42,10 @@ int launchclass_from_spec(const cJSON *spec, LaunchClass *ret);
 bool launchclass_terms_match(const cJSON *terms, const char *id, const char *name, const char *vpc, const Ec2Tag *tags,
                              size_t n_tags);
 
+/* The SSM parameter AWS publishes the image of an alias under (al2023@latest, al2023@vYYYYMMDD,
+ * bottlerocket@VERSION) for Kubernetes k8s and arch (x86_64, arm64); -EINVAL for no alias. */
+int launchclass_alias_parameter(const char *alias, const char *k8s, const char *arch, char *buf, size_t size);
+
 /* The instance profile kept for a role: "<cluster>_<16 hex of sha256(region/nodeclass)>". */
 int launchclass_profile_name(const char *cluster, const char *region, const char *nodeclass, char *buf,
                              size_t size);

@@ -61,6 +61,7 @@ typedef struct Resolved {
         char *sgs[MAX_SGS + 1];  /* NULL-terminated */
         char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
         char *profile;           /* the instance profile ("" for none), NULL until known */
+        uint64_t image_checked_usec[2]; /* an alias's image last looked up again (images.c) */
         char *template_name[2];
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
@@ -174,3 +175,10 @@ const char *provisioner_acting_as(const Provisioner *p);
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
 /* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
 const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
+
+/* images.c: the class's resolved launch inputs (NULL: none yet), and the periodic look-up of the
+ * images behind aliases. */
+const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class);
+void provisioner_images_refresh(Provisioner *p);
+/* annotate.c: the NodePool's template annotations onto its node. */
+void provisioner_annotate_node(Provisioner *p, const cJSON *node);

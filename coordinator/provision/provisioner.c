@@ -340,8 +340,10 @@ static void forget_orphan(Provisioner *p, const char *id) {
 
 static void on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
-        if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED)
+        if (ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED) {
                 (void) forget_registered(ev->object, p);
+                provisioner_annotate_node(p, ev->object);
+        }
         if (ev->type == KUBE_WATCH_DELETED)
                 forget_orphan(p, node_provider_instance(ev->object));
 }
@@ -1044,6 +1046,7 @@ static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userd
         }
         free(rd->res->ami[rd->arch]);
         rd->res->ami[rd->arch] = value;
+        rd->res->image_checked_usec[rd->arch] = now_usec(p);
         rd->res->resolved_usec = now_usec(p);
         rd->step = STEP_TEMPLATE;
         round_next(p);
@@ -1125,17 +1128,8 @@ static int ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *s
         const cJSON *first = cJSON_GetArrayItem(terms, 0);
         const char *alias = jstr(first, "alias");
         if (!first || alias) {
-                const char *at = alias ? strchr(alias, '@') : NULL;
-                const char *ver = at ? at + 1 : "latest";
-                if (alias && strncmp(alias, "bottlerocket@", 13) == 0) /* amiFamily Custom with this alias */
-                        snprintf(ssm, size, "/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, ver);
-                else if (streq(ver, "latest"))
-                        snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id",
-                                 k8s, arch);
-                else
-                        snprintf(ssm, size, "/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/"
-                                            "amazon-eks-node-al2023-%s-standard-%s-%s/image_id", k8s, arch, arch, k8s, ver);
-                return ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
+                int r = launchclass_alias_parameter(alias, k8s, arch, ssm, size);
+                return r < 0 ? r : ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
         }
         const cJSON *t = cJSON_GetArrayItem(terms, (int) rd->ami_term);
         if (!t)
@@ -1188,7 +1182,7 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
 
         /* labels and taints the node registers with: the pool's, and what the plan narrowed */
         size_t nl = l->n_labels, ntt = pool->n_taints + pool->n_startup_taints;
-        const char **labels = solver_arena_alloc(rd->arena, (nl + 3) * sizeof *labels);
+        const char **labels = solver_arena_alloc(rd->arena, (nl + 4) * sizeof *labels);
         const char **taints = solver_arena_alloc(rd->arena, (ntt + 1) * sizeof *taints);
         if (!labels || !taints)
                 return -ENOMEM;
@@ -1199,6 +1193,9 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
         disruption_pool_hash(kube_watch_get(p->nodepools, NULL, pool->name), h);
         if (h[0])
                 labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_POOL_HASH, h);
+        /* the image it boots, so that a new image behind the same alias drifts it */
+        if (res->ami[rd->arch])
+                labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_IMAGE, res->ami[rd->arch]);
         if (pool->node_class) {
                 disruption_class_hash(kube_watch_get(p->nodeclasses, NULL, pool->node_class), h);
                 if (h[0])
@@ -1984,6 +1981,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
 
         learn(p);
         catalog_refresh(p);
+        provisioner_images_refresh(p);
         if (p->leading && p->learned)
                 termination_pass(p);
         if (p->c->cfg.consolidation_interval_ms > 0 &&

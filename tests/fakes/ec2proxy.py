@@ -1588,6 +1588,11 @@ class Handler(BaseHTTPRequestHandler):
                 status, obj = 200, {"calls": []}
             elif op == "/ssm" and self.command == "GET":
                 status, obj = 200, {"parameters": px.ssm}
+            elif op == "/ssm" and self.command == "POST":
+                # {name: image id}: AWS publishing a new EKS AMI release behind a parameter
+                with px.lock:
+                    px.ssm.update({str(k): str(v) for k, v in args.items()})
+                status, obj = 200, {"parameters": px.ssm}
             elif op == "/prices" and self.command == "GET":
                 itype = q.get("instance_type")
                 if itype not in px.prices:

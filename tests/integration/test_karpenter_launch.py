@@ -67,7 +67,7 @@ CLASS = {
 
 POOL = {
     "apiVersion": "nodesmith.io/v1", "kind": "NodePool", "metadata": {"name": "everything"},
-    "spec": {"template": {"spec": {
+    "spec": {"template": {"metadata": {"annotations": {"example.com/owner": "my-team"}}, "spec": {
         "nodeClassRef": {"group": "nodesmith.io", "kind": "EC2NodeClass", "name": "everything"},
         "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
                          {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}]}}},
@@ -229,7 +229,10 @@ def run(s, d):
         check(f"NodeConfig kubelet.config.{k}", kc.get(k), v)
 
     # ---- the node joins: what the agent reports against the plan -----------------------------
+    wait_for("the NodePool's template annotations on the node", lambda: next(iter(s.nodes().values()))[
+        "metadata"].get("annotations", {}).get("example.com/owner") == "my-team", 30, interval=0.5)
     node = next(iter(s.nodes().values()))
+    print(f"node annotation example.com/owner={node['metadata']['annotations']['example.com/owner']}")
     alloc = node["status"]["allocatable"]
     print("allocatable: plan (nodesmithctl simulate) vs the node as its agent reports it:")
     want = planned["allocatable"]

@@ -28,6 +28,7 @@ from nsharness import BUILD, ROOT, Proc, free_port, make_pki, wait_for  # noqa: 
 FAKES = os.path.join(ROOT, "tests", "fakes")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 DISCOVERY_TAG = "nodesmith.io/discovery"
+NODE_ROLE = "nodesmith-node"  # the role the tests' EC2NodeClasses name
 CLUSTER_TAG = "nodesmith.io/cluster"
 NODEPOOL_TAG = "nodesmith.io/nodepool"
 ACCESS_KEY, SECRET_KEY = "AKIAIOSFODNN7EXAMPLE", "dummy-secret"
@@ -276,9 +277,18 @@ class LocalStack:
             self._ec2 = self.client("ec2")
         return self._ec2
 
-    def setup_network(self, cidr="10.20.0.0/16", zones=ZONES):
+    def setup_network(self, cidr="10.20.0.0/16", zones=ZONES, node_role=NODE_ROLE):
         """A VPC, one subnet per zone and a security group, each tagged
-        nodesmith.io/discovery=CLUSTER (and Name), as an EC2NodeClass's selectors find them."""
+        nodesmith.io/discovery=CLUSTER (and Name), as an EC2NodeClass's selectors find them; and
+        the IAM role the nodes use (an EC2NodeClass's spec.role), as an EKS account has it."""
+        if node_role:
+            iam = self.client("iam")
+            try:
+                iam.get_role(RoleName=node_role)
+            except iam.exceptions.NoSuchEntityException:
+                iam.create_role(RoleName=node_role, AssumeRolePolicyDocument=json.dumps({
+                    "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                                                            "Principal": {"Service": "ec2.amazonaws.com"}}]}))
         ec2 = self.ec2
         tags = [{"Key": DISCOVERY_TAG, "Value": self.cluster}]
         vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
@@ -539,6 +549,9 @@ class LocalStack:
         argv = [coord, "--listen", self.coordinator_url, "--http-listen", self.coordinator_http,
                 "--report-interval", interval or self.report_interval,
                 "--token-file", self.pki["token_file"], "--log-level", log_level]
+        if "--api-listen" not in extra:
+            # /api/v1 beside the metrics, no authentication (tests/security/test_http_api.py tests it)
+            argv += ["--api-listen", self.coordinator_http, "--api-auth", "none"]
         if self.insecure:
             argv.append("--insecure")
         else:

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coordinator/disruption/balanced.h"
 #include "coordinator/model/disruption-policy.h"
 #include "coordinator/solver/solver.h"
 
@@ -141,6 +142,42 @@ static void test_selector(void **state) {
         assert_false(disruption_selector_matches(NULL, l, 2));
 }
 
+/* Balanced consolidation scores savings against disruption as Karpenter does: its RFC's pool of
+ * ten nodes (eight at $4.84/day, two at $9.68/day, 80 pods: disruption cost 90). */
+static void test_balanced(void **state) {
+        double score = balanced_score(7.26, 4.0, 58.08, 90); /* an oversized node replaced */
+        assert_true(score > 2.8 && score < 2.82);
+        assert_true(balanced_score(0.5, 20, 58.08, 90) < 0.5); /* little saving, many pods */
+        assert_true(balanced_score(1, 1, 0, 90) < 0);          /* no totals: no approval */
+
+        /* a pool of three nodes; consolidating the one with 4 pods from $0.40 to $0.10/h */
+        SolverNodePool pools[] = { { .name = "bal" }, { .name = "other" } };
+        SolverNode nodes[] = { { .name = "a", .nodepool = "bal", .price = 0.40 },
+                               { .name = "b", .nodepool = "bal", .price = 0.40 },
+                               { .name = "c", .nodepool = "bal", .price = 0.40 },
+                               { .name = "d", .nodepool = "other", .price = 0.40 } };
+        SolverPod pods[8] = {};
+        for (size_t i = 0; i < 8; i++)
+                pods[i] = (SolverPod) { .name = "p", .node_name = i < 4 ? "a" : "b" };
+        SolverSnapshot sn = { .nodepools = pools, .n_nodepools = 2, .nodes = nodes, .n_nodes = 4, .pods = pods,
+                              .n_pods = 8 };
+        NodePoolExtra extra[2] = { { .balanced_k = 2 }, { .balanced_k = 0 } };
+        char why[300];
+        size_t a = 0, d = 3;
+        /* saves 25 % of the pool's cost for 5/11 of its disruption cost: 0.55 >= 1/2 */
+        assert_true(balanced_approves(&sn, extra, &a, 1, 0.40, 0.10, why, sizeof why));
+        assert_non_null(strstr(why, "score 0.55 >= 1/2"));
+        /* saving a third as much: 0.18 < 1/2 */
+        assert_false(balanced_approves(&sn, extra, &a, 1, 0.40, 0.30, why, sizeof why));
+        assert_non_null(strstr(why, "< 1/2"));
+        /* K = 10 asks for 0.1 only */
+        extra[0].balanced_k = 10;
+        assert_true(balanced_approves(&sn, extra, &a, 1, 0.40, 0.30, why, sizeof why));
+        /* a pool that is not Balanced passes as it is */
+        assert_true(balanced_approves(&sn, extra, &d, 1, 0.40, 0.39, why, sizeof why));
+        assert_string_equal(why, "");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cron_parse),
@@ -149,6 +186,7 @@ int main(void) {
                 cmocka_unit_test(test_budgets),
                 cmocka_unit_test(test_hash),
                 cmocka_unit_test(test_selector),
+                cmocka_unit_test(test_balanced),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -483,8 +483,8 @@ static void test_karpenter_refusals(void **state) {
                      "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
                      "'id' is mutually exclusive");
         expect_error(NP_HEAD "  replicas: 3\n", "spec.replicas: is not supported: static NodePools");
-        expect_error(NP_HEAD "  disruption: {consolidationPolicy: Balanced}\n",
-                     "spec.disruption.consolidationPolicy: Balanced is not supported yet");
+        expect_error(NP_HEAD "  disruption: {consolidationThreshold: 3}\n",
+                     "spec.disruption.consolidationThreshold: an integer goes with consolidationPolicy Balanced");
         expect_error(NP_HEAD "  limits: {nodes: 10}\n", "spec.limits.nodes: is not supported");
         expect_error(NP_HEAD "  weights: 3\n", "spec.weights: is not a field of Karpenter v1's NodePool");
 }
@@ -503,6 +503,7 @@ static void test_karpenter_accepted(void **state) {
                                   " kubeReserved: {ephemeral-storage: 3Gi}}\n",
                                   NULL);
         const SolverNodePool *p = &o->pools[0];
+        assert_int_equal(o->extra[0].balanced_k, 0);
         assert_int_equal(p->n_requirements, 2);
         assert_int_equal(p->requirements[0].op, SOLVER_OP_GT);
         assert_string_equal(p->requirements[0].values[0], "3");
@@ -529,6 +530,15 @@ static void test_karpenter_accepted(void **state) {
         int64_t pods = 4 * 14 + 2;
         assert_int_equal(a.v[SOLVER_RES_MEMORY], 16 * GI - (11 * pods + 255) * MI - (16 * GI) / 20);
         assert_int_equal(a.v[SOLVER_RES_EPHEMERAL], 100 * GI - 3 * GI - 15 * GI);
+
+        o = load(NP_HEAD "  disruption: {consolidationPolicy: Balanced, consolidationThreshold: 3}\n---\n" NC_HEAD NC_BASE,
+                 NULL);
+        assert_string_equal(o->extra[0].consolidation_policy, "Balanced");
+        assert_int_equal(o->extra[0].balanced_k, 3);
+        nodepool_objects_free(o);
+        o = load(NP_HEAD "  disruption: {consolidationPolicy: Balanced}\n---\n" NC_HEAD NC_BASE, NULL);
+        assert_int_equal(o->extra[0].balanced_k, 2); /* Karpenter's BalancedK */
+        nodepool_objects_free(o);
 }
 
 int main(void) {
