@@ -208,7 +208,7 @@ def main():
         d = diff(h[key], k[key])
         check(f"{key[0]} {key[2]}: same as kustomize", not d, "\n".join(d[:30]))
     for src, objs in (("kustomize", base), ("helm", chart)):
-        role = find(objs, "Role")
+        role = find(objs, "Role", "nodesmith-coordinator-leader-election")
         check(f"{src}: the leader-election Role names the Lease nodesmith-coordinator",
               role["rules"][1]["resourceNames"] == ["nodesmith-coordinator"], role["rules"])
     print("differences normalised (expected):\n  - " + "\n  - ".join(EXPECTED_DIFFERENCES))
@@ -245,7 +245,7 @@ def main():
             "max-connections": "5000", "max-connections-per-source": "128", "max-unauthenticated": "32",
             "max-unauthenticated-per-source": "4", "auth-timeout": "5s", "idle-timeout": "2m",
             "max-state-memory": "128Mi", "iam-endpoint": "https://iam.amazonaws.com", "solver-budget": "50ms",
-            "lease-renew-deadline": "10s", "lease-retry-period": "2s"}
+            "lease-renew-deadline": "10s", "lease-retry-period": "2s", "image-refresh": "30m"}
     unset = [o for o in values["config"] if values["config"][o] == "" and o not in full and o != "lease-namespace"]
     check("the full-values case sets every setting left empty by default", not unset, unset)
     vf = os.path.join(tmp, "full.yaml")
@@ -254,7 +254,7 @@ def main():
     got = check_config_accepted("every setting given", objs, tmp)
     wrong = {k: (v, got.get(k)) for k, v in full.items() if "/etc/nodesmith" not in v and msec(got.get(k)) != msec(v)}
     check("the coordinator reads every given value back (--check-config prints them)", not wrong, wrong)
-    role = find(objs, "Role")
+    role = find(objs, "Role", "nodesmith-coordinator-leader-election")
     check("the leader-election Role follows config.lease-name",
           role["rules"][1]["resourceNames"] == ["ns-leader"], role["rules"])
 

@@ -27,7 +27,7 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import BUILD, ROOT, Checklist, TestDir, http_get, metric, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
-from workload import Queue, apply_objs, create_node_role, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
+from workload import Queue, apply_objs, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
 
 CLUSTER = "obs-test"
 RULES = os.path.join(ROOT, "packaging", "prometheus", "nodesmith-rules.yaml")
@@ -117,7 +117,6 @@ def main():
         with LocalStack(d, cluster=CLUSTER) as s:
             s.start_ec2()
             s.setup_network()
-            create_node_role(s)
             s.start_kube(grace_scale=0.05)
             s.apply(NODEPOOLS)
             # with an interruption queue: its series are on /metrics only then

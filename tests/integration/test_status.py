@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import Checklist, TestDir, http_get, metric, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
-from workload import Queue, apply_objs, create_node_role, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
+from workload import Queue, apply_objs, deployment, node_class_yaml, nodepool_yaml, running_of  # noqa: E402
 
 CLUSTER = "status-test"
 POOLS = node_class_yaml(CLUSTER) + nodepool_yaml("general") + nodepool_yaml(
@@ -72,7 +72,6 @@ def main():
 def run(s, d):
     s.start_ec2()
     s.setup_network()
-    create_node_role(s)
     s.start_kube(grace_scale=0.05, helm=["--set", f"config.cluster-name={CLUSTER}"])
     out = s.kubectl("get", "crd,clusterrole,deployment,service,secret,configmap,pdb", "-A", "-l",
                     "app.kubernetes.io/part-of=nodesmith", "-o", "name")

@@ -50,14 +50,6 @@ spec:
 """
 
 
-def create_node_role(s, name="nodesmith-node"):
-    """The IAM role node_class_yaml() names (spec.role): the coordinator makes the nodes'
-    instance profile for it, and launches fail without it."""
-    s.client("iam").create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-                                                 "Action": "sts:AssumeRole"}]}))
-
-
 def apply_objs(s, *objs):
     s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
 
