@@ -109,8 +109,9 @@ def run(s, d):
               for c in g["status"]["conditions"]), g["status"]["conditions"])
 
     # ---- 2. after a scale-up: NodeClaims in flight, then the Node they became ----
-    # the first CreateFleet finds no capacity at all: a failed NodeClaim, then another launch
-    s.proxy("POST", "rules", {"kind": "ice", "instance_type": "*", "zone": "*", "count": 1})
+    # the first two CreateFleets find no capacity at all: one failed NodeClaim for the pool (the
+    # latest failure), then a launch
+    s.proxy("POST", "rules", {"kind": "ice", "instance_type": "*", "zone": "*", "count": 2})
     apply_objs(s, deployment("web", 4, "1", "2Gi"))
     inflight = wait_for("a NodeClaim launched and not registered", lambda: [
         c for c in claims(s) if cond(c, "Launched").get("status") == "True" and not c["status"].get("nodeName")], 60, 0.2)
@@ -129,7 +130,7 @@ def run(s, d):
     check("kubectl get nodeclaims: Type, Capacity, Zone filled, no Node yet",
           row[1:4] == [lbl["node.kubernetes.io/instance-type"], "on-demand", lbl["topology.kubernetes.io/zone"]], row)
     failed = [c for c in claims(s) if cond(c, "Launched").get("status") == "False"]
-    check("the failed launch: a NodeClaim with Launched=False and EC2's error",
+    check("the failed launches: one NodeClaim for the pool with Launched=False and EC2's error",
           len(failed) == 1 and "InsufficientInstanceCapacity" in cond(failed[0], "Launched").get("reason", "") +
           cond(failed[0], "Launched").get("message", ""), failed)
     wait_for("4 web pods Running", lambda: len(running_of(s, "web")) == 4, 120, 0.5)
