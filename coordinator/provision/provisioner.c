@@ -1325,6 +1325,9 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                         }
                 }
         }
+        /* a slow answer: its Nodes may have registered before it came, with no event left to tell */
+        if (res->n_instances > 0)
+                (void) kube_watch_foreach(p->nodes, forget_registered, p);
         /* tell the pods where they go, as kube-scheduler's nominations do */
         const char *first_id = NULL, *first_type = NULL, *first_zone = NULL;
         for (size_t i = 0; i < res->n_instances && !first_id; i++)
