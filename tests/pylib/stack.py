@@ -406,7 +406,7 @@ class LocalStack:
 
     # ---- Kubernetes ----------------------------------------------------------------------
     def start_kube(self, grace_scale=0.05, crds=True, extra=(), node_monitor_grace=10,
-                   external_cloud_provider=False, fault_proxy=False):
+                   external_cloud_provider=False, fault_proxy=False, helm=None):
         """Kubernetes for the stack. kube="real": the control plane of tests/pylib/cluster.py
         (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) in WORKDIR/cluster, the
         shipped manifests applied with `kubectl apply -k packaging/kubernetes` (the in-cluster
@@ -415,11 +415,13 @@ class LocalStack:
         emulated kubelets' grace factor; extra goes to kube-apiserver. With fault_proxy, the
         coordinator and the agents reach the API server through tests/fakes/kubeproxy.py
         (s.fault_proxy.fault(...), s.kube_control); a PodAudit (s.audit) records evictions.
+        helm (a list of helm install arguments, [] for the defaults): the Helm chart
+        packaging/helm/nodesmith is installed instead of the kustomize base.
         kube="fake": tests/fakes/kubeapi.py; with crds, nodesmith's CRDs are applied."""
         self.grace_scale = grace_scale
         if self.kube == "real":
             return self._start_real_kube(extra, node_monitor_grace, external_cloud_provider,
-                                         fault_proxy)
+                                         fault_proxy, helm)
         p = self._proc("kubeapi", [sys.executable, os.path.join(FAKES, "kubeapi.py"), "--port", "0",
                                    "--grace-scale", str(grace_scale)] + list(extra))
         self.ports["kube"] = _listening(p, "fake API server", 30)
@@ -433,7 +435,7 @@ class LocalStack:
             self.install_crds()
         return self.kube_server
 
-    def _start_real_kube(self, extra, node_monitor_grace, external_cloud_provider, fault_proxy):
+    def _start_real_kube(self, extra, node_monitor_grace, external_cloud_provider, fault_proxy, helm=None):
         from cluster import Cluster
         from kubeaudit import PodAudit
         c = self.cluster_cp = Cluster(os.path.join(self.workdir, "cluster"), build=self.build,
@@ -447,7 +449,10 @@ class LocalStack:
             self.procs[name] = c.procs[name]
             self.seen_pids.add(c.procs[name].pid)
         self.audit = PodAudit(c).start()
-        c.install_packaging()
+        if helm is None:
+            c.install_packaging()
+        else:
+            c.install_helm(*helm)
         self.kubectl("-n", "nodesmith", "scale", "deployment/nodesmith-coordinator", "--replicas=0")
         server = None
         if fault_proxy:
