@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import ROOT, TestDir, binary, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
+from workload import node_class_yaml  # noqa: E402
 
 CLUSTER = "taints-test"
 CATALOG = os.path.join(ROOT, "data", "catalog-us-east-1.json")
@@ -35,17 +36,7 @@ UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 READY_DELAYS = (1, 15, 60)
 PODS = 6
 
-NODECLASS = f"""
-apiVersion: nodesmith.io/v1
-kind: EC2NodeClass
-metadata: {{name: default}}
-spec:
-  amiFamily: AL2023
-  amiSelectorTerms: [{{alias: al2023@latest}}]
-  role: nodesmith-node
-  subnetSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
-"""
+NODECLASS = node_class_yaml(CLUSTER)
 
 
 def nodepool(run):

@@ -27,6 +27,12 @@ spec:
 """
 
 
+# on-demand m6i.large only (2 vCPU, 1930m allocatable): tests that count pods per node
+ON_DEMAND_M6I_LARGE = ("{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",
+                       "{key: node.kubernetes.io/instance-type, operator: In, values: [m6i.large]}")
+# consolidation off: nodes stay while a test watches them
+NO_CONSOLIDATION = "  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: Never}\n"
+
 # small on-demand amd64 nodes of the c and m families
 ON_DEMAND_CM = ("{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",
                 "{key: nodesmith.io/instance-category, operator: In, values: [c, m]}",
