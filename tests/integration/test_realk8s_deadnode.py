@@ -23,6 +23,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import TestDir, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
+from workload import (ON_DEMAND_M6I_LARGE, NO_CONSOLIDATION, deployment, node_class_yaml,  # noqa: E402
+                      nodepool_yaml)
 
 CLUSTER = "deadnode-test"
 MONITOR_GRACE = 10
@@ -30,37 +32,9 @@ DEAD_AFTER = 5
 POD_GC = 60          # kube-controller-manager: 40 s quarantine of a gone Node, checked every 20 s
 BOUND = MONITOR_GRACE + DEAD_AFTER + POD_GC + 45   # + TerminateInstances, a launch and a boot
 
-OBJECTS = f"""
-apiVersion: nodesmith.io/v1
-kind: EC2NodeClass
-metadata: {{name: default}}
-spec:
-  amiFamily: AL2023
-  amiSelectorTerms: [{{alias: al2023@latest}}]
-  role: nodesmith-node
-  subnetSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
----
-apiVersion: nodesmith.io/v1
-kind: NodePool
-metadata: {{name: general}}
-spec:
-  disruption: {{consolidationPolicy: WhenEmpty, consolidateAfter: Never}}
-  template:
-    spec:
-      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: default}}
-      requirements:
-        - {{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}}
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: [m6i.large]}}
-"""
-
-WEB = {"apiVersion": "apps/v1", "kind": "Deployment",
-       "metadata": {"name": "web", "namespace": "default"},
-       "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [{"name": "app", "image": "registry.example/app",
-                                    "resources": {"requests": {"cpu": "1200m", "memory": "1Gi"}}}]}}}}
+OBJECTS = node_class_yaml(CLUSTER) + nodepool_yaml(
+    requirements=ON_DEMAND_M6I_LARGE, spec=NO_CONSOLIDATION)
+WEB = deployment("web", 2, "1200m", memory="1Gi")
 
 
 def web_pods(s):
