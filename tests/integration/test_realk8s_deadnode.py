@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import TestDir, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
 from workload import (ON_DEMAND_M6I_LARGE, NO_CONSOLIDATION, deployment, node_class_yaml,  # noqa: E402
-                      nodepool_yaml)
+                      nodepool_yaml, start_real)
 
 CLUSTER = "deadnode-test"
 MONITOR_GRACE = 10
@@ -62,13 +62,8 @@ def main():
 
 def run(s):
     t_start = time.monotonic()
-    s.start_ec2()
-    s.setup_network()
-    s.start_kube(grace_scale=0.05, node_monitor_grace=MONITOR_GRACE)
-    s.apply(OBJECTS)
-    coord = s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-a",
-                                "--dead-node-after", f"{DEAD_AFTER}s")
-    s.start_emulator(boot_delay=0.3, ready_delay=0.5)
+    coord = start_real(s, OBJECTS, coordinator=("--dead-node-after", f"{DEAD_AFTER}s"),
+                       kube={"node_monitor_grace": MONITOR_GRACE})
     s.apply(json.dumps(WEB))
     placed = wait_for("2 web pods Running", lambda: (lambda r: r if len(r) == 2 else None)(running(s)), 90, 0.5)
     assert len(set(placed.values())) == 2, placed      # one per node

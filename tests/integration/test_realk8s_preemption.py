@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import TestDir, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
 from workload import (ON_DEMAND_M6I_LARGE, NO_CONSOLIDATION, deployment, node_class_yaml,  # noqa: E402
-                      nodepool_yaml)
+                      nodepool_yaml, start_real)
 
 CLUSTER = "preempt-test"
 OBJECTS = node_class_yaml(CLUSTER) + nodepool_yaml(
@@ -65,12 +65,7 @@ def main():
 
 def run(s):
     t_start = time.monotonic()
-    s.start_ec2()
-    s.setup_network()
-    s.start_kube(grace_scale=0.05)
-    s.apply(OBJECTS)
-    s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-a")
-    s.start_emulator(boot_delay=0.3, ready_delay=0.5)
+    start_real(s, OBJECTS)
 
     # an m6i.large (2 vCPU, 1930m allocatable) full of low-priority pods: two of 800m
     s.apply(json.dumps(prio_deployment("low", 2, "800m", "low")))

@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import ROOT, TestDir, binary, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
-from workload import node_class_yaml  # noqa: E402
+from workload import node_class_yaml, start_real  # noqa: E402
 
 CLUSTER = "taints-test"
 CATALOG = os.path.join(ROOT, "data", "catalog-us-east-1.json")
@@ -151,12 +151,8 @@ def main():
 
 def run_all(s, d):
     t_start = time.monotonic()
-    s.start_ec2()
-    s.setup_network()
-    s.start_kube(grace_scale=0.05, external_cloud_provider=True)
-    s.apply(NODECLASS + "---" + "---".join(nodepool(f"r{delay}") for delay in READY_DELAYS))
-    s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-a")
-    s.start_emulator(boot_delay=0.3, ready_delay=READY_DELAYS[0])
+    start_real(s, NODECLASS + "---" + "---".join(nodepool(f"r{delay}") for delay in READY_DELAYS),
+               kube={"external_cloud_provider": True}, emulator={"ready_delay": READY_DELAYS[0]})
     unt = Untainter(s)
     unt.start()
     try:

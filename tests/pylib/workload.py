@@ -56,6 +56,21 @@ spec:
 """
 
 
+def start_real(s, objects, coordinator=(), kube=None, emulator=None):
+    """A LocalStack(kube="real") started for a test: EC2 and its network, the control plane
+    (grace factor 0.05, plus kube), objects applied, one coordinator (700 ms batches, a 3 s
+    Lease, identity coord-a, plus coordinator) and the node emulator (plus emulator).
+    Returns the coordinator's Proc."""
+    s.start_ec2()
+    s.setup_network()
+    s.start_kube(**dict({"grace_scale": 0.05}, **(kube or {})))
+    s.apply(objects)
+    coord = s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-a",
+                                *coordinator)
+    s.start_emulator(**dict({"boot_delay": 0.3, "ready_delay": 0.5}, **(emulator or {})))
+    return coord
+
+
 def apply_objs(s, *objs):
     s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
 
