@@ -92,6 +92,9 @@ const Option coord_options[] = {
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
           "a leaving node whose agent is silent this long is terminated without a drain" },
+        { "dead-node-after", OPTION_MSEC, OPT(dead_node_after_ms), "5m",
+          "a node whose Ready condition is Unknown and whose agent is silent this long is dead: its "
+          "instance is terminated without a drain and its Node deleted (0: never)" },
         { "agent-silent-intervals", OPTION_UINT, OPT(agent_silent_intervals), "3",
           "report intervals without a report after which a leaving node's agent counts as silent: "
           "the coordinator drains the node itself" },

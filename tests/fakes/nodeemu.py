@@ -1209,7 +1209,8 @@ class Handler(BaseHTTPRequestHandler):
             p = parts[1:]
             if p in ([], ["healthz"]) and m == "GET":
                 return self.send_json(200, {"ok": True, "endpoints": [
-                    "/_emu/state", "/_emu/events?since=SEQ", "/_emu/instances/REF",
+                    "/_emu/state", "/_emu/events?since=SEQ", "/_emu/settings",
+                    "/_emu/instances/REF",
                     "/_emu/instances/REF/spot", "/_emu/instances/REF/rebalance",
                     "/_emu/instances/REF/maintenance", "/_emu/instances/REF/terminate",
                     "/_emu/instances/REF/agent/kill", "/_emu/instances/REF/agent/start",
@@ -1217,6 +1218,18 @@ class Handler(BaseHTTPRequestHandler):
                     "/_emu/instances/REF/imds/PATH"]})
             if p == ["state"] and m == "GET":
                 return self.send_json(200, emu.state())
+            if p == ["settings"] and m == "POST":
+                # what later boots use: {"readyDelay": s} (registration NotReady -> Ready)
+                unknown = set(body) - {"readyDelay"}
+                if unknown:
+                    return self.send_json(400, {"error": f"unknown setting(s) {sorted(unknown)}"})
+                if "readyDelay" in body:
+                    v = body["readyDelay"]
+                    if not isinstance(v, (int, float)) or v < 0:
+                        return self.send_json(400, {"error": "readyDelay: seconds >= 0"})
+                    emu.args.ready_delay = float(v)
+                    emu.event("settings", None, f"ready delay {v:g}s for later boots")
+                return self.send_json(200, {"readyDelay": emu.args.ready_delay})
             if p == ["events"] and m == "GET":
                 since = int(q.get("since", 0))
                 with emu.lock:

@@ -435,18 +435,22 @@ cl = nc["spec"]["cluster"]
 assert cl == {"name": "prod", "apiServerEndpoint": "https://ABC.gr7.us-east-1.eks.amazonaws.com",
               "certificateAuthority": open(ca_b64).read().strip(), "cidr": "10.100.0.0/16"}, cl
 k = nc["spec"]["kubelet"]
-assert k["config"]["maxPods"] == 58 and k["config"]["shutdownGracePeriod"] == "150s"
+assert k["config"]["maxPods"] == 58 and k["config"]["shutdownGracePeriod"] == "0s"
 assert k["config"]["registerWithTaints"] == [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]
 assert "--node-labels=team=web,nodesmith.io/nodepool=default" in k["flags"]
 cc = parts[2].get_payload(decode=True).decode()
 assert cc.startswith("#cloud-config\n")
 files = {f["path"]: f for f in json.loads(cc.split("\n", 1)[1])["write_files"]}
-assert set(files) == {"/etc/nodesmith/agent.conf", "/etc/nodesmith/ca.crt", "/etc/nodesmith/token"}
+assert set(files) == {"/etc/nodesmith/agent.conf", "/etc/nodesmith/ca.crt", "/etc/nodesmith/token",
+                      "/etc/systemd/logind.conf.d/50-nodesmith-shutdown.conf"}
 for f in files.values():
     assert f["permissions"] == "0600" and f["owner"] == "root:root" and f["encoding"] == "b64"
 body = {p: base64.b64decode(f["content"]).decode() for p, f in files.items()}
 assert body["/etc/nodesmith/token"].strip() == token
 assert body["/etc/nodesmith/ca.crt"] == open(coord_ca).read()
+# graceful shutdown is the agent's: the kubelet's is off, logind's delay raised for the drain
+assert "InhibitDelayMaxSec=150" in body["/etc/systemd/logind.conf.d/50-nodesmith-shutdown.conf"]
+assert json.loads(cc.split("\n", 1)[1])["runcmd"] == ["systemctl kill --signal=SIGHUP systemd-logind.service"]
 # Lay the files out as cloud-init would and let the agent judge its configuration.
 root = os.path.join(tmp, "node")
 for p, text in body.items():
