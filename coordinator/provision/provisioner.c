@@ -1272,6 +1272,7 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                 .detailed_monitoring = lc->detailed_monitoring,
                 .enclave = lc->enclave,
                 .associate_public_ip = lc->associate_public_ip,
+                .ipv4_prefix_count = lc->ip_prefix_count,
                 .tags = lc->tags,
                 .n_tags = lc->n_tags,
                 .interface_tags = lc->tags,

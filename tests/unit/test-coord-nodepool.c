@@ -470,13 +470,13 @@ static void test_karpenter_refusals(void **state) {
                      "spec.amiFamily: Windows2019 is not supported: Windows nodes cannot run nodesmith-agent");
         expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{id: cr-1}]\n",
                      "spec.capacityReservationSelectorTerms: is not supported");
-        expect_error(NC_HEAD NC_BASE "  ipPrefixCount: 2\n", "spec.ipPrefixCount: is not supported");
+        expect_error(NC_HEAD NC_BASE "  ipPrefixCount: 100\n", "spec.ipPrefixCount: must be between 0 and 64");
         expect_error(NC_HEAD NC_BASE "  userdata: x\n", "spec.userdata: is not a field of Karpenter v1's EC2NodeClass");
         expect_error(NC_HEAD NC_BASE "  kubelet: {evictionSoft: {memory.available: 1Gi}}\n",
                      "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod");
         expect_error(NC_HEAD NC_BASE "  kubelet: {evictionHard: {memory.free: 1Gi}}\n", "valid keys are memory.available");
         expect_error(NC_HEAD NC_BASE "  blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 20Gi, "
-                     "volumeInitializationRate: 200}}]\n", "volumeInitializationRate: is not supported");
+                     "volumeInitializationRate: 200}}]\n", "snapshotID must be set when volumeInitializationRate is set");
         expect_error(NC_HEAD NC_BASE "  blockDeviceMappings: [{deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 20Gi}},"
                      " {deviceName: /dev/xvdb, rootVolume: true, ebs: {volumeSize: 20Gi}}]\n",
                      "must have only one blockDeviceMappings with rootVolume");
