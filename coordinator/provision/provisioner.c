@@ -999,8 +999,12 @@ static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_cla
 static void on_profile(const Ec2Error *err, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
-        if (err)
+        if (err) {
+                /* not known to hold the role: made sure of again before the next launch */
+                free(rd->res->profile);
+                rd->res->profile = NULL;
                 return launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        }
         rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
         round_next(p);
 }
