@@ -135,6 +135,11 @@ bool manager_local_trigger(Manager *m, DrainRequest *ret);
 
 /* report.c: the AgentReport for the current state, packed; and as JSON for --once. */
 int report_pack(Manager *m, uint8_t **ret, size_t *ret_len);
+/* One pod of the report, from what the watch parsed (in) and its object (obj, for Pod.scheduling,
+ * within *scheduling_budget, which it reduces; 16 KiB at most). pb points into in and *ret_scheduling
+ * (owned by the caller, NULL when none). 1: scheduling left out (over budget), 0 otherwise. */
+int report_pod_to_pb(PodInfo *in, const cJSON *obj, size_t *scheduling_budget, Nodesmith__V1__Pod *pb,
+                     Nodesmith__V1__Resources *requests, char **ret_scheduling);
 int report_print_json(Manager *m, FILE *f);
 /* Apply a coordinator's reply. */
 int directive_apply(Manager *m, const uint8_t *buf, size_t len);

@@ -163,6 +163,42 @@ static char *pod_scheduling(const cJSON *pod) {
         return s;
 }
 
+int report_pod_to_pb(PodInfo *in, const cJSON *obj, size_t *scheduling_budget, Nodesmith__V1__Pod *pb,
+                     Nodesmith__V1__Resources *requests, char **ret_scheduling) {
+        bool truncated = false;
+        nodesmith__v1__pod__init(pb);
+        pb->namespace_ = in->namespace;
+        pb->name = in->name;
+        pb->uid = in->uid;
+        pb->owner_kind = in->owner_kind;
+        pb->owner_name = in->owner_name;
+        resources_to_pb(&in->requests, requests);
+        pb->requests = requests;
+        pb->priority = in->priority;
+        pb->priority_class = in->priority_class;
+        pb->do_not_disrupt = in->do_not_disrupt;
+        pb->daemonset = in->daemonset;
+        pb->mirror = in->mirror;
+        pb->phase = in->phase;
+        pb->terminating = in->terminating;
+        pb->critical = in->critical;
+        pb->deletion_cost = in->deletion_cost;
+        char *sch = pod_scheduling(obj);
+        size_t len = sch ? strlen(sch) : 0;
+        if (len > SCHEDULING_POD_MAX || len > *scheduling_budget) {
+                /* a tenant's pod cannot make the report too large to send */
+                free(sch);
+                sch = NULL;
+                pb->scheduling_truncated = truncated = true;
+                len = 0;
+        }
+        *scheduling_budget -= len;
+        if (sch)
+                pb->scheduling = sch;
+        *ret_scheduling = sch;
+        return truncated;
+}
+
 static void pods_to_pb(Manager *m, ReportParts *p) {
         NodeResources requested = {};
 
@@ -182,38 +218,10 @@ static void pods_to_pb(Manager *m, ReportParts *p) {
         }
         for (size_t i = 0; i < n; i++) {
                 PodInfo *in = &p->infos[i];
-                Nodesmith__V1__Pod *pb = &p->pods[i];
-                nodesmith__v1__pod__init(pb);
-                pb->namespace_ = in->namespace;
-                pb->name = in->name;
-                pb->uid = in->uid;
-                pb->owner_kind = in->owner_kind;
-                pb->owner_name = in->owner_name;
-                resources_to_pb(&in->requests, &p->pod_requests[i]);
-                pb->requests = &p->pod_requests[i];
-                pb->priority = in->priority;
-                pb->priority_class = in->priority_class;
-                pb->do_not_disrupt = in->do_not_disrupt;
-                pb->daemonset = in->daemonset;
-                pb->mirror = in->mirror;
-                pb->phase = in->phase;
-                pb->terminating = in->terminating;
-                pb->critical = in->critical;
-                pb->deletion_cost = in->deletion_cost;
-                p->pod_scheduling[i] = pod_scheduling(kube_node_pod(m->kube_node, in->namespace, in->name));
-                size_t len = p->pod_scheduling[i] ? strlen(p->pod_scheduling[i]) : 0;
-                if (len > SCHEDULING_POD_MAX || len > p->scheduling_budget) {
-                        /* a tenant's pod cannot make the report too large to send */
-                        free(p->pod_scheduling[i]);
-                        p->pod_scheduling[i] = NULL;
-                        pb->scheduling_truncated = true;
+                if (report_pod_to_pb(in, kube_node_pod(m->kube_node, in->namespace, in->name), &p->scheduling_budget,
+                                     &p->pods[i], &p->pod_requests[i], &p->pod_scheduling[i]) > 0)
                         p->scheduling_truncated++;
-                        len = 0;
-                }
-                p->scheduling_budget -= len;
-                if (p->pod_scheduling[i])
-                        pb->scheduling = p->pod_scheduling[i];
-                p->pod_ptrs[i] = pb;
+                p->pod_ptrs[i] = &p->pods[i];
         }
         p->report.n_pods = n;
         p->report.pods = p->pod_ptrs;

@@ -19,6 +19,15 @@ fi
 if run provision; then
   echo "== bench/provision"; python3 bench/bench_provision.py ${PROVISION_ARGS:---sizes 1000,10000 --runs 3}
 fi
+if run karpenter; then
+  echo "== bench/karpenter: bench/scheduling and Karpenter's own scheduling benchmark in one run"
+  python3 bench/bench_karpenter.py ${KARPENTER_ARGS:-}
+fi
+if run optimum; then
+  echo "== bench/optimum: plan cost against the optimum on the solver's own model"
+  bash bootstrap/deps-bench.sh
+  python3 bench/optimum.py ${OPTIMUM_ARGS:-}
+fi
 for b in "$BUILD"/benchbin/*; do
   name=$(basename "$b")
   [ "$name" = link ] && continue  # driven by bench_link.py

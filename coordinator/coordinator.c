@@ -10,6 +10,7 @@
 #include "agents/fastpath.h"
 #include "daemon.h"
 #include "fileio.h"
+#include "http/apiauth.h"
 #include "interruption/interruption.h"
 #include "leader.h"
 #include "provision/provisioner.h"
@@ -28,7 +29,12 @@ const Option coord_options[] = {
         { "token-file", OPTION_STRING, OPT(token_file), "/etc/nodesmith/token",
           "file holding the bootstrap token" },
         { "http-listen", OPTION_STRING, OPT(http_listen), "http://0.0.0.0:8080",
-          "metrics, health and API endpoint" },
+          "metrics and health endpoint (open)" },
+        { "api-listen", OPTION_STRING, OPT(api_listen), "http://0.0.0.0:8081",
+          "/api/v1 endpoint (nodes, provisioning, disruption; may be the same as http-listen; empty: not served)" },
+        { "api-auth", OPTION_STRING, OPT(api_auth), "kubernetes",
+          "who may read /api/v1: kubernetes (a bearer token checked with a TokenReview, then a "
+          "SubjectAccessReview for get on the path), or none (anyone who reaches api-listen; only when set)" },
         { "report-interval", OPTION_MSEC, OPT(report_interval_ms), "10s",
           "report interval asked of agents" },
         { "max-nodes", OPTION_UINT, OPT(max_nodes), "5000", "hard cap on nodes tracked" },
@@ -154,8 +160,10 @@ Coordinator *coordinator_free(Coordinator *c) {
         provisioner_free(c->provisioner);
         attestor_free(c->attest);
         leader_free(c->leader);
-        kube_client_free(c->kube);
+        api_auth_free(c->api_auth); /* first: reviews in flight are answered 503, or the servers' stop waits */
         http_server_free(c->http);
+        http_server_free(c->api);
+        kube_client_free(c->kube);
         link_server_free(c->link); /* first: no fast answer runs after it */
         sd_event_source_disable_unref(c->fast_timer);
         fast_path_free(c->fast);
@@ -292,6 +300,13 @@ int coordinator_validate(Coordinator *c) {
                 return log_error_errno(EINVAL, "agent-endpoint must be tls+tcp://HOST:PORT.");
         if (!isempty(cfg->http_listen) && strncmp(cfg->http_listen, "http://", 7) != 0)
                 return log_error_errno(EINVAL, "http-listen must be http://HOST:PORT.");
+        if (!isempty(cfg->api_listen) && strncmp(cfg->api_listen, "http://", 7) != 0)
+                return log_error_errno(EINVAL, "api-listen must be http://HOST:PORT.");
+        if (!streq_ptr(cfg->api_auth, "kubernetes") && !streq_ptr(cfg->api_auth, "none"))
+                return log_error_errno(EINVAL, "api-auth '%s': expected kubernetes or none.", strempty(cfg->api_auth));
+        if (streq_ptr(cfg->api_auth, "none") && !isempty(cfg->api_listen))
+                log_warning("api-auth=none: anyone who reaches %s reads /api/v1 (instance ids, drains, blocking pods).",
+                            cfg->api_listen);
         if (!isempty(cfg->interruption_queue) &&
             ((strncmp(cfg->interruption_queue, "https://", 8) != 0 && strncmp(cfg->interruption_queue, "http://", 7) != 0) ||
              strlen(cfg->interruption_queue) > 1024))
@@ -320,17 +335,14 @@ static void on_leading(Leader *l, bool leading, void *userdata) {
         (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
 }
 
-/* Leader election through a Lease, or lead alone when it is off. */
-static int coordinator_elect(Coordinator *c) {
+/* The coordinator's own Kubernetes client (the Lease, the API's TokenReviews), made once. */
+static int coordinator_kube(Coordinator *c) {
         const CoordConfig *cfg = &c->cfg;
         _cleanup_(kube_config_freep) KubeConfig *kc = NULL;
-        char identity[300];
         int r;
 
-        if (!cfg->leader_elect) {
-                on_leading(NULL, true, c);
+        if (c->kube)
                 return 0;
-        }
         if (!isempty(cfg->kube_server))
                 r = kube_config_new(cfg->kube_server, &kc);
         else if (!isempty(cfg->kubeconfig))
@@ -339,6 +351,48 @@ static int coordinator_elect(Coordinator *c) {
                 r = kube_config_in_cluster(NULL, &kc);
         if (r >= 0)
                 r = kube_client_new(c->event, kc, &c->kube);
+        return r;
+}
+
+/* health and metrics on http-listen, /api/v1 on api-listen (the same listener when equal) */
+static int coordinator_serve_http(Coordinator *c) {
+        const CoordConfig *cfg = &c->cfg;
+        bool same = !isempty(cfg->api_listen) && streq_ptr(cfg->api_listen, cfg->http_listen);
+        int r;
+
+        if (!isempty(cfg->api_listen) && streq(cfg->api_auth, "kubernetes")) {
+                r = coordinator_kube(c);
+                if (r >= 0)
+                        r = api_auth_new(c->kube, &c->api_auth);
+                if (r < 0)
+                        return log_error_errno(r, "api-auth=kubernetes needs the Kubernetes API (kube-server, kubeconfig "
+                                               "or in-cluster) for TokenReviews: %m; api-auth=none serves /api/v1 to anyone.");
+        }
+        if (!isempty(cfg->http_listen)) {
+                r = http_server_new(c, cfg->http_listen, HTTP_SERVE_HEALTH | (same ? HTTP_SERVE_API : 0), c->api_auth,
+                                    &c->http);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to serve HTTP on %s: %m", cfg->http_listen);
+        }
+        if (!isempty(cfg->api_listen) && !same) {
+                r = http_server_new(c, cfg->api_listen, HTTP_SERVE_API, c->api_auth, &c->api);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to serve the API on %s: %m", cfg->api_listen);
+        }
+        return 0;
+}
+
+/* Leader election through a Lease, or lead alone when it is off. */
+static int coordinator_elect(Coordinator *c) {
+        const CoordConfig *cfg = &c->cfg;
+        char identity[300];
+        int r;
+
+        if (!cfg->leader_elect) {
+                on_leading(NULL, true, c);
+                return 0;
+        }
+        r = coordinator_kube(c);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the Kubernetes client for leader election: %m");
         if (isempty(cfg->identity)) {
@@ -411,11 +465,9 @@ int coordinator_start(Coordinator *c) {
                 link_server_set_fast(c->link, coordinator_fast_answer);
         }
 
-        if (!isempty(c->cfg.http_listen)) {
-                r = http_server_new(c, c->cfg.http_listen, &c->http);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to serve HTTP on %s: %m", c->cfg.http_listen);
-        }
+        r = coordinator_serve_http(c);
+        if (r < 0)
+                return r;
 
         r = daemon_add_signals(c->event, on_signal, c);
         if (r < 0)

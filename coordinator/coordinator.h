@@ -22,6 +22,8 @@ typedef struct CoordConfig {
         char *token;
         char *token_file;
         char *http_listen;
+        char *api_listen;
+        char *api_auth;
         uint64_t report_interval_ms;   /* asked of agents */
         uint64_t max_nodes;
         uint64_t max_pods_per_node;
@@ -112,6 +114,7 @@ typedef struct Metrics {
 } Metrics;
 
 typedef struct HttpServer HttpServer;
+typedef struct ApiAuth ApiAuth;
 typedef struct Attestor Attestor;
 typedef struct Provisioner Provisioner;
 typedef struct Leader Leader;
@@ -137,7 +140,9 @@ typedef struct Coordinator {
         LinkServer *link;
         FastPath *fast;                /* unchanged reports answered in NNG's threads; NULL: off */
         sd_event_source *fast_timer;   /* takes back what they saw */
-        HttpServer *http;
+        HttpServer *http;              /* http-listen: health and metrics (and /api/v1 when api-listen is the same) */
+        HttpServer *api;               /* api-listen, when it is another address */
+        ApiAuth *api_auth;             /* api-auth=kubernetes */
         Attestor *attest;              /* NULL when attestation is off */
         Metrics metrics;
         uint64_t start_usec;
@@ -171,7 +176,11 @@ void coordinator_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool 
 void coordinator_apply_notices(Coordinator *c, NodeEntry *e);
 
 /* httpd.c: /metrics, /healthz, /readyz, /api/v1/nodes served from the loop. */
-int http_server_new(Coordinator *c, const char *url, HttpServer **ret);
+/* What one HTTP listener serves: health and metrics (open), and/or /api/v1 (authenticated through
+ * auth unless NULL: apiauth.h). */
+#define HTTP_SERVE_HEALTH 1u
+#define HTTP_SERVE_API 2u
+int http_server_new(Coordinator *c, const char *url, unsigned roles, ApiAuth *auth, HttpServer **ret);
 HttpServer *http_server_free(HttpServer *h);
 
 /* api.c: what the HTTP endpoints answer. */

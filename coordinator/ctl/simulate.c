@@ -17,6 +17,8 @@
 #define MAX_FILES 32
 #define CATALOG_NAME "catalog-us-east-1.json"
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(SolverModel *, solver_model_free);
+
 int ctl_solver_read_documents(const char *path, cJSON **ret, char **ret_error) {
         FILE *f = streq(path, "-") ? stdin : fopen(path, "re");
         if (!f) {
@@ -123,7 +125,7 @@ static int load_catalog(const char *path, Catalog **ret) {
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: nodesmithctl simulate --pods FILE --nodepools FILE [--nodes FILE] [--catalog FILE]\n"
-                "                             [-o table|json] [--no-headroom] [--no-preemption] [--max-types N]\n\n"
+                "                             [-o table|json [--model]] [--no-headroom] [--no-preemption] [--max-types N]\n\n"
                 "Reads Kubernetes objects (JSON or YAML, several documents allowed; '-' is stdin):\n"
                 "  --pods       Pods, Deployments, StatefulSets, ReplicaSets, Jobs, DaemonSets, PVCs, PVs,\n"
                 "               StorageClasses, PriorityClasses, or lists of them (repeatable)\n"
@@ -131,7 +133,8 @@ static void usage(FILE *f) {
                 "  --nodes      Nodes that exist already, and their pods through --pods with spec.nodeName\n"
                 "  --catalog    instance catalog (default: $NODESMITH_CATALOG or data/%s)\n"
                 "and prints the plan: which nodes to launch, where each pod goes, what cannot run and why,\n"
-                "and the hourly cost.\n",
+                "and the hourly cost. --model adds to the JSON what new nodes may be (pool, type, capacity\n"
+                "type, price, room after DaemonSets) and the pending pods' shapes (bench/optimum.py).\n",
                 CATALOG_NAME);
 }
 
@@ -257,7 +260,55 @@ static int print_table(const SolverSnapshot *snap, const SolverResult *res, cons
         return 0;
 }
 
-static int print_json(const SolverSnapshot *snap, const SolverResult *res, const NodepoolObjects *objs) {
+/* Raw numbers (millicores, bytes, units) for tools that compute with them. */
+static cJSON *resources_raw_json(const SolverResources *r) {
+        cJSON *o = cJSON_CreateObject();
+        for (int i = 0; o && i < _SOLVER_RES_MAX; i++)
+                if (r->v[i] != 0)
+                        cJSON_AddNumberToObject(o, solver_resource_to_name(i), (double) r->v[i]);
+        return o;
+}
+
+static cJSON *model_json(const SolverSnapshot *snap, const SolverModel *m) {
+        char ref[300];
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return NULL;
+        cJSON *kinds = cJSON_AddArrayToObject(o, "kinds");
+        for (size_t i = 0; kinds && i < m->n_kinds; i++) {
+                const SolverModelKind *k = &m->kinds[i];
+                cJSON *ko = cJSON_CreateObject();
+                if (!ko)
+                        break;
+                cJSON_AddItemToArray(kinds, ko);
+                cJSON_AddStringToObject(ko, "nodepool", snap->nodepools[k->nodepool].name);
+                cJSON_AddStringToObject(ko, "instanceType", snap->types[k->type].name);
+                cJSON_AddStringToObject(ko, "capacityType", solver_capacity_type_to_name(k->capacity_type));
+                cJSON_AddNumberToObject(ko, "price", k->price);
+                cJSON_AddItemToObject(ko, "room", resources_raw_json(&k->room));
+        }
+        cJSON *shapes = cJSON_AddArrayToObject(o, "shapes");
+        for (size_t i = 0; shapes && i < m->n_shapes; i++) {
+                const SolverModelShape *ms = &m->shapes[i];
+                cJSON *so = cJSON_CreateObject();
+                if (!so)
+                        break;
+                cJSON_AddItemToArray(shapes, so);
+                cJSON *pods = cJSON_AddArrayToObject(so, "pods");
+                for (size_t k = 0; pods && k < ms->n_pods; k++)
+                        cJSON_AddItemToArray(pods, cJSON_CreateString(pod_ref(&snap->pods[ms->pods[k]], ref, sizeof(ref))));
+                cJSON_AddItemToObject(so, "requests", resources_raw_json(&ms->requests));
+                cJSON_AddNumberToObject(so, "maxPerNode", ms->max_per_node);
+                cJSON_AddBoolToObject(so, "relaxed", ms->constrained);
+                cJSON *ks = cJSON_AddArrayToObject(so, "kinds");
+                for (size_t k = 0; ks && k < ms->n_kinds; k++)
+                        cJSON_AddItemToArray(ks, cJSON_CreateNumber(ms->kinds[k]));
+        }
+        return o;
+}
+
+static int print_json(const SolverSnapshot *snap, const SolverResult *res, const NodepoolObjects *objs,
+                      const SolverModel *model) {
         char ref[300];
         cJSON *root = cJSON_CreateObject();
         if (!root)
@@ -359,7 +410,9 @@ static int print_json(const SolverSnapshot *snap, const SolverResult *res, const
         cJSON *notes = cJSON_AddArrayToObject(root, "notes");
         for (size_t i = 0; i < objs->n_notes; i++)
                 cJSON_AddItemToArray(notes, cJSON_CreateString(objs->notes[i]));
-        char *s = cJSON_Print(root);
+        if (model)
+                cJSON_AddItemToObject(root, "model", model_json(snap, model));
+        char *s = model ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
         cJSON_Delete(root);
         if (!s)
                 return -ENOMEM;
@@ -399,12 +452,13 @@ int ctl_simulate_main(int argc, char **argv) {
                 { "no-headroom", no_argument, NULL, 'H' },
                 { "no-preemption", no_argument, NULL, 'P' },
                 { "max-types", required_argument, NULL, 'm' },
+                { "model", no_argument, NULL, 'M' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *pods[MAX_FILES], *pools[MAX_FILES], *nodes[MAX_FILES], *catalog_path = NULL;
         size_t np = 0, npl = 0, nn = 0;
-        bool json = false;
+        bool json = false, model = false;
         SolverOptions so = SOLVER_OPTIONS_DEFAULT;
         int c;
         optind = 1;
@@ -449,6 +503,9 @@ int ctl_simulate_main(int argc, char **argv) {
                         so.max_types_per_launch = v;
                         break;
                 }
+                case 'M':
+                        model = true;
+                        break;
                 case 'h':
                         usage(stdout);
                         return 0;
@@ -460,6 +517,10 @@ int ctl_simulate_main(int argc, char **argv) {
         if (optind < argc) {
                 fprintf(stderr, "nodesmithctl simulate: unexpected argument '%s'\n", argv[optind]);
                 usage(stderr);
+                return 2;
+        }
+        if (model && !json) {
+                fprintf(stderr, "nodesmithctl simulate: --model needs -o json\n");
                 return 2;
         }
         if (np == 0 || npl == 0) {
@@ -519,7 +580,13 @@ int ctl_simulate_main(int argc, char **argv) {
                 fprintf(stderr, "nodesmithctl simulate: planning failed: %s\n", strerror(-r));
                 return 1;
         }
-        r = json ? print_json(&snap, res, objs) : print_table(&snap, res, objs);
+        _cleanup_(solver_model_freep) SolverModel *sm = NULL;
+        if (model && solver_model(s, &sm) < 0) {
+                solver_result_free(res);
+                solver_free(s);
+                return log_oom(), 1;
+        }
+        r = json ? print_json(&snap, res, objs, sm) : print_table(&snap, res, objs);
         solver_result_free(res);
         solver_free(s);
         if (fflush(stdout) != 0 || r < 0)

@@ -58,15 +58,30 @@ int ctl_target_kube(const char *kubeconfig, const char *context, const char *ns,
                                 "name the server's certificate carries in the server URL\n", path);
                 return -EOPNOTSUPP;
         }
-        if (asprintf(&proxy_base, "%s/api/v1/namespaces/%s/services/%s:http/proxy", kube->server, ns, service) < 0)
+        if (asprintf(&proxy_base, "%s/api/v1/namespaces/%s/services/%s:api/proxy", kube->server, ns, service) < 0)
                 return -ENOMEM;
         *ret_base = proxy_base;
         return 0;
 }
 
+static int append_bearer(struct curl_slist **headers, const char *name, const char *token) {
+        _cleanup_free_ char *hdr = NULL;
+        if (asprintf(&hdr, "%s: Bearer %s", name, token) < 0)
+                return -ENOMEM;
+        struct curl_slist *l = curl_slist_append(*headers, hdr);
+        explicit_bzero(hdr, strlen(hdr));
+        if (!l)
+                return -ENOMEM;
+        *headers = l;
+        return 0;
+}
+
 int ctl_target_apply(CURL *h, struct curl_slist **headers) {
-        if (!kube)
-                return 0;
+        if (!kube) {
+                /* straight to --coordinator: a bearer token for its /api/v1, if one is given */
+                const char *env = getenv("NODESMITH_API_TOKEN");
+                return isempty(env) ? 0 : append_bearer(headers, "Authorization", env);
+        }
         _cleanup_free_ char *token = NULL;
         if (kube->token_file) {
                 int r = read_file_trimmed(kube->token_file, TOKEN_MAX, &token);
@@ -77,14 +92,13 @@ int ctl_target_apply(CURL *h, struct curl_slist **headers) {
         }
         const char *bearer = token ? token : kube->token;
         if (!isempty(bearer)) {
-                _cleanup_free_ char *hdr = NULL;
-                if (asprintf(&hdr, "Authorization: Bearer %s", bearer) < 0)
-                        return -ENOMEM;
-                struct curl_slist *l = curl_slist_append(*headers, hdr);
-                explicit_bzero(hdr, strlen(hdr));
-                if (!l)
-                        return -ENOMEM;
-                *headers = l;
+                int r = append_bearer(headers, "Authorization", bearer);
+                /* the API server's service proxy drops Authorization: the coordinator's /api/v1 gets
+                 * the same token here and checks it with a TokenReview (docs/security.md) */
+                if (r >= 0)
+                        r = append_bearer(headers, "X-Nodesmith-Authorization", bearer);
+                if (r < 0)
+                        return r;
         }
         if (kube->ca_file)
                 curl_easy_setopt(h, CURLOPT_CAINFO, kube->ca_file);

@@ -7,9 +7,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
 
+#include "apiauth.h"
 #include "coordinator.h"
+#include "link-guard.h"
 #include "link.h"
 #include "log.h"
 #include "macro.h"
@@ -33,7 +36,24 @@ struct HttpServer {
         Pending *head, *tail;
         size_t queued;
         bool stopping;
+        unsigned roles;               /* HTTP_SERVE_* */
+        ApiAuth *auth;                /* borrowed; NULL: /api/v1 open */
+        LinkGuard *conns;             /* connection caps and lifetime (HTTP_CONN_*) */
+        sd_event_source *sweep;
 };
+
+/* Every HTTP connection lives HTTP_CONN_USEC at most, finished headers or not (a client with
+ * keep-alive reconnects), and at most HTTP_CONN_MAX are open, HTTP_CONN_PER_SOURCE from one address:
+ * the header and idle timeout NNG's HTTP server lacks (link-guard.h's handshake sweep, with no
+ * connection ever counting as authenticated). */
+#define HTTP_CONN_USEC (30 * USEC_PER_SEC)
+#define HTTP_CONN_MAX 128
+#define HTTP_CONN_PER_SOURCE 32
+
+typedef struct AuthWait {
+        HttpServer *server;
+        nng_aio *aio;
+} AuthWait;
 
 static void respond(nng_aio *aio, uint16_t status, const char *ctype, const char *body, size_t len) {
         nng_http_res *res = NULL;
@@ -50,6 +70,22 @@ static void respond(nng_aio *aio, uint16_t status, const char *ctype, const char
                 if (res)
                         nng_http_res_free(res);
                 nng_aio_finish(aio, r);
+                return;
+        }
+        nng_aio_set_output(aio, 0, res);
+        nng_aio_finish(aio, 0);
+}
+
+static void respond_unauthorized(nng_aio *aio) {
+        nng_http_res *res = NULL;
+        static const char body[] = "a bearer token allowed to get this path is required (TokenReview, SubjectAccessReview)\n";
+        if (nng_http_res_alloc(&res) != 0 || nng_http_res_set_status(res, 401) != 0 ||
+            nng_http_res_set_header(res, "WWW-Authenticate", "Bearer realm=\"nodesmith\"") != 0 ||
+            nng_http_res_set_header(res, "Content-Type", "text/plain") != 0 ||
+            nng_http_res_copy_data(res, body, sizeof body - 1) != 0) {
+                if (res)
+                        nng_http_res_free(res);
+                nng_aio_finish(aio, NNG_ENOMEM);
                 return;
         }
         nng_aio_set_output(aio, 0, res);
@@ -83,7 +119,26 @@ static void on_request(nng_aio *aio) {
         (void) !write(s->efd, &one, sizeof one);
 }
 
-static void serve(HttpServer *s, nng_aio *aio) {
+static void serve(HttpServer *s, nng_aio *aio, bool authorized);
+
+static uint64_t now_usec(Coordinator *c) {
+        return coordinator_now(c);
+}
+
+static void on_auth(int status, void *userdata) {
+        AuthWait *w = userdata;
+        if (status == 200)
+                serve(w->server, w->aio, true);
+        else if (status == 401)
+                respond_unauthorized(w->aio);
+        else if (status == 403)
+                respond(w->aio, 403, "text/plain", "forbidden\n", 10);
+        else
+                respond(w->aio, 503, "text/plain", "cannot check the credentials now\n", 33);
+        free(w);
+}
+
+static void serve(HttpServer *s, nng_aio *aio, bool authorized) {
         Coordinator *c = s->coord;
         nng_http_req *req = nng_aio_get_input(aio, 0);
         const char *uri = nng_http_req_get_uri(req);
@@ -98,6 +153,26 @@ static void serve(HttpServer *s, nng_aio *aio) {
                 return;
         }
         size_t pl = strcspn(uri, "?");
+        bool api = strncmp(uri, "/api/", 5) == 0;
+        if (!(s->roles & (api ? HTTP_SERVE_API : HTTP_SERVE_HEALTH))) {
+                respond(aio, 404, "text/plain", "not found\n", 10);
+                return;
+        }
+        if (api && s->auth && !authorized) {
+                AuthWait *w = malloc(sizeof *w);
+                if (!w) {
+                        respond(aio, 503, "text/plain", "busy\n", 5);
+                        return;
+                }
+                *w = (AuthWait) { s, aio };
+                /* through the API server's service proxy, which drops Authorization, nodesmithctl
+                 * sends the token in X-Nodesmith-Authorization */
+                const char *authz = nng_http_req_get_header(req, "Authorization");
+                if (!authz)
+                        authz = nng_http_req_get_header(req, "X-Nodesmith-Authorization");
+                api_auth_check(s->auth, authz, uri, now_usec(c), on_auth, w);
+                return;
+        }
         if (pl == 8 && strncmp(uri, "/healthz", 8) == 0) {
                 respond(aio, 200, "text/plain", "ok\n", 3);
         } else if (pl == 7 && strncmp(uri, "/readyz", 7) == 0) {
@@ -150,13 +225,19 @@ static int on_wakeup(sd_event_source *es, int fd, uint32_t revents, void *userda
                 pthread_mutex_unlock(&s->lock);
                 if (!p)
                         break;
-                serve(s, p->aio);
+                serve(s, p->aio, false);
                 free(p);
         }
         return 0;
 }
 
-int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
+static int on_sweep(sd_event_source *es, uint64_t usec, void *userdata) {
+        HttpServer *s = userdata;
+        (void) link_guard_sweep(s->conns, usec);
+        return sd_event_source_set_time(es, usec + USEC_PER_SEC);
+}
+
+int http_server_new(Coordinator *c, const char *url, unsigned roles, ApiAuth *auth, HttpServer **ret) {
         static const char *const paths[] = { "/healthz", "/readyz", "/metrics", "/api/v1/nodes",
                                              "/api/v1/provisioning", "/api/v1/disruption" };
         HttpServer *s;
@@ -166,6 +247,8 @@ int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
         if (!s)
                 return -ENOMEM;
         s->coord = c;
+        s->roles = roles;
+        s->auth = auth;
         s->efd = -EBADF;
         pthread_mutex_init(&s->lock, NULL);
 
@@ -202,6 +285,17 @@ int http_server_new(Coordinator *c, const char *url, HttpServer **ret) {
         r = link_errno(nng_http_server_start(s->server));
         if (r < 0)
                 goto fail;
+        LinkLimits limits = { .max_unauthenticated = HTTP_CONN_MAX, .max_unauthenticated_per_source = HTTP_CONN_PER_SOURCE,
+                              .auth_timeout_usec = HTTP_CONN_USEC };
+        r = link_guard_new(&limits, &s->conns);
+        if (r < 0)
+                goto fail;
+        link_guard_set_port(s->conns, htons((uint16_t) atoi(s->url->u_port)));
+        r = sd_event_add_time_relative(c->event, &s->sweep, CLOCK_MONOTONIC, USEC_PER_SEC, 100 * USEC_PER_MSEC,
+                                       on_sweep, s);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(s->sweep, SD_EVENT_ON);
         *ret = s;
         return 0;
 fail:
@@ -227,6 +321,7 @@ HttpServer *http_server_free(HttpServer *s) {
                 respond(p->aio, 503, "text/plain", "stopping\n", 9);
                 free(p);
         }
+        sd_event_source_disable_unref(s->sweep);
         if (s->server) {
                 nng_http_server_stop(s->server);
                 nng_http_server_release(s->server);
@@ -237,6 +332,7 @@ HttpServer *http_server_free(HttpServer *s) {
         if (s->efd >= 0)
                 close(s->efd);
         pthread_mutex_destroy(&s->lock);
+        link_guard_free(s->conns);
         free(s);
         return NULL;
 }

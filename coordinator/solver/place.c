@@ -269,6 +269,8 @@ static void node_recompute_cap(Solver *s, Node *n) {
         const FitTable *f = s->pools[n->pool].fit;
         int64_t cap[R_MAX] = {};
         BS_FOREACH(t, n->types, s->W) {
+                if (n->has_budget && !bs_test(n->budget, t))
+                        continue;
                 const int64_t *a = f->alloc + t * R_MAX;
                 for (int r = 0; r < R_MAX; r++)
                         if (a[r] > cap[r])
@@ -303,6 +305,12 @@ static bool test_fit(Solver *s, const Pool *p, const Shape *sh, const Node *n, c
                 return false;
         if (p->has_min_values && !pool_min_values_ok(s, p, out))
                 return false;
+        if (n->has_budget) {
+                uint64_t acc = 0;
+                for (size_t i = 0; i < s->W; i++)
+                        acc |= out[i] & n->budget[i];
+                return acc != 0;
+        }
         return true;
 }
 
@@ -517,6 +525,7 @@ static int commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int6
         q = account(s, sh, v, ni, m, false);
         if (q < 0)
                 return q;
+        budget_consume(s, v, m);
         uint32_t np = (uint32_t) s->snap->n_pods;
         for (int64_t i = 0; i < m; i++) {
                 uint32_t pi = pods[i];
@@ -654,8 +663,11 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 uint32_t ni = s->n_nodes++;
                 Node *n = &s->nodes[ni];
                 *n = (Node) { .kind = NODE_NEW, .zone = NO_ZONE, .pool = pi, .slots = sl,
-                              .types = s->node_types + (size_t) ni * s->W, .custom = pc->custom };
+                              .types = s->node_types + (size_t) ni * 2 * s->W, .custom = pc->custom };
+                n->budget = n->types + s->W;
                 bs_copy(n->types, types, s->W);
+                /* what the node may cost (budget.c); minValues counts on the types it holds */
+                n->has_budget = budget_apply(s, pi, sl, types, n->budget);
                 for (int r = 0; r < R_MAX; r++)
                         n->used[r] = p->ds.v[r];
                 if (z >= 0)
@@ -1585,6 +1597,9 @@ int solver_place_all(Solver *s) {
                 if (q < 0)
                         goto out;
         }
+        q = budget_prepare(s);
+        if (q < 0)
+                goto out;
         while (s->n_heap > 0) {
                 Batch b = heap_pop(s);
                 if (solver_out_of_time(s)) {
@@ -1600,6 +1615,7 @@ int solver_place_all(Solver *s) {
                 }
         }
 out:
+        budget_done(s);
         free(rq);
         return q;
 }

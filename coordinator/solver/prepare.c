@@ -415,12 +415,14 @@ static int cmp_price_order(const void *a, const void *b, void *u) {
 /* Types of the pool by their cheapest offering: the first one a node can still become is what
  * it costs now. */
 static int pool_price_order(Solver *s, Pool *p) {
-        double *best = malloc((s->T + 1) * sizeof(double));
+        double *best = solver_arena_alloc_nozero(s->arena, (s->T + 1) * sizeof(double));
         p->price_order = solver_arena_alloc_nozero(s->arena, (s->T + 1) * sizeof(uint32_t));
-        if (!best || !p->price_order) {
-                free(best);
+        if (!best || !p->price_order)
                 return -ENOMEM;
-        }
+        p->tprice = best;
+        p->odprice = solver_arena_alloc_nozero(s->arena, (s->T + 1) * sizeof(double));
+        if (!p->odprice)
+                return -ENOMEM;
         for (uint32_t t = 0; t < s->T; t++) {
                 best[t] = -1;
                 for (uint64_t b = p->slots & s->type_slots[t]; b; b &= b - 1) {
@@ -428,11 +430,16 @@ static int pool_price_order(Solver *s, Pool *p) {
                         if (pr >= 0 && (best[t] < 0 || pr < best[t]))
                                 best[t] = pr;
                 }
+                p->odprice[t] = -1;
+                for (uint64_t b = p->slots & s->type_slots[t] & slots_of_ct(SOLVER_CAPACITY_ON_DEMAND); b; b &= b - 1) {
+                        double pr = s->price[(size_t) t * 64 + (unsigned) __builtin_ctzll(b)];
+                        if (pr >= 0 && (p->odprice[t] < 0 || pr < p->odprice[t]))
+                                p->odprice[t] = pr;
+                }
                 if (best[t] >= 0 && bs_test(p->types, t))
                         p->price_order[p->n_price_order++] = t;
         }
         qsort_r(p->price_order, p->n_price_order, sizeof(uint32_t), cmp_price_order, best);
-        free(best);
         return 0;
 }
 
@@ -1079,14 +1086,17 @@ int solver_grow_nodes(Solver *s, size_t need) {
         if (!nn)
                 return -ENOMEM;
         s->nodes = nn;
-        uint64_t *nt = realloc(s->node_types, nc * s->W * sizeof(uint64_t));
+        /* per node: the types it may become, then the types within its budget */
+        uint64_t *nt = realloc(s->node_types, nc * 2 * s->W * sizeof(uint64_t));
         if (!nt)
                 return -ENOMEM;
         s->node_types = nt;
         /* node_types moved: re-point new nodes */
         for (uint32_t i = 0; i < s->n_nodes; i++)
-                if (s->nodes[i].kind == NODE_NEW)
-                        s->nodes[i].types = s->node_types + (size_t) i * s->W;
+                if (s->nodes[i].kind == NODE_NEW) {
+                        s->nodes[i].types = s->node_types + (size_t) i * 2 * s->W;
+                        s->nodes[i].budget = s->nodes[i].types + s->W;
+                }
         for (uint32_t g = 0; g < s->n_groups; g++) {
                 Group *gr = &s->groups[g];
                 if (gr->key != TOPO_HOST)
@@ -1647,14 +1657,39 @@ static const char *node_label(const Solver *s, const SolverNode *n, const char *
         return NULL;
 }
 
+/* Taints a node carries only while it starts: the kubelet registers with not-ready (the node
+ * lifecycle controller removes it once Ready; unreachable while a lease lapses), an external cloud
+ * provider adds uninitialized until its controller initialises the node. On a node a NodePool
+ * launched they are temporary, as Karpenter treats them: reading them literally makes every
+ * registering node look unusable and launches a second one for the same pods. */
+static bool ephemeral_taint(const SolverTaint *t) {
+        static const char *const keys[] = { "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                                            "node.cloudprovider.kubernetes.io/uninitialized" };
+        if (t->effect != SOLVER_EFFECT_NO_SCHEDULE)
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (streq(t->key, keys[i]))
+                        return true;
+        return false;
+}
+
+static bool node_tolerated(const SolverPod *pod, const SolverNode *n, bool ignore_prefer) {
+        for (size_t i = 0; i < n->n_taints; i++) {
+                if (n->nodepool && ephemeral_taint(&n->taints[i]))
+                        continue;
+                if (!solver_tolerates_all(pod->tolerations, pod->n_tolerations, &n->taints[i], 1, ignore_prefer))
+                        return false;
+        }
+        return true;
+}
+
 bool solver_existing_ok(Solver *s, Variant *v, uint32_t ni) {
         uint8_t c = v->node_ok[ni];
         if (c)
                 return c == 1;
         const SolverNode *n = &s->snap->nodes[ni];
         const SolverPod *pod = s->shapes[v->shape].pod;
-        bool ok = solver_tolerates_all(pod->tolerations, pod->n_tolerations, n->taints, n->n_taints,
-                                       v->tolerate_prefer_no_schedule);
+        bool ok = node_tolerated(pod, n, v->tolerate_prefer_no_schedule);
         for (uint32_t i = 0; ok && i < v->n_reqs; i++)
                 ok = req_value_matches(v->reqs[i], node_label(s, n, solver_canonical_label_key(v->reqs[i]->key)));
         v->node_ok[ni] = ok ? 1 : 2;

@@ -245,6 +245,8 @@ typedef struct Pool {
         SolverResources remaining;          /* limits - existing capacity (base) */
         bool has_min_values;
         uint32_t *price_order;              /* types by cheapest offering in the pool's slots */
+        double *tprice;                     /* [T]: that cheapest offering, < 0 when none */
+        double *odprice;                    /* [T]: the cheapest on-demand one, < 0 when none */
         uint32_t n_price_order;
         const SolverRequirement **minv;     /* requirements with min_values on type keys */
         uint32_t n_minv;
@@ -264,6 +266,8 @@ typedef struct Node {
         uint32_t pool;                      /* NONE32: unmanaged */
         uint64_t slots;                     /* new nodes */
         uint64_t *types;                    /* new nodes: W words */
+        uint64_t *budget;                   /* new nodes: types within its budget (budget.c) */
+        bool has_budget;
         const VSetList *custom;             /* new nodes */
         int64_t used[R_MAX];
         int64_t cap[R_MAX];                 /* existing: allocatable; new: max over types */
@@ -348,7 +352,7 @@ struct Solver {
         /* nodes: existing first */
         Node *nodes;
         uint32_t n_existing, n_nodes, cap_nodes;
-        uint64_t *node_types;               /* pool of W-word bitsets for new nodes */
+        uint64_t *node_types;               /* pool of 2 x W-word bitsets for new nodes */
         size_t node_types_cap;              /* in nodes */
         /* run state */
         const SolverOptions *opts;
@@ -385,6 +389,12 @@ struct Solver {
         SolverArena *rarena;
         uint32_t *preempt_list;
         size_t n_preempt, cap_preempt;
+        /* budget.c: per pool and class (spot allowed, on-demand only), the unit prices of cpu and
+         * memory (LP duals over the pool's types for the run's demand) and the demand still to
+         * place */
+        double *unit_price;                 /* [n_pools][2][2] */
+        double *to_place;                   /* [n_pools][2][2] */
+        int64_t *forced;                    /* [n_pools][2]: new nodes hostname rules still force */
 };
 
 static inline const SolverPod *pod_at(const Solver *s, uint32_t i) {
@@ -415,6 +425,16 @@ const char *format_resources(SolverArena *a, const int64_t *v);
 /* place.c */
 int solver_place_all(Solver *s);
 void undo_all(Solver *s);
+
+/* budget.c */
+/* At most this many pods of the variant fit one node by its hostname rules or host ports (0:
+ * no such limit); *ret_relaxed: it has rules the per-node count does not capture. */
+uint32_t variant_max_per_node(const Solver *s, const Variant *v, bool *ret_relaxed);
+int budget_prepare(Solver *s);
+void budget_consume(Solver *s, Variant *v, int64_t m);
+/* The types within the budget of a node opened in the pool with these types; false: no budget. */
+bool budget_apply(Solver *s, uint32_t pool, uint64_t slots, const uint64_t *types, uint64_t *ret_budget);
+void budget_done(Solver *s);
 
 /* result.c */
 int solver_build_result(Solver *s, SolverResult **ret);

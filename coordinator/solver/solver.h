@@ -375,6 +375,10 @@ typedef struct SolverOptions {
          * counted in SolverResult.n_deferred) and the result says so (budget_exhausted): a
          * caller on an event loop plans those pods in a later round instead of stalling. */
         uint64_t time_budget_usec;
+        /* Fewer, bigger nodes: size new nodes so that the run's demand fits in about this many
+         * (0: by cost alone). A soft bound: pods never go unplaced because of it (that is
+         * max_new_nodes); hostname rules and instance sizes may still need more nodes. */
+        size_t target_nodes;
 } SolverOptions;
 
 #define SOLVER_OPTIONS_DEFAULT ((SolverOptions) { .max_new_nodes = SIZE_MAX })
@@ -545,3 +549,41 @@ char *solver_arena_strndup(SolverArena *a, const char *s, size_t n);
 char *solver_arena_printf(SolverArena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Grows an arena array: copies n elements of size into a new block of capacity new_n. */
 void *solver_arena_realloc(SolverArena *a, void *old, size_t old_size, size_t new_size);
+
+/* ---- the planning model, for measuring plans against an optimum ----------------------------- */
+
+/* What a new node can be: a NodePool, an instance type and a capacity type, at the cheapest
+ * offering of that capacity type in the pool's zones, with the room left for pods once the
+ * pool's DaemonSets are on it (the allocatable model the solver plans with). */
+typedef struct SolverModelKind {
+        uint32_t nodepool;               /* index into snapshot.nodepools */
+        uint32_t type;                   /* index into snapshot.types */
+        SolverCapacityType capacity_type;
+        double price;
+        SolverResources room;
+} SolverModelKind;
+
+/* The pending pods of one shape (identical scheduling inputs). */
+typedef struct SolverModelShape {
+        const uint32_t *pods;            /* indices into snapshot.pods */
+        size_t n_pods;
+        SolverResources requests;
+        uint32_t max_per_node;           /* hostname anti-affinity, spread or host ports; 0: none */
+        bool constrained;                /* zonal spread/affinity or preferences: the model relaxes them */
+        uint32_t *kinds;                 /* indices into SolverModel.kinds a new node may be for it */
+        size_t n_kinds;
+} SolverModelShape;
+
+typedef struct SolverModel {
+        SolverModelKind *kinds;
+        size_t n_kinds;
+        SolverModelShape *shapes;
+        size_t n_shapes;
+        SolverArena *arena;              /* private */
+} SolverModel;
+
+/* The model of the compiled snapshot's pending pods on new nodes (existing nodes are left
+ * out). Zonal topology rules are not in it: an optimum computed on it is a lower bound when
+ * they bind. */
+int solver_model(Solver *s, SolverModel **ret);
+SolverModel *solver_model_free(SolverModel *m);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`kubectl nodesmith`: nodesmithctl installed as the kubectl plugin kubectl-nodesmith reaches the
 coordinator through the API server's service proxy
-(/api/v1/namespaces/NS/services/NAME:http/proxy/...), with the kubeconfig's server, CA and
+(/api/v1/namespaces/NS/services/NAME:api/proxy/...), with the kubeconfig's server, CA and
 credentials, so no port-forward is needed.
 
 Here the API server is a stand-in on 127.0.0.1 that serves only that proxy path over TLS (a
@@ -33,7 +33,7 @@ PREFIX = "/api/v1/namespaces/"
 
 
 class ServiceProxy(http.server.BaseHTTPRequestHandler):
-    """GET /api/v1/namespaces/NS/services/NAME:http/proxy/PATH with the right token: PATH of the
+    """GET /api/v1/namespaces/NS/services/NAME:api/proxy/PATH with the right token: PATH of the
     coordinator; anything else as the API server would refuse it."""
     token = ""
     backend = ""
@@ -44,9 +44,9 @@ class ServiceProxy(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != f"Bearer {self.token}":
             return self.reply(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
         parts = self.path.split("/")
-        # ['', 'api', 'v1', 'namespaces', NS, 'services', 'NAME:http', 'proxy', ...]
+        # ['', 'api', 'v1', 'namespaces', NS, 'services', 'NAME:api', 'proxy', ...]
         if len(parts) < 8 or parts[5] != "services" or parts[7] != "proxy" or \
-                parts[4] != "nodesmith" or parts[6] != "nodesmith-coordinator:http":
+                parts[4] != "nodesmith" or parts[6] != "nodesmith-coordinator:api":
             return self.reply(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
         with urllib.request.urlopen(self.backend + "/" + "/".join(parts[8:]), timeout=5) as r:
             body = r.read()
@@ -119,7 +119,7 @@ def run(d, pki, other, coord, srv):
     ok = p.returncode == 0 and "provisioning" in json.loads(p.stdout or "{}")
     check("kubectl nodesmith status -o json: the coordinator's answer", ok, p.stdout[-500:] + p.stderr)
     check("asked through the service proxy with the kubeconfig's token",
-          ("/api/v1/namespaces/nodesmith/services/nodesmith-coordinator:http/proxy/api/v1/provisioning",
+          ("/api/v1/namespaces/nodesmith/services/nodesmith-coordinator:api/proxy/api/v1/provisioning",
            "Bearer s3cret-token") in ServiceProxy.seen, ServiceProxy.seen)
     p = kubectl("nodesmith", "status")
     check("kubectl nodesmith status (text)", p.returncode == 0 and "Leader:" in p.stdout, p.stdout + p.stderr)
@@ -130,7 +130,7 @@ def run(d, pki, other, coord, srv):
     p = kubectl("nodesmith", "nodes", "-n", "kube-system", "--service", "ns-coord")
     check("-n and --service change the proxy path (404 from the API server: exit 1)",
           p.returncode == 1 and ServiceProxy.seen and
-          ServiceProxy.seen[-1][0].startswith("/api/v1/namespaces/kube-system/services/ns-coord:http/proxy/"),
+          ServiceProxy.seen[-1][0].startswith("/api/v1/namespaces/kube-system/services/ns-coord:api/proxy/"),
           (p.returncode, ServiceProxy.seen, p.stderr))
 
     kubeconfig(kc, port, pki["ca"], "wrong-token")

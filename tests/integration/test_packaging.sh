@@ -250,6 +250,11 @@ get("ConfigMap", cm)
 svc = get("Service", "nodesmith-coordinator")
 assert sorted(p["port"] for p in svc["spec"]["ports"]) == [7400, 8080]
 assert get("PodDisruptionBudget", "nodesmith-coordinator")["spec"]["maxUnavailable"] == 1
+# The leader-election Role names the Lease itself (kustomize once rewrote it to the ConfigMap's
+# hashed name, which a real API server then refused).
+le = get("Role", "nodesmith-coordinator-leader-election")["rules"]
+assert any(r.get("resourceNames") == ["nodesmith-coordinator"] and "leases" in r["resources"]
+           and "update" in r["verbs"] for r in le), le
 # RBAC: separate roles; the agent's is exactly what a drain needs.
 agent = get("ClusterRole", "nodesmith-agent")["rules"]
 def allows(rules, group, res, verb):

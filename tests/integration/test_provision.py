@@ -118,7 +118,7 @@ def all_running(s, app, n):
 
 def main():
     with TestDir("provision") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             run(s, d)
     print("test_provision: OK")
 
@@ -198,12 +198,12 @@ def run(s, d):
                                             and any(c.get("reason") == "Unschedulable"
                                                     for c in p["status"].get("conditions", []))], 10, interval=0.1)
     rounds = coord.output().count("] Provisioning: ")
-    s.kube_fake("POST", "controllers", {"pause": ["scheduler"]})
+    s.cluster_cp.pause("kube-scheduler")
     try:
         wait_for("a round for job3 after the throttled one", lambda: coord.output().count("] Provisioning: ") > rounds,
                  20, interval=0.2)
     finally:
-        s.kube_fake("POST", "controllers", {"resume": ["scheduler"]})
+        s.cluster_cp.resume("kube-scheduler")
     wait_for("job2 and job3 pods Running after throttling",
              lambda: all_running(s, "job2", 2) and all_running(s, "job3", 1), 60, interval=0.5)
     calls = s.proxy("GET", f"log?action=CreateFleet&since={since}")["calls"]

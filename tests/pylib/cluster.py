@@ -393,8 +393,11 @@ class Cluster:
         user = {"token": ident.token} if ident.token else {
             "client-certificate": ident.cert, "client-key": ident.key}
         cfg = {"apiVersion": "v1", "kind": "Config", "preferences": {},
+               # the serving certificate names DNS:localhost besides IP:127.0.0.1: the agent's
+               # TLS (mbedTLS 2.28, docs/http.md) matches DNS names only
                "clusters": [{"name": "nodesmith-test", "cluster": {
-                   "server": server or self.server, "certificate-authority": ca or self.pki.ca}}],
+                   "server": server or self.server, "certificate-authority": ca or self.pki.ca,
+                   "tls-server-name": "localhost"}}],
                "contexts": [{"name": "nodesmith-test", "context": {
                    "cluster": "nodesmith-test", "user": ident.name or "user"}}],
                "current-context": "nodesmith-test",

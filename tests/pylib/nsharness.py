@@ -258,6 +258,9 @@ class Coordinator:
             argv.append("--insecure")
         else:
             argv += ["--tls-cert", self.pki["cert"], "--tls-key", self.pki["key"]]
+        if "--api-listen" not in self.extra:
+            # /api/v1 beside the metrics, no authentication (tests/security/test_http_api.py tests it)
+            argv += ["--api-listen", self.http, "--api-auth", "none"]
         if not any(a.startswith("--attestation") for a in self.extra) and "--cluster-name" not in self.extra:
             # no EC2 here to attest against: say so (attestation is required by default)
             argv += ["--attestation", "off"]

@@ -544,6 +544,9 @@ class LocalStack:
         argv = [coord, "--listen", self.coordinator_url, "--http-listen", self.coordinator_http,
                 "--report-interval", interval or self.report_interval,
                 "--token-file", self.pki["token_file"], "--log-level", log_level]
+        if "--api-listen" not in extra:
+            # /api/v1 beside the metrics, no authentication (tests/security/test_http_api.py tests it)
+            argv += ["--api-listen", self.coordinator_http, "--api-auth", "none"]
         if self.insecure:
             argv.append("--insecure")
         else:

@@ -879,6 +879,33 @@ static void test_existing_and_in_flight_first(void **state) {
         assert_int_equal(r->n_placed_existing, 3);
 }
 
+static void test_registering_node_taints_are_temporary(void **state) {
+        /* a node of the pool that just registered (not-ready, uninitialized) takes the pods it
+         * was launched for; a node outside any NodePool with the same taints does not */
+        static SolverTaint starting[] = {
+                { .key = "node.kubernetes.io/not-ready", .effect = SOLVER_EFFECT_NO_SCHEDULE },
+                { .key = "node.cloudprovider.kubernetes.io/uninitialized", .value = "true",
+                  .effect = SOLVER_EFFECT_NO_SCHEDULE } };
+        SolverNode *n = add_node("n1", "default", "c.xlarge", "zone-a", 4, 8);
+        n->taints = starting;
+        n->n_taints = 2;
+        add_pod("a", 1000, 1024);
+        const SolverResult *r = solve();
+        assert_int_equal(decision("a")->kind, SOLVER_DECISION_EXISTING);
+        assert_int_equal(r->n_launches, 0);
+}
+
+static void test_foreign_node_taints_are_read(void **state) {
+        static SolverTaint starting[] = {
+                { .key = "node.kubernetes.io/not-ready", .effect = SOLVER_EFFECT_NO_SCHEDULE } };
+        SolverNode *n = add_node("n1", NULL, "c.xlarge", "zone-a", 4, 8);
+        n->taints = starting;
+        n->n_taints = 1;
+        add_pod("a", 1000, 1024);
+        solve();
+        assert_int_equal(decision("a")->kind, SOLVER_DECISION_LAUNCH);
+}
+
 static void test_cordoned_node_is_skipped(void **state) {
         SolverNode *n = add_node("n1", "default", "c.xlarge", "zone-a", 4, 8);
         n->unschedulable = true;
@@ -1256,6 +1283,8 @@ int main(void) {
                 T(test_daemonset_host_port),
                 T(test_volume_zone_and_wffc),
                 T(test_existing_and_in_flight_first),
+                T(test_registering_node_taints_are_temporary),
+                T(test_foreign_node_taints_are_read),
                 T(test_cordoned_node_is_skipped),
                 T(test_preemption),
                 T(test_headroom),

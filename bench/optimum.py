@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""bench/optimum: nodesmith's plan against the optimum, mix by mix.
+
+For each mix of bench/mixes.py, `nodesmithctl simulate -o json --model` gives the plan and the
+model the solver plans with: what a new node can be (NodePool x instance type x capacity type,
+the cheapest offering's price, the room left once the pool's DaemonSets are on it) and the
+pending pods' shapes (requests, the kinds each may use, at most how many fit one node by their
+hostname rules). On that same model this tool computes:
+
+- the LP bound: column generation (master LP over node patterns, HiGHS; pricing: one bounded
+  knapsack per node kind, pruned by an upper bound and by dominance, exact by MIP when the
+  greedy finds nothing), which proves the LP optimum or gives Farley's bound;
+- the best integer plan: the integer master over every generated pattern plus the patterns of
+  nodesmith's own plan (HiGHS MIP, time-limited), whose gap to the LP bound is printed.
+
+Zonal topology rules are left out of the model (it is a relaxation when they bind), so the
+"optimum" is a lower bound on what any plan honouring them can cost.
+
+    python3 bench/optimum.py [--mix SUBSTRING] [--json FILE] [--time-limit S]
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import highspy
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mixes  # noqa: E402
+
+EPS = 1e-9
+
+
+def simulate(mix, ctl):
+    with tempfile.TemporaryDirectory() as d:
+        pf, wf = os.path.join(d, "pools.json"), os.path.join(d, "pods.json")
+        with open(pf, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "List", "items": mix["pools"] + [mixes.NODECLASS]}, f)
+        with open(wf, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "List", "items": mix["workloads"]}, f)
+        t0 = time.perf_counter()
+        out = subprocess.run([ctl, "simulate", "--nodepools", pf, "--pods", wf, "-o", "json", "--model",
+                              "--no-headroom"], check=True, capture_output=True, text=True, timeout=300)
+        return json.loads(out.stdout), time.perf_counter() - t0
+
+
+class Model:
+    def __init__(self, plan):
+        m = plan["model"]
+        self.kinds = m["kinds"]
+        self.shapes = [s for s in m["shapes"] if s["kinds"]]
+        res = sorted({r for s in self.shapes for r in s["requests"]})
+        self.res = res
+        self.S = len(self.shapes)
+        self.demand = np.array([len(s["pods"]) for s in self.shapes], dtype=float)
+        self.req = np.array([[s["requests"].get(r, 0) for r in res] for s in self.shapes], dtype=float)
+        self.room = np.array([[k["room"].get(r, 0) for r in res] for k in self.kinds], dtype=float)
+        self.price = np.array([k["price"] for k in self.kinds])
+        self.cap = np.array([min(len(s["pods"]), s["maxPerNode"] or len(s["pods"])) for s in self.shapes])
+        self.compat = [[] for _ in self.kinds]  # kind -> shapes
+        for si, s in enumerate(self.shapes):
+            for k in s["kinds"]:
+                self.compat[k].append(si)
+        self.relaxed = any(s["relaxed"] for s in self.shapes)
+        self.kind_index = {(k["nodepool"], k["instanceType"], k["capacityType"]): i for i, k in enumerate(self.kinds)}
+        self.shape_of_pod = {p: si for si, s in enumerate(self.shapes) for p in s["pods"]}
+        self.useful = self._prune()
+
+    def _prune(self):
+        """Kinds not dominated by another kind with the same shapes, no higher price, no less room."""
+        groups = {}
+        for k, c in enumerate(self.compat):
+            if c:
+                groups.setdefault(tuple(c), []).append(k)
+        keep = []
+        for ks in groups.values():
+            ks = sorted(ks, key=lambda k: (self.price[k], -self.room[k].sum(), k))
+            kept = []
+            for k in ks:
+                if any(np.all(self.room[j] >= self.room[k]) for j in kept):
+                    continue
+                kept.append(k)
+            keep.extend(kept)
+        return sorted(keep)
+
+    def fill(self, k, x):
+        """Largest counts of x's shape mix bounded by room: checks a column."""
+        return np.all(self.req.T @ x <= self.room[k] + EPS)
+
+
+def solve(costs, cols, rhs, upper=None, integer=False, time_limit=None, maximize=False, rows_le=False):
+    """min (or max) costs.x, A x >= rhs (or <= rhs), x >= 0 [<= upper], A given by columns."""
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("random_seed", 1)
+    if time_limit:
+        h.setOptionValue("time_limit", float(time_limit))
+    lp = highspy.HighsLp()
+    n, m = len(costs), len(rhs)
+    lp.num_col_, lp.num_row_ = n, m
+    lp.col_cost_ = np.array([-c for c in costs] if maximize else costs, dtype=float)
+    lp.col_lower_ = np.zeros(n)
+    lp.col_upper_ = np.array(upper, dtype=float) if upper is not None else np.full(n, highspy.kHighsInf)
+    if rows_le:
+        lp.row_lower_, lp.row_upper_ = np.full(m, -highspy.kHighsInf), np.array(rhs, dtype=float)
+    else:
+        lp.row_lower_, lp.row_upper_ = np.array(rhs, dtype=float), np.full(m, highspy.kHighsInf)
+    start, index, value = [0], [], []
+    for c in cols:
+        for i, v in c:
+            index.append(i)
+            value.append(v)
+        start.append(len(index))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.array(start, dtype=np.int32)
+    lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.array(value, dtype=float)
+    if integer:
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+    h.passModel(lp)
+    h.run()
+    sol, info = h.getSolution(), h.getInfo()
+    obj = info.objective_function_value
+    return {"x": np.array(sol.col_value), "dual": np.array(sol.row_dual), "obj": -obj if maximize else obj,
+            "bound": (-1 if maximize else 1) * info.mip_dual_bound if integer else None,
+            "status": h.modelStatusToString(h.getModelStatus())}
+
+
+class CG:
+    def __init__(self, model):
+        self.m = model
+        self.cols, self.costs, self.kind_of, self.seen = [], [], [], set()
+
+    def add(self, k, x):
+        key = (k, tuple(int(v) for v in x))
+        if key in self.seen or not any(x):
+            return False
+        self.seen.add(key)
+        self.cols.append([(s, float(v)) for s, v in enumerate(x) if v])
+        self.costs.append(self.m.price[k])
+        self.kind_of.append(k)
+        return True
+
+    def greedy(self, k, pi):
+        """A good pattern for kind k at duals pi: shapes by value per unit of their scarcest use."""
+        m = self.m
+        room = m.room[k].copy()
+        x = np.zeros(m.S)
+        order = sorted(m.compat[k], key=lambda s: -pi[s] / max(np.max(m.req[s] / np.maximum(room, 1)), 1e-12))
+        for s in order:
+            if pi[s] <= EPS:
+                continue
+            fit = np.min(np.where(m.req[s] > 0, np.floor((room + EPS) / np.maximum(m.req[s], 1e-12)), np.inf))
+            c = min(m.cap[s], fit)
+            if c >= 1:
+                x[s] = c
+                room -= c * m.req[s]
+        return x
+
+    def exact(self, k, pi):
+        m = self.m
+        sh = [s for s in m.compat[k] if pi[s] > EPS]
+        if not sh:
+            return np.zeros(m.S)
+        cols = [[(r, m.req[s][r]) for r in range(len(m.res)) if m.req[s][r]] for s in sh]
+        r = solve([pi[s] for s in sh], cols, m.room[k], upper=[m.cap[s] for s in sh], integer=True,
+                  maximize=True, rows_le=True, time_limit=5)
+        x = np.zeros(m.S)
+        for i, s in enumerate(sh):
+            x[s] = round(r["x"][i])
+        return x
+
+    def bound(self, k, pi):
+        """An upper bound on what one node of kind k is worth at duals pi."""
+        m = self.m
+        sh = [s for s in m.compat[k] if pi[s] > EPS]
+        if not sh:
+            return 0.0
+        total = sum(pi[s] * m.cap[s] for s in sh)
+        for r in range(len(m.res)):
+            if all(m.req[s][r] > 0 for s in sh):
+                total = min(total, m.room[k][r] * max(pi[s] / m.req[s][r] for s in sh))
+        return total
+
+    def run(self, seed_plans=(), max_iter=400, time_limit=120):
+        m = self.m
+        for s in range(m.S):  # one single-shape pattern per shape and useful kind
+            for k in m.useful:
+                if s in m.compat[k]:
+                    x = np.zeros(m.S)
+                    x[s] = 1
+                    self.add(k, self.greedy(k, x))
+        for k, x in seed_plans:
+            self.add(k, x)
+        t0 = time.perf_counter()
+        proven = False
+        lp = None
+        for _ in range(max_iter):
+            lp = solve(self.costs, self.cols, m.demand)
+            pi = np.maximum(lp["dual"], 0)
+            added = 0
+            cand = []
+            for k in m.useful:
+                b = self.bound(k, pi)
+                if b <= m.price[k] * (1 + 1e-7):
+                    continue
+                x = self.greedy(k, pi)
+                if pi @ x > m.price[k] * (1 + 1e-7):
+                    added += self.add(k, x)
+                else:
+                    cand.append((b - m.price[k], k))
+            if not added:
+                cand.sort(reverse=True)
+                for _, k in cand:
+                    x = self.exact(k, pi)
+                    if pi @ x > m.price[k] * (1 + 1e-7):
+                        added += self.add(k, x)
+                        if added >= 20:
+                            break
+            if not added:
+                proven = True
+                break
+            if time.perf_counter() - t0 > time_limit:
+                break
+        pi = np.maximum(lp["dual"], 0)
+        if proven:
+            lb = lp["obj"]
+        else:  # Farley: z_LP / max_k (value_k / price_k)
+            worst = max([1.0] + [self.bound(k, pi) / m.price[k] for k in m.useful])
+            lb = lp["obj"] / worst
+        return lb, proven, lp["obj"]
+
+    def integer(self, time_limit):
+        r = solve(self.costs, self.cols, self.m.demand, integer=True, time_limit=time_limit)
+        nodes = int(round(sum(r["x"])))
+        return r["obj"], nodes, r["status"], self.kind_of, r["x"]
+
+
+def plan_patterns(model, plan):
+    out = []
+    for launch in plan["launches"]:
+        k = model.kind_index.get((launch["nodepool"], launch["instanceType"], launch["capacityType"]))
+        if k is None:
+            continue
+        x = np.zeros(model.S)
+        for p in launch["pods"]:
+            if p in model.shape_of_pod:
+                x[model.shape_of_pod[p]] += 1
+        out.append((k, x))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mix", help="only mixes whose name contains this")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--time-limit", type=float, default=30, help="integer master, seconds per mix")
+    ap.add_argument("--ctl", default=os.path.join(os.environ.get("BUILD", "build"), "nodesmithctl"))
+    a = ap.parse_args()
+    rows = []
+    print("mix                      pods  nodesmith $/h (nodes)  optimum $/h (nodes)  LP bound   gap    ratio  plan ms")
+    for mix in mixes.MIXES:
+        if a.mix and a.mix.lower() not in mix["name"].lower():
+            continue
+        plan, secs = simulate(mix, a.ctl)
+        model = Model(plan)
+        cg = CG(model)
+        seeds = plan_patterns(model, plan)
+        lb, proven, lp_obj = cg.run(seed_plans=seeds)
+        opt, opt_nodes, status, _, _ = cg.integer(a.time_limit)
+        cost = plan["summary"]["hourlyCost"]
+        unsched = plan["summary"]["unschedulable"]
+        opt = min(opt, cost) if unsched == 0 else opt
+        gap = opt / lb - 1 if lb > 0 else 0
+        row = {"mix": mix["name"], "pods": int(model.demand.sum()), "cost": cost, "nodes": len(plan["launches"]),
+               "unschedulable": unsched, "optimum": opt, "optimum_nodes": opt_nodes, "lp_bound": lb,
+               "lp_proven": proven, "gap": gap, "ratio": cost / opt if opt > 0 else float("nan"),
+               "ratio_to_bound": cost / lb if lb > 0 else float("nan"), "relaxed_topology": model.relaxed,
+               "simulate_seconds": secs, "kinds": len(model.kinds), "useful_kinds": len(model.useful),
+               "patterns": len(cg.cols), "mip_status": status}
+        rows.append(row)
+        print("%-22s %6d  %8.2f (%4d)        %8.2f (%4d)     %8.2f  %5.2f%%  %5.3f  %7.0f%s" % (
+            mix["name"], row["pods"], cost, row["nodes"], opt, opt_nodes, lb, 100 * gap, row["ratio"], secs * 1000,
+            "" if unsched == 0 else "  (%d unschedulable)" % unsched), flush=True)
+    if rows:
+        ratios = [r["ratio"] for r in rows]
+        print("mean ratio %.3f, worst %.3f (%s)" % (sum(ratios) / len(ratios), max(ratios),
+                                                   max(rows, key=lambda r: r["ratio"])["mix"]))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
