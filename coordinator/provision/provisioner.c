@@ -1327,6 +1327,12 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
                                 nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
                                                     solver_capacity_type_to_name(ct), rd, l);
+                                /* CreateFleet's answer can come after the instance booted and its
+                                 * Node registered (a slow answer, retries): that Node was seen
+                                 * before the instance was in flight */
+                                const cJSON *node = NULL;
+                                if (provisioner_find_node(p, *id, &node) >= 0 && node)
+                                        (void) forget_registered(node, p);
                         }
                 }
         }
