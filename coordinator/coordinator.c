@@ -64,7 +64,7 @@ const Option coord_options[] = {
         { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
           "an authenticated agent connection silent this long is closed (0: 6 report intervals, 60s at least)" },
         { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
-          "memory for the nodes' stored reports; a report that would exceed it is refused (overloaded)" },
+          "memory for the nodes' stored reports (their bytes, the fast path's copy and what they unpack to); a report that would exceed it is refused (overloaded)" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
         { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
@@ -100,6 +100,9 @@ const Option coord_options[] = {
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
           "a leaving node whose agent is silent this long is terminated without a drain" },
+        { "dead-node-after", OPTION_MSEC, OPT(dead_node_after_ms), "5m",
+          "a node whose Ready condition is Unknown and whose agent is silent this long is dead: its "
+          "instance is terminated without a drain and its Node deleted (0: never)" },
         { "agent-silent-intervals", OPTION_UINT, OPT(agent_silent_intervals), "3",
           "report intervals without a report after which a leaving node's agent counts as silent: "
           "the coordinator drains the node itself" },
@@ -513,7 +516,7 @@ static int port_render(void *userdata, HttpPage page, char **ret, size_t *ret_le
                       .http_requests = http_server_requests(c->http) + http_server_requests(c->api), .leading = c->leading,
                       .now_usec = coordinator_now(c), .provisioner = c->provisioner, .attest = c->attest,
                       .proxy_drains = provisioner_proxy_drains(c->provisioner),
-                      .interruption = c->interruption, .disruption = c->disruption, .userdata = c,
+                      .interruption = c->interruption, .disruption = c->disruption, .api_auth = c->api_auth, .userdata = c,
                       .more_metrics = port_more_metrics };
         return api_render(&v, page, ret, ret_len);
 }
@@ -529,6 +532,7 @@ static ProvisionerConfig provisioner_config(const Coordinator *c) {
                 .image_refresh_ms = cfg->image_refresh_ms,
                 .batch_idle_ms = cfg->batch_idle_ms, .batch_max_ms = cfg->batch_max_ms,
                 .solver_budget_ms = cfg->solver_budget_ms, .registration_timeout_ms = cfg->registration_timeout_ms,
+                .dead_node_after_ms = cfg->dead_node_after_ms,
                 .report_interval_ms = cfg->report_interval_ms, .stale_after_ms = cfg->stale_after_ms,
                 .kubernetes_version = cfg->kubernetes_version, .instance_profile = cfg->instance_profile,
                 .cluster_endpoint = cfg->cluster_endpoint, .cluster_ca = cfg->cluster_ca,

@@ -36,6 +36,8 @@ typedef struct ProxyDrainsConfig {
         uint64_t agent_silent_intervals;  /* report intervals without a report: the agent is silent */
         uint64_t termination_grace_ms;    /* a drain's deadline when the NodePool sets none */
         uint64_t max_proxy_drains;        /* at once; 0: never */
+        const char *(*acting_as)(void *userdata); /* this replica, for the log (NULL: the only one) */
+        void *userdata;
 } ProxyDrainsConfig;
 
 /* registry: the nodes that report (the caller's); kube and the watches: the caller's. */

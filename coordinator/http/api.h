@@ -11,6 +11,7 @@
 #include "agents/registry.h"
 #include "agents/server.h"
 #include "disruption/disruption.h"
+#include "apiauth.h"
 #include "httpd.h"
 #include "interruption/interruption.h"
 #include "link.h"
@@ -29,6 +30,7 @@ typedef struct ApiView {
         ProxyDrains *proxy_drains;
         Interruption *interruption;
         Disruption *disruption;
+        ApiAuth *api_auth;             /* NULL when /api/v1 is open */
         /* More /metrics lines from the rest of the process (NULL: none). */
         void *userdata;
         void (*more_metrics)(void *userdata, StrBuf *b);

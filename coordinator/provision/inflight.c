@@ -164,6 +164,10 @@ int provision_forget_registered(const cJSON *node, void *userdata) {
                         log_info("Node %s (%s) initialized: Ready, no startup taints%s.", strempty(name), id,
                                  f->learned ? "" : ", agent reporting");
                         provision_inflight_remove(p, i);
+                        /* pods planned onto it that it did not get (another took their room) are
+                         * pending still: look again now that it counts as it is */
+                        if (p->pending_unschedulable > 0)
+                                provisioner_poke(p);
                 }
                 break;
         }

@@ -295,8 +295,12 @@ static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_cla
 static void on_profile(const Ec2Error *err, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
-        if (err)
+        if (err) {
+                /* not known to hold the role: made sure of again before the next launch */
+                free(rd->res->profile);
+                rd->res->profile = NULL;
                 return provision_launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        }
         rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
         provision_round_next(p);
 }
@@ -568,6 +572,7 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
                 .detailed_monitoring = lc->detailed_monitoring,
                 .enclave = lc->enclave,
                 .associate_public_ip = lc->associate_public_ip,
+                .ipv4_prefix_count = lc->ip_prefix_count,
                 .tags = lc->tags,
                 .n_tags = lc->n_tags,
                 .interface_tags = lc->tags,
@@ -620,6 +625,11 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                 if (p->ports.launched)
                                         p->ports.launched(p->ports.userdata, *id, in->instance_type, in->zone,
                                                           solver_capacity_type_to_name(ct), rd, l);
+                                /* its Node may have registered before CreateFleet answered (a slow
+                                 * answer, a fast boot): no Node event comes for it any more */
+                                const cJSON *node = node_of_instance(p->nodes, *id);
+                                if (node)
+                                        (void) provision_forget_registered(node, p);
                         }
                 }
         }
@@ -662,6 +672,10 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 p->pods_nominated += l->n_pods;
         }
         ec2_fleet_result_free(res);
+        /* a slow CreateFleet answer may come after the Node registered (and went Ready): its
+         * events are not seen again, so look at the Nodes now */
+        if (launched > 0)
+                (void) kube_watch_foreach(p->nodes, provision_forget_registered, p);
         rd->step = STEP_IDLE;
         rd->next++;
         provision_round_next(p);

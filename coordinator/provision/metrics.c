@@ -71,6 +71,8 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                       (unsigned long long) p->terminated);
         prom_counter(b, "nodesmith_instances_terminated_unregistered_total",
                      "Instances terminated for never registering.", p->terminated_unregistered);
+        prom_counter(b, "nodesmith_dead_nodes_total",
+                     "Nodes found dead (Ready Unknown, agent silent) and terminated without a drain.", p->dead_nodes);
 }
 
 char *provisioner_api(Provisioner *p) {

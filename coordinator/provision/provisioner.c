@@ -51,11 +51,9 @@ const char *provisioner_acting_as(const Provisioner *p) {
         return who ? who : "the only replica";
 }
 
-/* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
- * reason Unschedulable) and nobody is deleting it. As Karpenter's IsProvisionable: a pod with
- * status.nominatedNodeName is being placed by the scheduler's preemption (its victims are
- * going), and DaemonSet or static pods follow their node, so none of these gets capacity. */
-bool pod_unschedulable(const cJSON *pod) {
+/* A pod still to be bound by the scheduler (Pending, no node, nobody deleting it) that is not a
+ * DaemonSet's or a static one (those follow their node). */
+static bool pod_waiting(const cJSON *pod) {
         const cJSON *md = jget(pod, "metadata"), *status = jget(pod, "status");
         if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
                 return false;
@@ -63,13 +61,28 @@ bool pod_unschedulable(const cJSON *pod) {
                 return false;
         if (!streq_ptr(jstr(status, "phase"), "Pending"))
                 return false;
-        if (!isempty(jstr(status, "nominatedNodeName")))
-                return false;
         const cJSON *o;
         cJSON_ArrayForEach(o, jget(md, "ownerReferences"))
                 if (cJSON_IsTrue(jget(o, "controller")) &&
                     (streq_ptr(jstr(o, "kind"), "DaemonSet") || streq_ptr(jstr(o, "kind"), "Node")))
                         return false;
+        return true;
+}
+
+/* The node kube-scheduler's preemption nominated the pod to (its victims are going), or NULL. */
+const char *provision_pod_nominated_node(const cJSON *pod) {
+        const char *n = pod_waiting(pod) ? jstr(jget(pod, "status"), "nominatedNodeName") : NULL;
+        return isempty(n) ? NULL : n;
+}
+
+/* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
+ * reason Unschedulable) and nobody is deleting it. As Karpenter's IsProvisionable: a pod with
+ * status.nominatedNodeName is being placed by the scheduler's preemption (its victims are
+ * going), and DaemonSet or static pods follow their node, so none of these gets capacity. */
+bool pod_unschedulable(const cJSON *pod) {
+        const cJSON *status = jget(pod, "status");
+        if (!pod_waiting(pod) || provision_pod_nominated_node(pod))
+                return false;
         const cJSON *c;
         cJSON_ArrayForEach(c, jget(status, "conditions"))
                 if (streq_ptr(jstr(c, "type"), "PodScheduled") && streq_ptr(jstr(c, "status"), "False") &&
@@ -218,6 +231,10 @@ int provision_watch(Provisioner *p, const char *path, const char *field_selector
         return kube_watch_new(p->kube, path, &o, cb, p, ret);
 }
 
+static const char *acting_as_port(void *userdata) {
+        return provisioner_acting_as(userdata);
+}
+
 int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registry,
                     const ProvisionerPorts *ports, Provisioner **ret) {
         _cleanup_(kube_config_freep) KubeConfig *kc = NULL;
@@ -289,8 +306,12 @@ int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registr
         if (r >= 0)
                 r = provision_watch(p, "/api/v1/nodes", NULL, provision_on_node_event, &p->nodes);
         if (r >= 0)
-                r = proxy_drains_new(e, &cfg->proxy_drains, registry, p->kube, p->nodes, p->nodepools,
-                                     &p->proxy_drains);
+                r = proxy_drains_new(e, &(ProxyDrainsConfig) { .report_interval_ms = cfg->proxy_drains.report_interval_ms,
+                                                               .agent_silent_intervals = cfg->proxy_drains.agent_silent_intervals,
+                                                               .termination_grace_ms = cfg->proxy_drains.termination_grace_ms,
+                                                               .max_proxy_drains = cfg->proxy_drains.max_proxy_drains,
+                                                               .acting_as = acting_as_port, .userdata = p },
+                                     registry, p->kube, p->nodes, p->nodepools, &p->proxy_drains);
         if (r >= 0)
                 r = sd_event_add_time(e, &p->batch_idle, CLOCK_MONOTONIC, UINT64_MAX, 1, provision_on_batch_timer, p);
         if (r >= 0)

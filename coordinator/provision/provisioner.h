@@ -38,6 +38,7 @@ typedef struct ProvisionerConfig {
         uint64_t batch_idle_ms, batch_max_ms;
         uint64_t solver_budget_ms;         /* 0: the solver runs to the end */
         uint64_t registration_timeout_ms;
+        uint64_t dead_node_after_ms;       /* Ready Unknown and agent silent this long: dead (0: never) */
         uint64_t report_interval_ms;       /* what agents are asked (a new leader waits for them) */
         uint64_t stale_after_ms;           /* an agent silent this long no longer counts */
         /* user data of the nodes launched */

@@ -40,7 +40,7 @@ typedef struct Collect {
  * else. */
 static int collect_one(const cJSON *obj, void *userdata) {
         Collect *k = userdata;
-        if (k->pending_only && !pod_unschedulable(obj))
+        if (k->pending_only && !pod_unschedulable(obj) && !provision_pod_nominated_node(obj))
                 return 0;
         cJSON *copy = cJSON_CreateObject();
         if (!copy)
@@ -238,6 +238,21 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                                 sp->node_name = nodes[j].name;
                                 break;
                         }
+        }
+
+        /* A pod nominated to a node by the scheduler's preemption takes its room there, as the
+         * scheduler reserves it: it needs no capacity, and no other pod is planned into it. */
+        for (size_t i = 0; i < o->n_pods; i++) {
+                SolverPod *sp = &o->pods[i];
+                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
+                const char *nominated = obj ? provision_pod_nominated_node(obj) : NULL;
+                if (!nominated)
+                        continue;
+                sp->node_name = solver_arena_strdup(a, nominated);
+                if (!sp->node_name)
+                        return -ENOMEM;
+                if (*ret_pending > 0)
+                        (*ret_pending)--;
         }
 
         /* A Node whose agent does not report: what runs there is unknown, so nothing new is

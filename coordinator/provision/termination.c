@@ -63,7 +63,7 @@ static void on_finalizer_removed(KubeResponse *resp, void *userdata) {
         free(name);
 }
 
-static void remove_finalizer(Provisioner *p, const char *node_name) {
+void provisioner_remove_finalizer(Provisioner *p, const char *node_name) {
         const cJSON *node = node_name ? kube_watch_get(p->nodes, NULL, node_name) : NULL;
         _cleanup_free_ char *patch = NULL, *path = NULL;
         if (!node || !has_finalizer(node))
@@ -88,12 +88,19 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
                 const char *node = e ? provisioner_node_name(p, e) : NULL;
                 log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
                 p->terminated++;
+                InFlight *f = provision_inflight_find(p, *id); /* it never initialized: it will not now */
+                if (f)
+                        provision_inflight_remove(p, (size_t) (f - p->inflight));
+                bool unfinalized = node;
                 if (node)
-                        remove_finalizer(p, node);
+                        provisioner_remove_finalizer(p, node);
                 /* a Node without an agent report: found by its providerID */
                 for (size_t k = 0; !node && k < p->n_orphans; k++)
-                        if (streq(p->orphans[k].instance_id, *id))
-                                remove_finalizer(p, p->orphans[k].node);
+                        if (streq(p->orphans[k].instance_id, *id)) {
+                                provisioner_remove_finalizer(p, p->orphans[k].node);
+                                unfinalized = true;
+                        }
+                provisioner_dead_node_terminated(p, *id, unfinalized);
                 registry_bury(p->registry, *id);
         }
         for (char **id = res ? res->refused : NULL; id && *id; id++)
@@ -101,7 +108,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
         ec2_terminate_result_free(res);
 }
 
-static void terminate_one(Provisioner *p, const char *id) {
+void provisioner_terminate_one(Provisioner *p, const char *id) {
         const char *ids[2] = { id, NULL };
         if (!provisioner_acting(p)) {
                 log_info("Not terminating %s: this replica is not acting (Lease not renewed in time).", id);
@@ -135,7 +142,7 @@ static void on_orphan_described(Ec2Client *ec2, const Ec2Error *err, Ec2Instance
                                 gone = false;
                 if (gone) {
                         log_notice("Node %s: instance %s is gone already.", k->node, k->id);
-                        remove_finalizer(p, k->node);
+                        provisioner_remove_finalizer(p, k->node);
                         registry_bury(p->registry, k->id);
                 }
         }
@@ -166,7 +173,7 @@ static int scan_orphan(const cJSON *node, void *userdata) {
                                 log_warning("Node %s is being deleted and its agent is silent; terminating %s%s.", name, id,
                                             drained ? " (drained by the coordinator)" : "");
                                 p->orphans[k].sent = true;
-                                terminate_one(p, id);
+                                provisioner_terminate_one(p, id);
                         }
                         return 0;
                 }
@@ -228,8 +235,9 @@ void provision_termination_pass(Provisioner *p) {
                 }
         }
         for (size_t i = 0; i < n; i++)
-                terminate_one(p, todo[i]);
+                provisioner_terminate_one(p, todo[i]);
 
+        provisioner_dead_nodes_pass(p);
         OrphanScan s = { p, now };
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
         if (provisioner_acting(p))
