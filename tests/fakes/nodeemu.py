@@ -777,6 +777,7 @@ class Emulator:
         cert, key = issue_cert(inst.dir, self.args.node_ca, self.args.node_ca_key, "kubelet",
                                f"system:node:{name}", orgs=("system:nodes",))
         inst.shutdown_grace = duration_seconds(kcfg.get("shutdownGracePeriod"))
+        inst.kubelet_cred = (cert, key)
         k = Kubelet(self.kube, self.args.kube_ca, cert, key, {
             "name": name, "labels": labels, "taints": taints, "capacity": capacity,
             "allocatable": allocatable, "providerID": f"aws:///{d['zone']}/{inst.id}",
@@ -835,6 +836,22 @@ class Emulator:
             argv += ["--logind", "no"]  # no per-node logind; the host's must not be touched
         if self.args.agent_kubeconfig:
             argv += ["--kubeconfig", self.args.agent_kubeconfig]
+        elif getattr(inst, "kubelet_cred", None):
+            # the kubelet's kubeconfig as nodeadm leaves it, with the node's client certificate:
+            # the agent acts as its node (Node authorizer, NodeRestriction; docs/security.md)
+            kc = os.path.join(root, "var", "lib", "kubelet", "kubeconfig")
+            os.makedirs(os.path.dirname(kc), exist_ok=True)
+            cert, key = inst.kubelet_cred
+            with open(kc, "w") as f:
+                json.dump({"apiVersion": "v1", "kind": "Config",
+                           "clusters": [{"name": "kubernetes", "cluster": {
+                               "server": self.args.agent_kube_server or self.kube,
+                               "certificate-authority": self.args.kube_ca, "tls-server-name": "localhost"}}],
+                           "contexts": [{"name": "kubelet", "context": {"cluster": "kubernetes",
+                                                                        "user": "kubelet"}}],
+                           "current-context": "kubelet", "users": [{"name": "kubelet", "user": {
+                               "client-certificate": cert, "client-key": key}}]}, f)
+            argv += ["--kubeconfig", kc]
         elif "--kube-server" in self.agent_opts:
             argv += ["--kube-server", self.kube]
         elif "--kubeconfig" in self.agent_opts:
@@ -1313,7 +1330,10 @@ def main(argv=None):
     ap.add_argument("--cloud-controller-manager", action="store_true",
                     help="the real AWS cloud controller manager runs (tests/pylib/ccm.py): it "
                          "deletes the Nodes of gone instances, the emulator does not")
-    ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig)")
+    ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig); without it, on "
+                    "the real control plane, each agent gets its node's kubelet kubeconfig")
+    ap.add_argument("--agent-kube-server", help="API server URL in the kubelet kubeconfig the agents use "
+                    "(default: --kube-server)")
     ap.add_argument("--cluster", required=True, help="value of the nodesmith.io/cluster tag")
     ap.add_argument("--region", default="us-east-1")
     ap.add_argument("--coordinator", help="agents' coordinator address when the user data has none")
