@@ -206,7 +206,7 @@ assert np["spec"]["group"] == "nodesmith.io" and np["spec"]["versions"][0]["name
 s = np["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
 t = s["template"]["properties"]["spec"]["properties"]
 req = t["requirements"]["items"]["properties"]
-assert req["operator"]["enum"] == ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+assert req["operator"]["enum"] == ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
 assert req["minValues"]["maximum"] == 50
 for f in ("taints", "startupTaints", "nodeClassRef", "expireAfter", "terminationGracePeriod"):
     assert f in t, f
