@@ -14,7 +14,8 @@
 #include "macro.h"
 
 #define KUBE_EXEC_MAX_OUTPUT (256u * 1024)        /* the plugin's stdout */
-#define KUBE_EXEC_TIMEOUT_USEC (30 * USEC_PER_SEC) /* one run, then SIGKILL */
+#define KUBE_EXEC_TIMEOUT_USEC (10 * USEC_PER_SEC) /* one run, then SIGKILL; well under the
+                                                    * agent's WatchdogSec=30s, as the run blocks */
 #define KUBE_EXEC_MAX_ARGS 256u
 #define KUBE_EXEC_MAX_ENV 256u
 
