@@ -130,7 +130,7 @@ def run(s, d, sock, procs):
     took = time.monotonic() - t0
     ev = [e for e in s.audit.evictions() if e["pod"].startswith("web-")]
     evicted = [e for e in ev if e["decision"] == "evicted"]
-    refused = [e for e in ev if e["decision"] == "refused"]
+    refused = [e for e in ev if e["decision"] == "denied"]
     deleted = [e for e in ev if e["decision"] == "deleted" and not e["user"].startswith("system:")]
     print(f"web pods moved to {b} {took:.1f}s after the shutdown began: {len(evicted)} evicted, "
           f"{len(refused)} refused by the PDB, {violations(s)} PDB violation(s)")
