@@ -20,6 +20,7 @@
      instance is gone, its NodeClaim is deleted.
   5. A second coordinator, standing by, writes nothing; the leader keeps writing.
 """
+import hashlib
 import json
 import os
 import sys
@@ -136,7 +137,10 @@ def run(s):
     check("EC2NodeClass: the amd64 AMI with its requirement", any(
         a["id"].startswith("ami-") and a["requirements"] == [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
         for a in st.get("amis", [])), st.get("amis"))
-    check("EC2NodeClass: instanceProfile", st.get("instanceProfile") == "nodesmith-test-profile", st.get("instanceProfile"))
+    # the class names a role: its nodes get the instance profile made and kept for it, named as
+    # docs/migrating-from-karpenter.md says (<cluster>_<16 hex of sha256(region/class)>)
+    made = f"{CLUSTER}_{hashlib.sha256(f'{s.region}/default'.encode()).hexdigest()[:16]}"
+    check("EC2NodeClass: instanceProfile (made for its role)", st.get("instanceProfile") == made, st.get("instanceProfile"))
     wait_for("general Ready with its node counted", lambda: cond(get(s, "nodepool", "general"), "Ready").get("status") == "True"
              and get(s, "nodepool", "general")["status"]["resources"]["nodes"] == str(n_nodes), 30, 0.3)
     res = get(s, "nodepool", "general")["status"]["resources"]
