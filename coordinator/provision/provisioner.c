@@ -1637,6 +1637,8 @@ static void round_start(Provisioner *p) {
 
         r = provisioner_snapshot(p, rd, &pending);
         p->pending_unschedulable = pending;
+        if (r >= 0 && pending == 0)
+                log_debug("Provisioning round %llu: no pod is pending.", (unsigned long long) p->rounds);
         if (r < 0 || pending == 0) {
                 p->round = NULL;
                 provisioner_round_free(rd);

@@ -209,6 +209,16 @@ class EC2:
             "LaunchTemplateId": lt_id, "LaunchTemplateVersion.1": version or "$Default"})
         return root.findtext("launchTemplateVersionSet/item/launchTemplateData/userData") or ""
 
+    def launch_template_root_bytes(self, lt_id, version, devices=("/dev/xvda", "/dev/sda1")):
+        """The root volume size the instance's launch template asks for (EC2 makes the root volume
+        from it at launch), or None."""
+        root = self.call("DescribeLaunchTemplateVersions", {
+            "LaunchTemplateId": lt_id, "LaunchTemplateVersion.1": version or "$Default"})
+        for m in root.findall("launchTemplateVersionSet/item/launchTemplateData/blockDeviceMappingSet/item"):
+            if (m.findtext("deviceName") or "") in devices and m.findtext("ebs/volumeSize"):
+                return int(m.findtext("ebs/volumeSize")) * GiB
+        return None
+
     def root_volume_bytes(self, instance_id, devices=("/dev/xvda", "/dev/sda1")):
         """Size of the volume attached at the root device (what the kubelet's file system holds),
         or None when EC2 lists none there. moto's images have their root at /dev/sda1."""
@@ -731,7 +741,9 @@ class Emulator:
                 self.event("tag-warning", inst, f"{LABELS_TAG}/{TAINTS_TAG}: {e}")
         max_pods = ks["maxPods"] or eni_max_pods(spec["enis"], spec["ipv4_per_eni"])
         try:
-            eph = self.ec2.root_volume_bytes(inst.id) or EPHEMERAL_BYTES
+            lt = d["tags"].get(LT_ID_TAG)
+            eph = (lt and self.ec2.launch_template_root_bytes(lt, d["tags"].get(LT_VERSION_TAG))) or \
+                self.ec2.root_volume_bytes(inst.id) or EPHEMERAL_BYTES
         except Exception as e:  # an older fake without DescribeVolumes: the default disk
             self.event("volume-warning", inst, f"DescribeVolumes: {e}")
             eph = EPHEMERAL_BYTES

@@ -16,6 +16,7 @@ and take the pods.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -159,9 +160,13 @@ def run(s, d):
              lambda: len(s.coordinator_nodes()) == len(planned), 15, interval=0.2)
     # a first round looks the node class's subnets up, then solves at once, not after another
     # batch window: its CreateFleet follows the closed batch within the idle time
+    # (on the real control plane a first round may close before kube-scheduler has marked any
+    # pod unschedulable: it finds none pending and is not the one measured)
     lines = coord.output().splitlines()
+    empty = {m.group(1) for m in (re.search(r"Provisioning round (\d+): no pod is pending", l) for l in lines) if m}
     gap = log_time(next(l for l in lines if "CreateFleet for NodePool" in l)) - \
-        log_time(next(l for l in lines if "batch closed" in l))
+        log_time(next(l for l in lines if "batch closed" in l and
+                      re.search(r"Provisioning round (\d+):", l).group(1) not in empty))
     print(f"first batch closed -> CreateFleet sent: {gap:.3f}s")
     assert gap < 0.7, gap
 
@@ -253,7 +258,11 @@ def run(s, d):
         s.kubectl("scale", "deployment", app, "--replicas=0")
     wait_for("nodes removed after the scale-in",
              lambda: len(s.instances(cluster_only=True, states=["running"])) < len(running_before), 90, interval=1)
-    wait_for("every batch node gone", lambda: len(s.instances(cluster_only=True, states=["running"])) <= 1, 90, interval=1)
+    # empty nodes go one per pass, each after the 15 s validation delay: allow for the several
+    # nodes a burst is planned on now
+    # only the burst's nodes stay (the solver may plan the 60 pods on more than one)
+    wait_for("every batch node gone", lambda: len(s.instances(cluster_only=True, states=["running"])) <= len(planned),
+             240, interval=1)
     gone = running_before - set(s.instances(cluster_only=True, states=["running"]))
     m = http_get(s.coordinator_http + "/metrics")[1]
     print(f"scale-in: {len(gone)} node(s) drained and terminated "
