@@ -19,6 +19,7 @@ struct Logind {
         sd_bus_slot *delay_slot;
         int fd;
         uint64_t delay_max_usec;
+        bool announce_pending;     /* a shutdown began: the callback waits for the delay's value */
         logind_shutdown_t cb;
         void *userdata;
         bool shutting_down;
@@ -63,13 +64,26 @@ static int on_delay_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
         Logind *l = userdata;
         uint64_t v;
         l->delay_slot = sd_bus_slot_unref(l->delay_slot);
-        if (sd_bus_message_is_method_error(m, NULL))
-                return 0;
-        if (sd_bus_message_enter_container(m, 'v', "t") >= 0 && sd_bus_message_read(m, "t", &v) >= 0) {
+        if (!sd_bus_message_is_method_error(m, NULL) && sd_bus_message_enter_container(m, 'v', "t") >= 0 &&
+            sd_bus_message_read(m, "t", &v) >= 0) {
                 l->delay_max_usec = v;
                 log_debug("logind InhibitDelayMaxUSec=%llu", (unsigned long long) v);
         }
+        if (l->announce_pending) {
+                l->announce_pending = false;
+                if (l->cb && l->shutting_down)
+                        l->cb(l, true, l->userdata);
+        }
         return 0;
+}
+
+/* InhibitDelayMaxUSec, asked again: logind reads its drop-ins again on SIGHUP (the kubelet and
+ * nodesmith's user data raise the delay after boot, maybe after the agent started). */
+static int read_delay(Logind *l) {
+        l->delay_slot = sd_bus_slot_unref(l->delay_slot);
+        return sd_bus_call_method_async(l->bus, &l->delay_slot, LOGIND_SERVICE, LOGIND_PATH,
+                                        "org.freedesktop.DBus.Properties", "Get", on_delay_reply,
+                                        l, "ss", LOGIND_MANAGER, "InhibitDelayMaxUSec");
 }
 
 static int on_prepare_for_shutdown(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
@@ -82,6 +96,11 @@ static int on_prepare_for_shutdown(sd_bus_message *m, void *userdata, sd_bus_err
         l->shutting_down = starting;
         if (!starting)
                 (void) take_lock(l); /* cancelled: be ready for the next one */
+        if (starting && read_delay(l) >= 0) {
+                l->announce_pending = true; /* told once the delay in force is known */
+                return 0;
+        }
+        l->announce_pending = false;
         if (l->cb)
                 l->cb(l, starting, l->userdata);
         return 0;
@@ -108,9 +127,7 @@ int logind_new(sd_event *e, logind_shutdown_t cb, void *userdata, Logind **ret) 
         if (r >= 0)
                 r = take_lock(l);
         if (r >= 0)
-                r = sd_bus_call_method_async(l->bus, &l->delay_slot, LOGIND_SERVICE, LOGIND_PATH,
-                                             "org.freedesktop.DBus.Properties", "Get", on_delay_reply,
-                                             l, "ss", LOGIND_MANAGER, "InhibitDelayMaxUSec");
+                r = read_delay(l);
         if (r < 0) {
                 logind_free(l);
                 return r;

@@ -56,7 +56,7 @@ const Option coord_options[] = {
         { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
           "an authenticated agent connection silent this long is closed (0: 6 report intervals, 60s at least)" },
         { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
-          "memory for the nodes' stored reports; a report that would exceed it is refused (overloaded)" },
+          "memory for the nodes' stored reports (their bytes, the fast path's copy and what they unpack to); a report that would exceed it is refused (overloaded)" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
         { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
@@ -92,6 +92,9 @@ const Option coord_options[] = {
           "an instance that has not registered as a Node by then is terminated" },
         { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
           "a leaving node whose agent is silent this long is terminated without a drain" },
+        { "dead-node-after", OPTION_MSEC, OPT(dead_node_after_ms), "5m",
+          "a node whose Ready condition is Unknown and whose agent is silent this long is dead: its "
+          "instance is terminated without a drain and its Node deleted (0: never)" },
         { "agent-silent-intervals", OPTION_UINT, OPT(agent_silent_intervals), "3",
           "report intervals without a report after which a leaving node's agent counts as silent: "
           "the coordinator drains the node itself" },

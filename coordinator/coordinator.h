@@ -58,6 +58,7 @@ typedef struct CoordConfig {
         uint64_t solver_budget_ms;       /* 0: the solver runs to the end */
         uint64_t registration_timeout_ms;
         uint64_t termination_grace_ms;
+        uint64_t dead_node_after_ms;     /* Ready Unknown and agent silent this long: terminated (0: never) */
         uint64_t agent_silent_intervals; /* report intervals: then a leaving node is drained for its agent */
         uint64_t max_proxy_drains;
         uint64_t consolidation_interval_ms;

@@ -67,12 +67,22 @@ def nodeconfig(args, labels, taints):
     return json.dumps({"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}, indent=2) + "\n"
 
 
-def cloud_config(conf, ca, token):
+LOGIND_DROPIN = "/etc/systemd/logind.conf.d/50-nodesmith-shutdown.conf"
+
+
+def cloud_config(conf, ca, token, shutdown_delay=0):
+    """write_files for the agent; with shutdown_delay, logind's InhibitDelayMaxSec raised to it
+    (a drop-in, then logind told to read it again) so the agent's delay lock holds a shutdown
+    that long while it drains (docs/drain.md)."""
     def f(path, text):
         return {"path": path, "owner": "root:root", "permissions": "0600", "encoding": "b64",
                 "content": base64.b64encode(text.encode()).decode()}
     doc = {"write_files": [f("/etc/nodesmith/agent.conf", conf), f("/etc/nodesmith/ca.crt", ca),
                            f("/etc/nodesmith/token", token + "\n")]}
+    if shutdown_delay:
+        doc["write_files"].append(f(LOGIND_DROPIN, "# nodesmith-agent drains the node at a shutdown "
+                                    "(docs/drain.md)\n[Login]\nInhibitDelayMaxSec=%d\n" % shutdown_delay))
+        doc["runcmd"] = ["systemctl kill --signal=SIGHUP systemd-logind.service"]
     return "#cloud-config\n" + json.dumps(doc, indent=2) + "\n"
 
 
@@ -122,9 +132,13 @@ def main(argv=None):
     c.add_argument("--label", action="append", default=[], help="node label KEY=VALUE (repeatable)")
     c.add_argument("--taint", action="append", default=[], help="KEY[=VALUE]:EFFECT (repeatable)")
     c.add_argument("--kubelet-flag", action="append", default=[], help="extra kubelet flag (repeatable)")
-    c.add_argument("--shutdown-grace-period", default="150s",
-                   help="kubelet graceful node shutdown (empty: leave unset) [150s]")
-    c.add_argument("--shutdown-grace-period-critical-pods", default="30s", help="[30s]")
+    c.add_argument("--shutdown-grace-period", default="0s",
+                   help="kubelet graceful node shutdown: 0s leaves shutdowns to the agent's drain, "
+                        "which honours PDBs (docs/drain.md); empty: leave unset [0s]")
+    c.add_argument("--shutdown-grace-period-critical-pods", default="0s", help="[0s]")
+    c.add_argument("--shutdown-delay", type=int, default=150,
+                   help="logind InhibitDelayMaxSec: how long the agent's drain may hold a shutdown "
+                        "(0: leave logind's setting) [150]")
     n = ap.add_argument_group("nodesmith agent")
     n.add_argument("--coordinator", required=True, help="tls+tcp://HOST:PORT")
     n.add_argument("--coordinator-ca", required=True, help="PEM file: the CA that signed the coordinator")
@@ -185,7 +199,7 @@ def main(argv=None):
             with open(args.extra_user_data) as fh:
                 parts += extra_parts(fh.read())
         parts.append((NODECONFIG_TYPE, nodeconfig(args, labels, taints)))
-        parts.append(("text/cloud-config", cloud_config(conf, coord_ca, token)))
+        parts.append(("text/cloud-config", cloud_config(conf, coord_ca, token, args.shutdown_delay)))
         doc = mime(parts)
         if len(doc.encode()) > USER_DATA_MAX:
             raise BootstrapError("user data is %d bytes; EC2 takes at most %d" % (len(doc.encode()), USER_DATA_MAX))

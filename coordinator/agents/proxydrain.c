@@ -10,6 +10,7 @@
 #include "drain.h"
 #include "json-util.h"
 #include "kubenode.h"
+#include "leader.h"
 #include "log.h"
 #include "model/nodepool.h"
 #include "nodebind.h"
@@ -280,8 +281,9 @@ static void want(ProxyDrains *pd, const Want *w) {
                 pd->v[pd->n++] = d;
                 pd->started++;
                 log_warning("Node %s (%s) must drain (%s) and its agent has been silent for %.0fs: the coordinator "
-                            "drains it.", w->node, strempty(w->instance_id), w->reason,
-                            (double) w->silent_for_usec / USEC_PER_SEC);
+                            "drains it; acting replica %s.", w->node, strempty(w->instance_id), w->reason,
+                            (double) w->silent_for_usec / USEC_PER_SEC,
+                            pd->c->leader ? leader_identity(pd->c->leader) : "the only replica");
                 node_event(pd, w->node, "Warning", "NodesmithCoordinatorDrain",
                            "Agent silent for %.0fs: the coordinator drains the node (%s)",
                            (double) w->silent_for_usec / USEC_PER_SEC, w->reason);

@@ -10,6 +10,12 @@
 
 #define BOUNDARY "==NODESMITH-BOUNDARY=="
 
+/* Graceful shutdown belongs to nodesmith-agent, which drains through the Eviction API with
+ * PodDisruptionBudgets honoured: the kubelet's own shutdown manager (which kills pods without
+ * evictions) is off, and logind lets the agent's delay lock hold the shutdown for 150 s, as the
+ * kubelet would have raised InhibitDelayMaxSec for its 150 s (docs/drain.md). */
+#define LOGIND_DROPIN "/etc/systemd/logind.conf.d/50-nodesmith-shutdown.conf"
+
 static bool safe_value(const char *s) {
         return s && !strpbrk(s, "\r\n#");
 }
@@ -64,9 +70,10 @@ static char *nodeconfig(const UserDataSpec *s) {
                 cJSON_DeleteItemFromObjectCaseSensitive(config, k->string);
                 cJSON_AddItemToObject(config, k->string, cJSON_Duplicate(k, true));
         }
-        /* kubelet graceful node shutdown, as EKS AL2023 sets it from 1.34 */
-        cJSON_AddStringToObject(config, "shutdownGracePeriod", "150s");
-        cJSON_AddStringToObject(config, "shutdownGracePeriodCriticalPods", "30s");
+        /* the kubelet's graceful node shutdown off (EKS AL2023 sets 150s/30s from 1.34): the agent
+         * drains at a shutdown, within logind's delay that the cloud-config part sets */
+        cJSON_AddStringToObject(config, "shutdownGracePeriod", "0s");
+        cJSON_AddStringToObject(config, "shutdownGracePeriodCriticalPods", "0s");
         if (s->taints && s->taints[0]) {
                 cJSON *arr = cJSON_AddArrayToObject(config, "registerWithTaints");
                 for (size_t i = 0; s->taints[i]; i++)
@@ -200,6 +207,16 @@ int userdata_render(const UserDataSpec *s, char **ret) {
                 r = add_file(files, "/etc/nodesmith/ca.crt", s->coordinator_ca_pem);
         if (r >= 0)
                 r = add_file(files, "/etc/nodesmith/token", token_line);
+        if (r >= 0)
+                r = add_file(files, LOGIND_DROPIN,
+                             "# nodesmith-agent drains the node at a shutdown (docs/drain.md)\n"
+                             "[Login]\nInhibitDelayMaxSec=150\n");
+        /* logind reads its configuration again on SIGHUP (runcmd: after write_files); the agent
+         * reads InhibitDelayMaxUSec again when a shutdown begins */
+        cJSON *runcmd = r >= 0 ? cJSON_AddArrayToObject(cc, "runcmd") : NULL;
+        if (r >= 0 && !(runcmd && cJSON_AddItemToArray(runcmd, cJSON_CreateString(
+                                                          "systemctl kill --signal=SIGHUP systemd-logind.service"))))
+                r = -ENOMEM;
         strbuf_done(&conf);
         if (token_line)
                 explicit_bzero(token_line, strlen(token_line));

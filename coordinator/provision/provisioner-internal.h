@@ -76,6 +76,14 @@ typedef struct Orphan {
         bool sent;
 } Orphan;
 
+/* A node found dead (deadnode.c): its instance is being terminated, then its Node deleted. */
+typedef struct DeadNode {
+        char instance_id[32];
+        char node[256];
+        uint64_t since_usec;     /* CLOCK_MONOTONIC, when it was found dead */
+        bool terminated;         /* TerminateInstances went through: the Node is being deleted */
+} DeadNode;
+
 typedef enum Step {
         STEP_IDLE,
         STEP_SUBNETS,
@@ -142,6 +150,9 @@ struct Provisioner {
         uint64_t last_disruption_usec;
         Orphan orphans[64];
         size_t n_orphans;
+        DeadNode dead[64];
+        size_t n_dead;
+        uint64_t dead_nodes;
         double last_decision_seconds, last_round_seconds;
         size_t pending_unschedulable;
         char last_error[256];
@@ -180,5 +191,17 @@ const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
  * images behind aliases. */
 const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class);
 void provisioner_images_refresh(Provisioner *p);
+/* TerminateInstances of one instance of this cluster, if this replica is acting; the Node of a
+ * terminated instance loses its finalizer. */
+void provisioner_terminate_one(Provisioner *p, const char *instance_id);
+/* Removes nodesmith's termination finalizer from the Node (if it has it). */
+void provisioner_remove_finalizer(Provisioner *p, const char *node_name);
+
+/* deadnode.c: nodes whose kubelet and agent are both gone are terminated without a drain and
+ * their Nodes deleted (a pass from the housekeeping timer; a hook when EC2 confirms, told whether
+ * the caller removed the Node's finalizer already). */
+void provisioner_dead_nodes_pass(Provisioner *p);
+void provisioner_dead_node_terminated(Provisioner *p, const char *instance_id, bool unfinalized);
+
 /* annotate.c: the NodePool's template annotations onto its node. */
 void provisioner_annotate_node(Provisioner *p, const cJSON *node);

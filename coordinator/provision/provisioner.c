@@ -52,11 +52,9 @@ const char *provisioner_acting_as(const Provisioner *p) {
         return p->c->leader ? leader_identity(p->c->leader) : "the only replica";
 }
 
-/* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
- * reason Unschedulable) and nobody is deleting it. As Karpenter's IsProvisionable: a pod with
- * status.nominatedNodeName is being placed by the scheduler's preemption (its victims are
- * going), and DaemonSet or static pods follow their node, so none of these gets capacity. */
-bool pod_unschedulable(const cJSON *pod) {
+/* A pod still to be bound by the scheduler (Pending, no node, nobody deleting it) that is not a
+ * DaemonSet's or a static one (those follow their node). */
+static bool pod_waiting(const cJSON *pod) {
         const cJSON *md = jget(pod, "metadata"), *status = jget(pod, "status");
         if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
                 return false;
@@ -64,13 +62,28 @@ bool pod_unschedulable(const cJSON *pod) {
                 return false;
         if (!streq_ptr(jstr(status, "phase"), "Pending"))
                 return false;
-        if (!isempty(jstr(status, "nominatedNodeName")))
-                return false;
         const cJSON *o;
         cJSON_ArrayForEach(o, jget(md, "ownerReferences"))
                 if (cJSON_IsTrue(jget(o, "controller")) &&
                     (streq_ptr(jstr(o, "kind"), "DaemonSet") || streq_ptr(jstr(o, "kind"), "Node")))
                         return false;
+        return true;
+}
+
+/* The node kube-scheduler's preemption nominated the pod to (its victims are going), or NULL. */
+static const char *pod_nominated_node(const cJSON *pod) {
+        const char *n = pod_waiting(pod) ? jstr(jget(pod, "status"), "nominatedNodeName") : NULL;
+        return isempty(n) ? NULL : n;
+}
+
+/* The pod is pending because kube-scheduler found no node for it (PodScheduled=False,
+ * reason Unschedulable) and nobody is deleting it. As Karpenter's IsProvisionable: a pod with
+ * status.nominatedNodeName is being placed by the scheduler's preemption (its victims are
+ * going), and DaemonSet or static pods follow their node, so none of these gets capacity. */
+bool pod_unschedulable(const cJSON *pod) {
+        const cJSON *status = jget(pod, "status");
+        if (!pod_waiting(pod) || pod_nominated_node(pod))
+                return false;
         const cJSON *c;
         cJSON_ArrayForEach(c, jget(status, "conditions"))
                 if (streq_ptr(jstr(c, "type"), "PodScheduled") && streq_ptr(jstr(c, "status"), "False") &&
@@ -301,6 +314,10 @@ static int forget_registered(const cJSON *node, void *userdata) {
                         log_info("Node %s (%s) initialized: Ready, no startup taints%s.", strempty(name), id,
                                  f->learned ? "" : ", agent reporting");
                         inflight_remove(p, i);
+                        /* pods planned onto it that it did not get (another took their room) are
+                         * pending still: look again now that it counts as it is */
+                        if (p->pending_unschedulable > 0)
+                                provisioner_poke(p);
                 }
                 break;
         }
@@ -398,7 +415,7 @@ typedef struct Collect {
  * else. */
 static int collect_one(const cJSON *obj, void *userdata) {
         Collect *k = userdata;
-        if (k->pending_only && !pod_unschedulable(obj))
+        if (k->pending_only && !pod_unschedulable(obj) && !pod_nominated_node(obj))
                 return 0;
         cJSON *copy = cJSON_CreateObject();
         if (!copy)
@@ -596,6 +613,21 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                                 sp->node_name = nodes[j].name;
                                 break;
                         }
+        }
+
+        /* A pod nominated to a node by the scheduler's preemption takes its room there, as the
+         * scheduler reserves it: it needs no capacity, and no other pod is planned into it. */
+        for (size_t i = 0; i < o->n_pods; i++) {
+                SolverPod *sp = &o->pods[i];
+                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
+                const char *nominated = obj ? pod_nominated_node(obj) : NULL;
+                if (!nominated)
+                        continue;
+                sp->node_name = solver_arena_strdup(a, nominated);
+                if (!sp->node_name)
+                        return -ENOMEM;
+                if (*ret_pending > 0)
+                        (*ret_pending)--;
         }
 
         /* A Node whose agent does not report: what runs there is unknown, so nothing new is
@@ -999,8 +1031,12 @@ static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_cla
 static void on_profile(const Ec2Error *err, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
-        if (err)
+        if (err) {
+                /* not known to hold the role: made sure of again before the next launch */
+                free(rd->res->profile);
+                rd->res->profile = NULL;
                 return launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        }
         rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
         round_next(p);
 }
@@ -1272,6 +1308,7 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                 .detailed_monitoring = lc->detailed_monitoring,
                 .enclave = lc->enclave,
                 .associate_public_ip = lc->associate_public_ip,
+                .ipv4_prefix_count = lc->ip_prefix_count,
                 .tags = lc->tags,
                 .n_tags = lc->n_tags,
                 .interface_tags = lc->tags,
@@ -1322,12 +1359,14 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
                                 nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
                                                     solver_capacity_type_to_name(ct), rd, l);
+                                /* its Node may have registered before CreateFleet answered (a slow
+                                 * answer, a fast boot): no Node event comes for it any more */
+                                const cJSON *node = node_of_instance(p->nodes, *id);
+                                if (node)
+                                        (void) forget_registered(node, p);
                         }
                 }
         }
-        /* a slow answer: its Nodes may have registered before it came, with no event left to tell */
-        if (res->n_instances > 0)
-                (void) kube_watch_foreach(p->nodes, forget_registered, p);
         /* tell the pods where they go, as kube-scheduler's nominations do */
         const char *first_id = NULL, *first_type = NULL, *first_zone = NULL;
         for (size_t i = 0; i < res->n_instances && !first_id; i++)
@@ -1365,6 +1404,10 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 p->pods_nominated += l->n_pods;
         }
         ec2_fleet_result_free(res);
+        /* a slow CreateFleet answer may come after the Node registered (and went Ready): its
+         * events are not seen again, so look at the Nodes now */
+        if (launched > 0)
+                (void) kube_watch_foreach(p->nodes, forget_registered, p);
         rd->step = STEP_IDLE;
         rd->next++;
         round_next(p);
@@ -1713,7 +1756,7 @@ static void on_finalizer_removed(KubeResponse *resp, void *userdata) {
         free(name);
 }
 
-static void remove_finalizer(Provisioner *p, const char *node_name) {
+void provisioner_remove_finalizer(Provisioner *p, const char *node_name) {
         const cJSON *node = node_name ? kube_watch_get(p->nodes, NULL, node_name) : NULL;
         _cleanup_free_ char *patch = NULL, *path = NULL;
         if (!node || !has_finalizer(node))
@@ -1738,12 +1781,19 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
                 const char *node = e ? provisioner_node_name(p, e) : NULL;
                 log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
                 p->terminated++;
+                InFlight *f = inflight_find(p, *id); /* it never initialized: it will not now */
+                if (f)
+                        inflight_remove(p, (size_t) (f - p->inflight));
+                bool unfinalized = node;
                 if (node)
-                        remove_finalizer(p, node);
+                        provisioner_remove_finalizer(p, node);
                 /* a Node without an agent report: found by its providerID */
                 for (size_t k = 0; !node && k < p->n_orphans; k++)
-                        if (streq(p->orphans[k].instance_id, *id))
-                                remove_finalizer(p, p->orphans[k].node);
+                        if (streq(p->orphans[k].instance_id, *id)) {
+                                provisioner_remove_finalizer(p, p->orphans[k].node);
+                                unfinalized = true;
+                        }
+                provisioner_dead_node_terminated(p, *id, unfinalized);
                 registry_bury(&p->c->registry, *id);
         }
         for (char **id = res ? res->refused : NULL; id && *id; id++)
@@ -1751,7 +1801,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
         ec2_terminate_result_free(res);
 }
 
-static void terminate_one(Provisioner *p, const char *id) {
+void provisioner_terminate_one(Provisioner *p, const char *id) {
         const char *ids[2] = { id, NULL };
         if (!provisioner_acting(p)) {
                 log_info("Not terminating %s: this replica is not acting (Lease not renewed in time).", id);
@@ -1785,7 +1835,7 @@ static void on_orphan_described(Ec2Client *ec2, const Ec2Error *err, Ec2Instance
                                 gone = false;
                 if (gone) {
                         log_notice("Node %s: instance %s is gone already.", k->node, k->id);
-                        remove_finalizer(p, k->node);
+                        provisioner_remove_finalizer(p, k->node);
                         registry_bury(&p->c->registry, k->id);
                 }
         }
@@ -1816,7 +1866,7 @@ static int scan_orphan(const cJSON *node, void *userdata) {
                                 log_warning("Node %s is being deleted and its agent is silent; terminating %s%s.", name, id,
                                             drained ? " (drained by the coordinator)" : "");
                                 p->orphans[k].sent = true;
-                                terminate_one(p, id);
+                                provisioner_terminate_one(p, id);
                         }
                         return 0;
                 }
@@ -1878,8 +1928,9 @@ static void termination_pass(Provisioner *p) {
                 }
         }
         for (size_t i = 0; i < n; i++)
-                terminate_one(p, todo[i]);
+                provisioner_terminate_one(p, todo[i]);
 
+        provisioner_dead_nodes_pass(p);
         OrphanScan s = { p, now };
         (void) kube_watch_foreach(p->nodes, scan_orphan, &s);
         if (provisioner_acting(p))
@@ -2222,6 +2273,9 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                          "# TYPE nodesmith_instances_terminated_unregistered_total counter\n"
                          "nodesmith_instances_terminated_unregistered_total %llu\n",
                       (unsigned long long) p->terminated_unregistered);
+        strbuf_printf(b, "# HELP nodesmith_dead_nodes_total Nodes found dead (Ready Unknown, agent silent) and terminated without a drain.\n"
+                         "# TYPE nodesmith_dead_nodes_total counter\nnodesmith_dead_nodes_total %llu\n",
+                      (unsigned long long) p->dead_nodes);
 }
 
 char *provisioner_api(Provisioner *p) {

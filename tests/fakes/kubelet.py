@@ -25,7 +25,9 @@ CN=system:node:NAME, O=system:nodes (so the Node authorizer and NodeRestriction 
     deletionGracePeriodSeconds × `grace_factor` (factor > 0: the grace always shows).
   - shutdown(period): the kubelet's graceful node shutdown: Ready False ("node is shutting
     down"), every running pod gets min(its grace, period) × factor and then phase Failed,
-    reason Terminated, with a DisruptionTarget condition; the pods are not deleted.
+    reason Terminated, with a DisruptionTarget condition; the pods are not deleted. With
+    period 0 (shutdownGracePeriod 0s: the shutdown manager off) nothing is written: the node
+    just goes.
 
 Python standard library only.
 """
@@ -121,8 +123,13 @@ class Kubelet:
 
     def shutdown(self, period):
         """Graceful node shutdown (the instance stops or terminates): returns when every pod
-        is terminated or the period × factor has passed, then the kubelet is gone."""
-        if self.dead.is_set() or not self.registered.is_set():
+        is terminated or the period × factor has passed, then the kubelet is gone. A period of 0
+        is the kubelet's shutdownGracePeriod 0: its shutdown manager is off (no logind lock, no
+        pod touched), so the node just goes, as a dead kubelet's."""
+        if self.dead.is_set() or not self.registered.is_set() or period <= 0:
+            if period <= 0 and not self.dead.is_set():
+                self.log(f"kubelet on {self.name}: node shutting down; graceful node shutdown off "
+                         "(shutdownGracePeriod 0): pods left to the agent's drain")
             self.stop()
             return
         self.shutting_down = True

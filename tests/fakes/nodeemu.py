@@ -962,7 +962,9 @@ class Emulator:
             kubelet.stop()
             self.event("kubelet-stopped", inst, f"graceful shutdown of {inst.shutdown_grace:g}s "
                                                 f"x {self.args.grace_factor:g} done")
-        if delete_node and inst.node_registered:
+        if delete_node and inst.node_registered and self.args.cloud_controller_manager:
+            self.event("node-left", inst, f"Node {inst.node} left to the cloud controller manager")
+        elif delete_node and inst.node_registered:
             # as the cloud node lifecycle controller deletes the Node of a gone instance
             path = "/api/v1/nodes/" if self.real else "/_fake/nodes/"
             try:
@@ -1207,7 +1209,8 @@ class Handler(BaseHTTPRequestHandler):
             p = parts[1:]
             if p in ([], ["healthz"]) and m == "GET":
                 return self.send_json(200, {"ok": True, "endpoints": [
-                    "/_emu/state", "/_emu/events?since=SEQ", "/_emu/instances/REF",
+                    "/_emu/state", "/_emu/events?since=SEQ", "/_emu/settings",
+                    "/_emu/instances/REF",
                     "/_emu/instances/REF/spot", "/_emu/instances/REF/rebalance",
                     "/_emu/instances/REF/maintenance", "/_emu/instances/REF/terminate",
                     "/_emu/instances/REF/agent/kill", "/_emu/instances/REF/agent/start",
@@ -1215,6 +1218,18 @@ class Handler(BaseHTTPRequestHandler):
                     "/_emu/instances/REF/imds/PATH"]})
             if p == ["state"] and m == "GET":
                 return self.send_json(200, emu.state())
+            if p == ["settings"] and m == "POST":
+                # what later boots use: {"readyDelay": s} (registration NotReady -> Ready)
+                unknown = set(body) - {"readyDelay"}
+                if unknown:
+                    return self.send_json(400, {"error": f"unknown setting(s) {sorted(unknown)}"})
+                if "readyDelay" in body:
+                    v = body["readyDelay"]
+                    if not isinstance(v, (int, float)) or v < 0:
+                        return self.send_json(400, {"error": "readyDelay: seconds >= 0"})
+                    emu.args.ready_delay = float(v)
+                    emu.event("settings", None, f"ready delay {v:g}s for later boots")
+                return self.send_json(200, {"readyDelay": emu.args.ready_delay})
             if p == ["events"] and m == "GET":
                 since = int(q.get("since", 0))
                 with emu.lock:
@@ -1295,6 +1310,9 @@ def main(argv=None):
                     help="seconds between the kubelets' Lease renewals [2]")
     ap.add_argument("--external-cloud-provider", action="store_true",
                     help="kubelets register with node.cloudprovider.kubernetes.io/uninitialized")
+    ap.add_argument("--cloud-controller-manager", action="store_true",
+                    help="the real AWS cloud controller manager runs (tests/pylib/ccm.py): it "
+                         "deletes the Nodes of gone instances, the emulator does not")
     ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig)")
     ap.add_argument("--cluster", required=True, help="value of the nodesmith.io/cluster tag")
     ap.add_argument("--region", default="us-east-1")

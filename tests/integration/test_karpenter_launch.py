@@ -42,6 +42,7 @@ CLASS = {
         "tags": {"team": "payments", "cost-center": "cc-1234"},
         "detailedMonitoring": True,
         "associatePublicIPAddress": False,
+        "ipPrefixCount": 2,
         "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
                             "httpPutResponseHopLimit": 2, "httpTokens": "required"},
         "blockDeviceMappings": [
@@ -153,6 +154,10 @@ def run(s, d):
     check("tag team", tags.get("team"), "payments")
     check("tag cost-center", tags.get("cost-center"), "cc-1234")
     check("tag nodesmith.io/nodepool", tags.get("nodesmith.io/nodepool"), "everything")
+    # as Karpenter tags its instances; the AWS cloud controller manager finds an instance by name
+    # only among those carrying kubernetes.io/cluster/NAME (test_ccm.py)
+    check("tag kubernetes.io/cluster/…", tags.get(f"kubernetes.io/cluster/{CLUSTER}"), "owned")
+    check("tag eks:eks-cluster-name", tags.get("eks:eks-cluster-name"), CLUSTER)
     md = inst["MetadataOptions"]
     check("metadata HttpPutResponseHopLimit", md["HttpPutResponseHopLimit"], 2)
     check("metadata HttpTokens", md["HttpTokens"], "required")
@@ -194,6 +199,7 @@ def run(s, d):
     nic = data["NetworkInterfaces"][0]
     check("template interface public address", nic.get("AssociatePublicIpAddress"), False)
     check("template interface groups", nic.get("Groups"), [net["security_group"]])
+    check("template interface Ipv4PrefixCount (ipPrefixCount)", nic.get("Ipv4PrefixCount"), 2)
     specs = {t["ResourceType"]: {x["Key"]: x["Value"] for x in t["Tags"]} for t in data.get("TagSpecifications", [])}
     check("template tags on network interfaces", specs.get("network-interface", {}).get("team"), "payments")
 

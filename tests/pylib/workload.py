@@ -27,6 +27,12 @@ spec:
 """
 
 
+# on-demand m6i.large only (2 vCPU, 1930m allocatable): tests that count pods per node
+ON_DEMAND_M6I_LARGE = ("{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",
+                       "{key: node.kubernetes.io/instance-type, operator: In, values: [m6i.large]}")
+# consolidation off: nodes stay while a test watches them
+NO_CONSOLIDATION = "  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: Never}\n"
+
 # small on-demand amd64 nodes of the c and m families
 ON_DEMAND_CM = ("{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",
                 "{key: nodesmith.io/instance-category, operator: In, values: [c, m]}",
@@ -48,6 +54,21 @@ spec:
       nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: {node_class}}}
       requirements:{reqs}
 """
+
+
+def start_real(s, objects, coordinator=(), kube=None, emulator=None):
+    """A LocalStack(kube="real") started for a test: EC2 and its network, the control plane
+    (grace factor 0.05, plus kube), objects applied, one coordinator (700 ms batches, a 3 s
+    Lease, identity coord-a, plus coordinator) and the node emulator (plus emulator).
+    Returns the coordinator's Proc."""
+    s.start_ec2()
+    s.setup_network()
+    s.start_kube(**dict({"grace_scale": 0.05}, **(kube or {})))
+    s.apply(objects)
+    coord = s.start_coordinator("--batch-idle", "700ms", "--lease-duration", "3s", "--identity", "coord-a",
+                                *coordinator)
+    s.start_emulator(**dict({"boot_delay": 0.3, "ready_delay": 0.5}, **(emulator or {})))
+    return coord
 
 
 def apply_objs(s, *objs):
