@@ -257,7 +257,8 @@ def run(s, d):
         s.kubectl("scale", "deployment", app, "--replicas=0")
     wait_for("nodes removed after the scale-in",
              lambda: len(s.instances(cluster_only=True, states=["running"])) < len(running_before), 180, interval=1)
-    wait_for("every batch node gone", lambda: len(s.instances(cluster_only=True, states=["running"])) <= 1, 180, interval=1)
+    wait_for("every batch node gone", lambda: len(s.instances(cluster_only=True, states=["running"])) <= len(planned), 180,
+             interval=1)
     gone = running_before - set(s.instances(cluster_only=True, states=["running"]))
     m = http_get(s.coordinator_http + "/metrics")[1]
     print(f"scale-in: {len(gone)} node(s) drained and terminated "
