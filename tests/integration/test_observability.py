@@ -35,7 +35,7 @@ RULE_TESTS = os.path.join(ROOT, "packaging", "prometheus", "tests", "nodesmith-r
 GRAFANA = os.path.join(ROOT, "packaging", "grafana")
 
 NODEPOOLS = node_class_yaml(CLUSTER) + nodepool_yaml(
-    "general", spec='  disruption:\n    budgets: [{nodes: "3", reasons: [Empty]}, {nodes: "20%"}]\n')
+    "general", spec='  disruption:\n    consolidateAfter: 30s\n    budgets: [{nodes: "3", reasons: [Empty]}, {nodes: "20%"}]\n')
 
 check = Checklist()
 HISTOGRAMS = ("nodesmith_node_registration_duration_seconds", "nodesmith_solver_duration_seconds",
@@ -116,7 +116,7 @@ def main():
 
     # ---- 3. a real scrape after a scale-up ----
     with TestDir("observability") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             s.start_ec2()
             s.setup_network()
             s.start_kube(grace_scale=0.05)
