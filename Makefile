@@ -230,15 +230,14 @@ FORCE:
 
 
 # Tools built from the Go module proxy, pinned by their go.mod/go.sum: helm (tools/helm) for the
-# chart's tests. The stamp rebuilds it when the pins change.
-GO   ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# chart's tests. Rebuilt when the pins or the Go version (the controlplane's stamp) change.
 HELM := $(BUILD)/tools/helm
-$(HELM): $(BUILD)/tools/helm.stamp ;
-$(BUILD)/tools/helm.stamp: tools/helm/go.mod tools/helm/go.sum
+$(HELM): tools/helm/go.mod tools/helm/go.sum $(BUILD)/controlplane/go-version
 	@mkdir -p $(@D)
 	@echo "  GO      helm.sh/helm/v3/cmd/helm"
-	$(Q)cd tools/helm && $(GO) build -trimpath -o $(abspath $(HELM)) helm.sh/helm/v3/cmd/helm
-	$(Q)touch $@
+	$(Q)cd tools/helm && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+	  $$(cut -d' ' -f1 $(abspath $(BUILD))/controlplane/go-version) build -trimpath \
+	  -o $(abspath $@).tmp helm.sh/helm/v3/cmd/helm && mv -f $(abspath $@).tmp $(abspath $@)
 helm: $(HELM)
 
 # ---- entry points --------------------------------------------------------------------------

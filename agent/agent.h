@@ -30,6 +30,7 @@ typedef struct AgentConfig {
         uint64_t max_message;
         char *root;
         char *kubelet_config;
+        char *boot_secret_file;
         char *kubelet_root_dir;
         char *eni_max_pods_file;
         uint64_t max_pods;
@@ -97,6 +98,7 @@ typedef struct Manager {
         bool drain_force;
         bool directive_received;     /* at least one reply since start */
         uint8_t boot_secret[32];     /* from the coordinator (NodeDirective.boot_secret), sent back */
+        char boot_secret_path[4200]; /* under root; "" when not kept (bootsecret.h) */
         size_t boot_secret_len;
         size_t scheduling_truncated;  /* pods whose scheduling the last report left out */
         bool attested;               /* the coordinator holds this boot's attestation: the

@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "daemon.h"
+#include "bootsecret.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
@@ -33,6 +34,9 @@ const Option agent_options[] = {
         { "max-message", OPTION_BYTES, OPT(max_message), "1Mi",
           "largest message accepted or sent (the coordinator's max-message; pod scheduling data is trimmed to fit)" },
         { "root", OPTION_STRING, OPT(root), "/", "read /proc, /sys and kubelet files under this root" },
+        { "boot-secret-file", OPTION_STRING, OPT(boot_secret_file), "/run/nodesmith/boot-secret",
+          "where the coordinator's per-boot secret is kept (under root), so a restarted agent keeps "
+          "speaking for its node; empty: kept in memory only" },
         { "kubelet-config", OPTION_STRING, OPT(kubelet_config), "/etc/kubernetes/kubelet/config.json",
           "kubelet configuration (JSON or YAML; drop-ins in FILE.d/NAME.conf)" },
         { "kubelet-root-dir", OPTION_STRING, OPT(kubelet_root_dir), "/var/lib/kubelet",
@@ -182,6 +186,18 @@ int manager_validate(Manager *m) {
         snprintf(path, sizeof path, "%s/proc/sys/kernel/random/boot_id", c->root);
         if (read_first_line(path, m->boot_id, sizeof m->boot_id) < 0)
                 m->boot_id[0] = 0;
+        if (!isempty(c->boot_secret_file) && m->boot_id[0]) {
+                snprintf(m->boot_secret_path, sizeof m->boot_secret_path, "%s%s%s", streq(c->root, "/") ? "" : c->root,
+                         c->boot_secret_file[0] == '/' ? "" : "/", c->boot_secret_file);
+                r = boot_secret_load(m->boot_secret_path, m->boot_id, m->boot_secret);
+                if (r >= 0) {
+                        m->boot_secret_len = sizeof m->boot_secret;
+                        log_info("Boot secret of this boot found in %s: the coordinator knows this agent.", m->boot_secret_path);
+                } else if (r == -EPERM)
+                        log_warning("Ignoring %s: others may read it.", m->boot_secret_path);
+                else if (r != -ENOENT && r != -ESTALE)
+                        log_warning_errno(r, "Ignoring %s: %m", m->boot_secret_path);
+        }
         if (gethostname(m->hostname, sizeof m->hostname - 1) < 0)
                 strcpy(m->hostname, "localhost");
 

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "bootsecret.h"
 #include "log.h"
 #include "macro.h"
 #include "pbjson.h"
@@ -394,6 +395,12 @@ int directive_apply(Manager *m, const uint8_t *buf, size_t len) {
                 log_debug("Coordinator issued this agent boot a new secret.");
                 memcpy(m->boot_secret, d->boot_secret.data, sizeof m->boot_secret);
                 m->boot_secret_len = sizeof m->boot_secret;
+                if (m->boot_secret_path[0]) {
+                        int k = boot_secret_save(m->boot_secret_path, m->boot_id, m->boot_secret);
+                        if (k < 0)
+                                log_warning_errno(k, "Cannot keep the boot secret in %s (a restarted agent will wait "
+                                                  "until its node counts as stale): %m", m->boot_secret_path);
+                }
         }
         if (d->attested != m->attested) {
                 log_debug("Coordinator %s this agent's attestation: the identity document is %s.",

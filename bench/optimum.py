@@ -13,8 +13,10 @@ hostname rules). On that same model this tool computes:
 - the best integer plan: the integer master over every generated pattern plus the patterns of
   nodesmith's own plan (HiGHS MIP, time-limited), whose gap to the LP bound is printed.
 
-Zonal topology rules are left out of the model (it is a relaxation when they bind), so the
-"optimum" is a lower bound on what any plan honouring them can cost.
+Zone spread is modelled (nodes are bought in a zone; with maxSkew k over Z zones each zone holds
+at least ceil((n - k (Z - 1)) / Z) of the shape's pods); other zonal rules (zonal affinity,
+preferences) are left out, so there the "optimum" is a lower bound on what any plan honouring
+them can cost.
 
     python3 bench/optimum.py [--mix SUBSTRING] [--json FILE] [--time-limit S]
 """
@@ -58,7 +60,6 @@ class Model:
         res = sorted({r for s in self.shapes for r in s["requests"]})
         self.res = res
         self.S = len(self.shapes)
-        self.demand = np.array([len(s["pods"]) for s in self.shapes], dtype=float)
         self.req = np.array([[s["requests"].get(r, 0) for r in res] for s in self.shapes], dtype=float)
         self.room = np.array([[k["room"].get(r, 0) for r in res] for k in self.kinds], dtype=float)
         self.price = np.array([k["price"] for k in self.kinds])
@@ -67,17 +68,32 @@ class Model:
         for si, s in enumerate(self.shapes):
             for k in s["kinds"]:
                 self.compat[k].append(si)
-        self.relaxed = any(s["relaxed"] for s in self.shapes)
         self.kind_index = {(k["nodepool"], k["instanceType"], k["capacityType"]): i for i, k in enumerate(self.kinds)}
         self.shape_of_pod = {p: si for si, s in enumerate(self.shapes) for p in s["pods"]}
+        # rows: one per shape (all its pods), then one per zone of each zone-spread shape: with
+        # maxSkew k over Z zones, every zone holds at least ceil((n - k (Z - 1)) / Z) of them
+        demand = [len(s["pods"]) for s in self.shapes]
+        self.zrow = {}
+        for si, s in enumerate(self.shapes):
+            k, zs = s.get("zoneSpread", 0), s.get("zones", [])
+            if k > 0 and len(zs) > 1:
+                low = max(0, math.ceil((len(s["pods"]) - k * (len(zs) - 1)) / len(zs)))
+                for z in zs:
+                    self.zrow[(si, z)] = len(demand)
+                    demand.append(low)
+        self.demand = np.array(demand, dtype=float)
+        self.zonal = bool(self.zrow)
+        self.relaxed = any(s["relaxed"] and not s.get("zoneSpread") for s in self.shapes)
         self.useful = self._prune()
+        # what a column is bought as: a kind, in one zone when zones are modelled
+        self.slots = [(k, z) for k in self.useful for z in (self.kinds[k]["zones"] if self.zonal else [None])]
 
     def _prune(self):
-        """Kinds not dominated by another kind with the same shapes, no higher price, no less room."""
+        """Kinds not dominated by another kind with the same shapes and zones, no higher price, no less room."""
         groups = {}
         for k, c in enumerate(self.compat):
             if c:
-                groups.setdefault(tuple(c), []).append(k)
+                groups.setdefault((tuple(c), tuple(self.kinds[k]["zones"])), []).append(k)
         keep = []
         for ks in groups.values():
             ks = sorted(ks, key=lambda k: (self.price[k], -self.room[k].sum(), k))
@@ -89,9 +105,31 @@ class Model:
             keep.extend(kept)
         return sorted(keep)
 
-    def fill(self, k, x):
-        """Largest counts of x's shape mix bounded by room: checks a column."""
-        return np.all(self.req.T @ x <= self.room[k] + EPS)
+    def shapes_on(self, k, z):
+        """Shapes a node of kind k in zone z may hold."""
+        return [s for s in self.compat[k] if z is None or s not in self.spread_shapes() or (s, z) in self.zrow]
+
+    def spread_shapes(self):
+        if not hasattr(self, "_spread"):
+            self._spread = {s for s, _ in self.zrow}
+        return self._spread
+
+    def column(self, z, x):
+        col = []
+        for s, v in enumerate(x):
+            if v:
+                col.append((s, float(v)))
+                if (s, z) in self.zrow:
+                    col.append((self.zrow[(s, z)], float(v)))
+        return col
+
+    def pi_eff(self, pi, z):
+        """What one pod of each shape is worth on a node in zone z."""
+        e = pi[:self.S].copy()
+        for (s, zz), row in self.zrow.items():
+            if zz == z:
+                e[s] += pi[row]
+        return e
 
 
 def solve(costs, cols, rhs, upper=None, integer=False, time_limit=None, maximize=False, rows_le=False):
@@ -137,22 +175,23 @@ class CG:
         self.m = model
         self.cols, self.costs, self.kind_of, self.seen = [], [], [], set()
 
-    def add(self, k, x):
-        key = (k, tuple(int(v) for v in x))
+    def add(self, k, z, x):
+        key = (k, z, tuple(int(v) for v in x))
         if key in self.seen or not any(x):
             return False
         self.seen.add(key)
-        self.cols.append([(s, float(v)) for s, v in enumerate(x) if v])
+        self.cols.append(self.m.column(z, x))
         self.costs.append(self.m.price[k])
-        self.kind_of.append(k)
+        self.kind_of.append((k, z))
         return True
 
-    def greedy(self, k, pi):
-        """A good pattern for kind k at duals pi: shapes by value per unit of their scarcest use."""
+    def greedy(self, k, z, pi):
+        """A good pattern for kind k in zone z at values pi: shapes by value per unit of their scarcest use."""
         m = self.m
         room = m.room[k].copy()
         x = np.zeros(m.S)
-        order = sorted(m.compat[k], key=lambda s: -pi[s] / max(np.max(m.req[s] / np.maximum(room, 1)), 1e-12))
+        sh = m.shapes_on(k, z)
+        order = sorted(sh, key=lambda s: -pi[s] / max(np.max(m.req[s] / np.maximum(room, 1)), 1e-12))
         for s in order:
             if pi[s] <= EPS:
                 continue
@@ -163,9 +202,9 @@ class CG:
                 room -= c * m.req[s]
         return x
 
-    def exact(self, k, pi):
+    def exact(self, k, z, pi):
         m = self.m
-        sh = [s for s in m.compat[k] if pi[s] > EPS]
+        sh = [s for s in m.shapes_on(k, z) if pi[s] > EPS]
         if not sh:
             return np.zeros(m.S)
         cols = [[(r, m.req[s][r]) for r in range(len(m.res)) if m.req[s][r]] for s in sh]
@@ -176,10 +215,10 @@ class CG:
             x[s] = round(r["x"][i])
         return x
 
-    def bound(self, k, pi):
-        """An upper bound on what one node of kind k is worth at duals pi."""
+    def bound(self, k, z, pi):
+        """An upper bound on what one node of kind k in zone z is worth at values pi."""
         m = self.m
-        sh = [s for s in m.compat[k] if pi[s] > EPS]
+        sh = [s for s in m.shapes_on(k, z) if pi[s] > EPS]
         if not sh:
             return 0.0
         total = sum(pi[s] * m.cap[s] for s in sh)
@@ -190,37 +229,38 @@ class CG:
 
     def run(self, seed_plans=(), max_iter=400, time_limit=120):
         m = self.m
-        for s in range(m.S):  # one single-shape pattern per shape and useful kind
-            for k in m.useful:
-                if s in m.compat[k]:
-                    x = np.zeros(m.S)
-                    x[s] = 1
-                    self.add(k, self.greedy(k, x))
-        for k, x in seed_plans:
-            self.add(k, x)
+        for k, z in m.slots:  # one single-shape pattern per shape and kind
+            for s in m.shapes_on(k, z):
+                x = np.zeros(m.S)
+                x[s] = 1
+                self.add(k, z, self.greedy(k, z, x))
+        for k, z, x in seed_plans:
+            self.add(k, z, x)
         t0 = time.perf_counter()
         proven = False
         lp = None
         for _ in range(max_iter):
             lp = solve(self.costs, self.cols, m.demand)
             pi = np.maximum(lp["dual"], 0)
+            effs = {z: m.pi_eff(pi, z) for z in {z for _, z in m.slots}}
             added = 0
             cand = []
-            for k in m.useful:
-                b = self.bound(k, pi)
+            for k, z in m.slots:
+                e = effs[z]
+                b = self.bound(k, z, e)
                 if b <= m.price[k] * (1 + 1e-7):
                     continue
-                x = self.greedy(k, pi)
-                if pi @ x > m.price[k] * (1 + 1e-7):
-                    added += self.add(k, x)
+                x = self.greedy(k, z, e)
+                if e @ x > m.price[k] * (1 + 1e-7):
+                    added += self.add(k, z, x)
                 else:
-                    cand.append((b - m.price[k], k))
+                    cand.append((b - m.price[k], k, z))
             if not added:
-                cand.sort(reverse=True)
-                for _, k in cand:
-                    x = self.exact(k, pi)
-                    if pi @ x > m.price[k] * (1 + 1e-7):
-                        added += self.add(k, x)
+                cand.sort(key=lambda c: -c[0])
+                for _, k, z in cand:
+                    x = self.exact(k, z, effs[z])
+                    if effs[z] @ x > m.price[k] * (1 + 1e-7):
+                        added += self.add(k, z, x)
                         if added >= 20:
                             break
             if not added:
@@ -231,10 +271,17 @@ class CG:
         pi = np.maximum(lp["dual"], 0)
         if proven:
             lb = lp["obj"]
-        else:  # Farley: z_LP / max_k (value_k / price_k)
-            worst = max([1.0] + [self.bound(k, pi) / m.price[k] for k in m.useful])
-            lb = lp["obj"] / worst
+        else:  # Farley: z_LP / max_k (value_k / price_k), or the aggregate bound when tighter
+            worst = max([1.0] + [self.bound(k, z, m.pi_eff(pi, z)) / m.price[k] for k, z in m.slots])
+            lb = max(lp["obj"] / worst, self.aggregate_bound())
         return lb, proven, lp["obj"]
+
+    def aggregate_bound(self):
+        """Capacity for the total of each resource, any pod on any kind: a weaker but quick bound."""
+        m = self.m
+        total = m.req.T @ np.array([len(s["pods"]) for s in m.shapes], dtype=float)
+        cols = [[(r, m.room[k][r]) for r in range(len(m.res)) if m.room[k][r]] for k in m.useful]
+        return solve([m.price[k] for k in m.useful], cols, total)["obj"]
 
     def integer(self, time_limit):
         r = solve(self.costs, self.cols, self.m.demand, integer=True, time_limit=time_limit)
@@ -248,11 +295,14 @@ def plan_patterns(model, plan):
         k = model.kind_index.get((launch["nodepool"], launch["instanceType"], launch["capacityType"]))
         if k is None:
             continue
+        z = None
+        if model.zonal:
+            z = launch["zone"] or model.kinds[k]["zones"][0]
         x = np.zeros(model.S)
         for p in launch["pods"]:
             if p in model.shape_of_pod:
                 x[model.shape_of_pod[p]] += 1
-        out.append((k, x))
+        out.append((k, z, x))
     return out
 
 
@@ -261,10 +311,12 @@ def main():
     ap.add_argument("--mix", help="only mixes whose name contains this")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--time-limit", type=float, default=30, help="integer master, seconds per mix")
+    ap.add_argument("--cg-time", type=float, default=180, help="column generation, seconds per mix")
     ap.add_argument("--ctl", default=os.path.join(os.environ.get("BUILD", "build"), "nodesmithctl"))
     a = ap.parse_args()
     rows = []
-    print("mix                      pods  nodesmith $/h (nodes)  optimum $/h (nodes)  LP bound   gap    ratio  plan ms")
+    print("mix                      pods  nodesmith $/h (nodes)  optimum $/h (nodes)  LP bound   gap    ratio  plan ms"
+          "   (gap: optimum over bound; an LP bound marked * is column generation's proven LP optimum)")
     for mix in mixes.MIXES:
         if a.mix and a.mix.lower() not in mix["name"].lower():
             continue
@@ -272,21 +324,22 @@ def main():
         model = Model(plan)
         cg = CG(model)
         seeds = plan_patterns(model, plan)
-        lb, proven, lp_obj = cg.run(seed_plans=seeds)
+        lb, proven, lp_obj = cg.run(seed_plans=seeds, time_limit=a.cg_time)
         opt, opt_nodes, status, _, _ = cg.integer(a.time_limit)
         cost = plan["summary"]["hourlyCost"]
         unsched = plan["summary"]["unschedulable"]
         opt = min(opt, cost) if unsched == 0 else opt
         gap = opt / lb - 1 if lb > 0 else 0
-        row = {"mix": mix["name"], "pods": int(model.demand.sum()), "cost": cost, "nodes": len(plan["launches"]),
+        row = {"mix": mix["name"], "pods": sum(len(x["pods"]) for x in model.shapes), "cost": cost, "nodes": len(plan["launches"]),
                "unschedulable": unsched, "optimum": opt, "optimum_nodes": opt_nodes, "lp_bound": lb,
                "lp_proven": proven, "gap": gap, "ratio": cost / opt if opt > 0 else float("nan"),
                "ratio_to_bound": cost / lb if lb > 0 else float("nan"), "relaxed_topology": model.relaxed,
                "simulate_seconds": secs, "kinds": len(model.kinds), "useful_kinds": len(model.useful),
                "patterns": len(cg.cols), "mip_status": status}
         rows.append(row)
-        print("%-22s %6d  %8.2f (%4d)        %8.2f (%4d)     %8.2f  %5.2f%%  %5.3f  %7.0f%s" % (
-            mix["name"], row["pods"], cost, row["nodes"], opt, opt_nodes, lb, 100 * gap, row["ratio"], secs * 1000,
+        print("%-22s %6d  %8.2f (%4d)        %8.2f (%4d)     %8.2f%s %5.2f%%  %5.3f  %7.0f%s" % (
+            mix["name"], row["pods"], cost, row["nodes"], opt, opt_nodes, lb, "*" if proven else " ", 100 * gap,
+            row["ratio"], secs * 1000,
             "" if unsched == 0 else "  (%d unschedulable)" % unsched), flush=True)
     if rows:
         ratios = [r["ratio"] for r in rows]

@@ -46,7 +46,7 @@ $(RPM_CJSON_O): third_party/cjson/cJSON.c third_party/cjson/cJSON.h
 	@echo "  CC      $<"
 	$(Q)$(CC) -std=c89 $(OPT) $(CFLAGS) -c -o $@ $<
 
-$(RPM_AGENT): $(BUILD)/agent/main.o $(HTTP_NNG_O) $(AGENT_A) $(LIB_A) $(RPM_CJSON_O)
+$(RPM_AGENT): $(BUILD)/agent/main.o $(HTTP_NNG_O) $(AGENT_A) $(NODE_A) $(LIB_A) $(RPM_CJSON_O)
 	@mkdir -p $(@D)
 	@echo "  LD      $@ (NNG, mbedTLS, cJSON, protobuf-c, libyaml static)"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -Wl,-Bstatic $(RPM_STATIC_LIBS) -Wl,-Bdynamic $(RPM_SHARED_LIBS)

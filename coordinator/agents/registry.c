@@ -44,8 +44,9 @@ static size_t pb_arena_used_or_zero(const PbArena *a) {
         return a ? pb_arena_used(a) : 0;
 }
 
+/* The state's bytes twice (the registry's copy, and the fast path's: fastpath.h) and its arena. */
 static size_t entry_memory(const NodeEntry *e) {
-        return e ? e->state_len + pb_arena_used_or_zero(e->arena) : 0;
+        return e ? 2 * e->state_len + pb_arena_used_or_zero(e->arena) : 0;
 }
 
 void registry_done(Registry *r) {
@@ -125,7 +126,7 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
         size_t i = find_slot(r, id);
         NodeEntry *e = r->slots[i];
         bool is_new = false;
-        size_t old_bytes = entry_memory(e), new_bytes = len + pb_arena_used_or_zero(arena);
+        size_t old_bytes = entry_memory(e), new_bytes = 2 * len + pb_arena_used_or_zero(arena);
         if (r->max_state_memory && new_bytes > old_bytes &&
             r->state_memory - old_bytes + new_bytes > r->max_state_memory)
                 return -ENOBUFS;

@@ -25,6 +25,8 @@
 #define IMDS_TOKEN_TTL "21600"
 #define DEFAULT_REFRESH_MARGIN_USEC (5 * 60 * USEC_PER_SEC)
 #define CREDENTIAL_FIELD_MAX 4096
+#define CONTAINER_TOKEN_MAX (16u * 1024)
+#define CONTAINER_ECS_HOST "http://169.254.170.2"
 
 typedef enum ImdsStep {
         IMDS_STEP_TOKEN,
@@ -65,6 +67,7 @@ static const char *const source_names[_AWS_CREDENTIALS_SOURCE_MAX] = {
         [AWS_CREDENTIALS_WEB_IDENTITY] = "web-identity",
         [AWS_CREDENTIALS_SHARED_FILE] = "shared-credentials-file",
         [AWS_CREDENTIALS_IMDS] = "imds",
+        [AWS_CREDENTIALS_CONTAINER] = "container",
 };
 
 const char *aws_credential_source_to_string(AwsCredentialSource s) {
@@ -318,6 +321,9 @@ AwsCredentialSource aws_credentials_pick_source(bool imds_disabled, char **ret_p
                 s = AWS_CREDENTIALS_WEB_IDENTITY;
         else if (file)
                 s = AWS_CREDENTIALS_SHARED_FILE;
+        else if (!isempty(getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI")) ||
+                 !isempty(getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")))
+                s = AWS_CREDENTIALS_CONTAINER;
         else if (!imds_disabled && !env_true("AWS_EC2_METADATA_DISABLED"))
                 s = AWS_CREDENTIALS_IMDS;
         else
@@ -630,6 +636,91 @@ static int imds_next(AwsCredentialProvider *p) {
         return 0;
 }
 
+/* ---- container credentials (EKS Pod Identity, ECS) ------------------------------------------ */
+
+/* The SDKs' rule: a plain-http FULL_URI must name a loopback address or the EKS Pod Identity
+ * agent's (169.254.170.23, fd00:ec2::23); https may name any host. */
+static bool container_url_allowed(const char *url) {
+        static const char *const hosts[] = { "localhost", "[::1]", "169.254.170.2", "169.254.170.23", "[fd00:ec2::23]" };
+        char host[256];
+        if (strncmp(url, "https://", 8) == 0)
+                return true;
+        if (strncmp(url, "http://", 7) != 0)
+                return false;
+        const char *h = url + 7;
+        size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/");
+        if (n >= sizeof host)
+                return false;
+        memcpy(host, h, n);
+        host[n] = 0;
+        if (strncmp(host, "127.", 4) == 0)
+                return true;
+        for (size_t i = 0; i < ELEMENTSOF(hosts); i++)
+                if (streq(host, hosts[i]))
+                        return true;
+        return false;
+}
+
+static void on_container_done(HttpRequest *req, int error, long status, const char *body, size_t len,
+                              void *userdata) {
+        AwsCredentialProvider *p = userdata;
+        AwsCredentials c = {};
+        int r = error;
+        p->req = NULL;
+        if (r >= 0 && status != 200)
+                r = status == 401 || status == 403 ? -EACCES : status == 404 ? -ENOENT : -EIO;
+        if (r >= 0)
+                r = aws_imds_parse_credentials(body, &c);
+        if (r >= 0)
+                cache(p, AWS_CREDENTIALS_CONTAINER, &c);
+        else
+                log_warning_errno(r, "Container credentials (HTTP %ld) failed: %m", status);
+        aws_credentials_done(&c);
+        finish(p, r);
+}
+
+static int start_container(AwsCredentialProvider *p) {
+        const char *full = getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+        const char *rel = getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+        const char *token_file = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+        _cleanup_free_ char *url = NULL, *token = NULL;
+        HttpRequest *req = NULL;
+        int r;
+
+        if (!isempty(rel))
+                r = asprintf(&url, CONTAINER_ECS_HOST "%s", rel) < 0 ? -ENOMEM : 0;
+        else if (!container_url_allowed(full))
+                return log_error_errno(EPERM, "AWS_CONTAINER_CREDENTIALS_FULL_URI %s: plain http only to a loopback "
+                                       "address or the EKS Pod Identity agent's", full);
+        else
+                r = (url = strdup(full)) ? 0 : -ENOMEM;
+        if (r < 0)
+                return r;
+        if (!isempty(token_file)) {
+                r = read_file_trimmed(token_file, CONTAINER_TOKEN_MAX, &token);
+                if (r < 0)
+                        return log_warning_errno(r, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE %s: %m", token_file);
+        } else if (!isempty(getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN")) &&
+                   !(token = strdup(getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN"))))
+                return -ENOMEM;
+        r = http_request_new(p->http, "GET", url, &req);
+        if (r >= 0 && token)
+                r = http_request_add_header(req, "Authorization", token);
+        if (token)
+                explicit_bzero(token, strlen(token));
+        if (r < 0) {
+                http_request_free(req);
+                return r;
+        }
+        http_request_set_timeouts(req, 1000, 5000);
+        http_request_set_max_body(req, IMDS_BODY_MAX);
+        r = http_request_start(req, on_container_done, p);
+        if (r < 0)
+                return r;
+        p->req = req;
+        return 0;
+}
+
 static int fetch(AwsCredentialProvider *p) {
         _cleanup_free_ char *path = NULL, *profile = NULL;
         AwsCredentials c = {};
@@ -654,6 +745,10 @@ static int fetch(AwsCredentialProvider *p) {
         case AWS_CREDENTIALS_WEB_IDENTITY:
                 p->fetching = s;
                 r = start_sts(p);
+                return r < 0 ? r : 0;
+        case AWS_CREDENTIALS_CONTAINER:
+                p->fetching = s;
+                r = start_container(p);
                 return r < 0 ? r : 0;
         case AWS_CREDENTIALS_IMDS:
                 p->fetching = s;

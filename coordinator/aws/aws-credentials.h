@@ -34,6 +34,7 @@ typedef enum AwsCredentialSource {
         AWS_CREDENTIALS_WEB_IDENTITY,
         AWS_CREDENTIALS_SHARED_FILE,
         AWS_CREDENTIALS_IMDS,
+        AWS_CREDENTIALS_CONTAINER,    /* EKS Pod Identity, ECS: $AWS_CONTAINER_CREDENTIALS_FULL_URI */
         _AWS_CREDENTIALS_SOURCE_MAX,
 } AwsCredentialSource;
 const char *aws_credential_source_to_string(AwsCredentialSource s);

@@ -84,11 +84,20 @@ int ec2_query_add_tags(StrBuf *b, const char *prefix, const Ec2Tag *tags, size_t
         return 0;
 }
 
-/* The tags nodesmith puts on what it launches: cluster, nodepool, Name, then the caller's. */
-static int fleet_tags(const Ec2FleetSpec *s, const char *cluster, Ec2Tag *out, size_t max,
-                      size_t *ret_n) {
+/* The tags nodesmith puts on what it launches: cluster, the cluster as EKS and its cloud
+ * controller manager know it (kubernetes.io/cluster/NAME=owned: the CCM finds an instance by its
+ * private DNS name only among instances carrying it, and deletes a NotReady Node whose instance
+ * it cannot find; eks:eks-cluster-name), nodepool, Name, then the caller's. owned_key is the
+ * caller's buffer for the kubernetes.io/cluster/NAME key. */
+static int fleet_tags(const Ec2FleetSpec *s, const char *cluster, char *owned_key, size_t owned_size,
+                      Ec2Tag *out, size_t max, size_t *ret_n) {
         size_t n = 0;
+        if ((size_t) snprintf(owned_key, owned_size, "%s%s", EC2_KUBERNETES_CLUSTER_TAG_PREFIX, cluster) >=
+            owned_size)
+                return -EINVAL;
         out[n++] = (Ec2Tag) { (char *) EC2_CLUSTER_TAG, (char *) cluster };
+        out[n++] = (Ec2Tag) { owned_key, (char *) "owned" };
+        out[n++] = (Ec2Tag) { (char *) EC2_EKS_CLUSTER_NAME_TAG, (char *) cluster };
         if (!isempty(s->nodepool))
                 out[n++] = (Ec2Tag) { (char *) EC2_NODEPOOL_TAG, (char *) s->nodepool };
         if (!isempty(s->name_tag))
@@ -96,8 +105,11 @@ static int fleet_tags(const Ec2FleetSpec *s, const char *cluster, Ec2Tag *out, s
         for (size_t i = 0; i < s->n_extra_tags; i++) {
                 if (n >= max)
                         return -E2BIG;
-                if (streq_ptr(s->extra_tags[i].key, EC2_CLUSTER_TAG))
-                        return -EINVAL; /* the cluster tag is ours to set */
+                if (streq_ptr(s->extra_tags[i].key, EC2_CLUSTER_TAG) ||
+                    streq_ptr(s->extra_tags[i].key, EC2_EKS_CLUSTER_NAME_TAG) ||
+                    strncmp(strempty(s->extra_tags[i].key), EC2_KUBERNETES_CLUSTER_TAG_PREFIX,
+                            strlen(EC2_KUBERNETES_CLUSTER_TAG_PREFIX)) == 0)
+                        return -EINVAL; /* the cluster tags are ours to set */
                 out[n++] = s->extra_tags[i];
         }
         *ret_n = n;
@@ -106,6 +118,7 @@ static int fleet_tags(const Ec2FleetSpec *s, const char *cluster, Ec2Tag *out, s
 
 int ec2_build_create_fleet(const Ec2FleetSpec *s, const char *cluster, StrBuf *b) {
         Ec2Tag tags[50];
+        char owned_key[128 + 1]; /* EC2 tag keys: at most 128 characters */
         size_t n_tags = 0;
         char num[32];
         int r;
@@ -115,7 +128,7 @@ int ec2_build_create_fleet(const Ec2FleetSpec *s, const char *cluster, StrBuf *b
             s->target_capacity == 0 || !s->overrides ||
             isempty(s->launch_template_id) == isempty(s->launch_template_name))
                 return -EINVAL;
-        r = fleet_tags(s, cluster, tags, ELEMENTSOF(tags), &n_tags);
+        r = fleet_tags(s, cluster, owned_key, sizeof owned_key, tags, ELEMENTSOF(tags), &n_tags);
         if (r < 0)
                 return r;
         r = ec2_query_init(b, "CreateFleet");

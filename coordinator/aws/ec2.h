@@ -22,6 +22,9 @@
 
 #define EC2_CLUSTER_TAG "nodesmith.io/cluster"
 #define EC2_NODEPOOL_TAG "nodesmith.io/nodepool"
+/* what EKS, Karpenter and the AWS cloud controller manager read: kubernetes.io/cluster/NAME=owned */
+#define EC2_KUBERNETES_CLUSTER_TAG_PREFIX "kubernetes.io/cluster/"
+#define EC2_EKS_CLUSTER_NAME_TAG "eks:eks-cluster-name"
 #define EC2_MAX_FLEET_OVERRIDES 60
 #define EC2_MAX_FILTERS 16
 #define EC2_MAX_FILTER_VALUES 64

@@ -34,7 +34,12 @@ int ctl_target_apply(CURL *h, struct curl_slist **headers);
         "                     [$KUBECONFIG, else ~/.kube/config; the default as kubectl-nodesmith]\n" \
         "  --context NAME     the kubeconfig's context [its current-context]\n" \
         "  -n, --namespace NS the coordinator's namespace [nodesmith]\n" \
-        "  --service NAME     the coordinator's Service, port http [nodesmith-coordinator]\n"
+        "  --service NAME     the coordinator's Service, port api [nodesmith-coordinator]\n"
+
+/* execcred.c: a kubeconfig (YAML or JSON) and context (NULL: current-context); a user with an
+ * exec credential plugin gets the token the plugin prints (its failure is said on stderr). */
+typedef struct KubeConfig KubeConfig;
+int ctl_kubeconfig_load(const char *path, const char *context, KubeConfig **ret);
 
 /* Run as kubectl-nodesmith (the kubectl plugin): the service proxy is the default. */
 extern bool ctl_kubectl_plugin;

@@ -93,7 +93,7 @@ static void help(void) {
                "capacity type, allocatable and requested (CPU/memory/pods), notices, and the age of\n"
                "the last report.\n"
                "  --coordinator URL  the coordinator's HTTP endpoint [$NODESMITH_COORDINATOR_HTTP or\n"
-               "                     http://127.0.0.1:8080]\n%s", CTL_KUBE_OPTIONS_HELP);
+               "                     http://127.0.0.1:8081]; a bearer token from $NODESMITH_API_TOKEN\n%s", CTL_KUBE_OPTIONS_HELP);
 }
 
 bool ctl_kubectl_plugin;
@@ -115,7 +115,7 @@ int ctl_common_options(int argc, char **argv, void (*usage)(void), const char **
         int c;
         *base = getenv("NODESMITH_COORDINATOR_HTTP");
         if (!*base)
-                *base = "http://127.0.0.1:8080";
+                *base = "http://127.0.0.1:8081"; /* api-listen */
         optind = 1;
         while ((c = getopt_long(argc, argv, "c:n:o:h", opts, NULL)) >= 0)
                 switch (c) {

@@ -125,7 +125,8 @@ static int load_catalog(const char *path, Catalog **ret) {
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: nodesmithctl simulate --pods FILE --nodepools FILE [--nodes FILE] [--catalog FILE]\n"
-                "                             [-o table|json [--model]] [--no-headroom] [--no-preemption] [--max-types N]\n\n"
+                "                             [-o table|json [--model]] [--no-headroom] [--no-preemption] [--max-types N]\n"
+                "                             [--target-nodes N]\n\n"
                 "Reads Kubernetes objects (JSON or YAML, several documents allowed; '-' is stdin):\n"
                 "  --pods       Pods, Deployments, StatefulSets, ReplicaSets, Jobs, DaemonSets, PVCs, PVs,\n"
                 "               StorageClasses, PriorityClasses, or lists of them (repeatable)\n"
@@ -134,7 +135,8 @@ static void usage(FILE *f) {
                 "  --catalog    instance catalog (default: $NODESMITH_CATALOG or data/%s)\n"
                 "and prints the plan: which nodes to launch, where each pod goes, what cannot run and why,\n"
                 "and the hourly cost. --model adds to the JSON what new nodes may be (pool, type, capacity\n"
-                "type, price, room after DaemonSets) and the pending pods' shapes (bench/optimum.py).\n",
+                "type, price, room after DaemonSets) and the pending pods' shapes (bench/optimum.py).\n"
+                "--target-nodes N sizes new nodes so the pods fit in about N of them (fewer, bigger nodes).\n",
                 CATALOG_NAME);
 }
 
@@ -269,7 +271,15 @@ static cJSON *resources_raw_json(const SolverResources *r) {
         return o;
 }
 
-static cJSON *model_json(const SolverSnapshot *snap, const SolverModel *m) {
+static cJSON *zones_json(const Solver *s, uint32_t zones) {
+        cJSON *a = cJSON_CreateArray();
+        for (uint32_t z = 0; a && z < 32; z++)
+                if ((zones & (1u << z)) && solver_zone_name(s, z))
+                        cJSON_AddItemToArray(a, cJSON_CreateString(solver_zone_name(s, z)));
+        return a;
+}
+
+static cJSON *model_json(const SolverSnapshot *snap, const Solver *solver, const SolverModel *m) {
         char ref[300];
         cJSON *o = cJSON_CreateObject();
         if (!o)
@@ -286,6 +296,7 @@ static cJSON *model_json(const SolverSnapshot *snap, const SolverModel *m) {
                 cJSON_AddStringToObject(ko, "capacityType", solver_capacity_type_to_name(k->capacity_type));
                 cJSON_AddNumberToObject(ko, "price", k->price);
                 cJSON_AddItemToObject(ko, "room", resources_raw_json(&k->room));
+                cJSON_AddItemToObject(ko, "zones", zones_json(solver, k->zones));
         }
         cJSON *shapes = cJSON_AddArrayToObject(o, "shapes");
         for (size_t i = 0; shapes && i < m->n_shapes; i++) {
@@ -300,6 +311,8 @@ static cJSON *model_json(const SolverSnapshot *snap, const SolverModel *m) {
                 cJSON_AddItemToObject(so, "requests", resources_raw_json(&ms->requests));
                 cJSON_AddNumberToObject(so, "maxPerNode", ms->max_per_node);
                 cJSON_AddBoolToObject(so, "relaxed", ms->constrained);
+                cJSON_AddNumberToObject(so, "zoneSpread", ms->zone_spread);
+                cJSON_AddItemToObject(so, "zones", zones_json(solver, ms->zones));
                 cJSON *ks = cJSON_AddArrayToObject(so, "kinds");
                 for (size_t k = 0; ks && k < ms->n_kinds; k++)
                         cJSON_AddItemToArray(ks, cJSON_CreateNumber(ms->kinds[k]));
@@ -308,7 +321,7 @@ static cJSON *model_json(const SolverSnapshot *snap, const SolverModel *m) {
 }
 
 static int print_json(const SolverSnapshot *snap, const SolverResult *res, const NodepoolObjects *objs,
-                      const SolverModel *model) {
+                      const Solver *solver, const SolverModel *model) {
         char ref[300];
         cJSON *root = cJSON_CreateObject();
         if (!root)
@@ -411,7 +424,7 @@ static int print_json(const SolverSnapshot *snap, const SolverResult *res, const
         for (size_t i = 0; i < objs->n_notes; i++)
                 cJSON_AddItemToArray(notes, cJSON_CreateString(objs->notes[i]));
         if (model)
-                cJSON_AddItemToObject(root, "model", model_json(snap, model));
+                cJSON_AddItemToObject(root, "model", model_json(snap, solver, model));
         char *s = model ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
         cJSON_Delete(root);
         if (!s)
@@ -453,6 +466,7 @@ int ctl_simulate_main(int argc, char **argv) {
                 { "no-preemption", no_argument, NULL, 'P' },
                 { "max-types", required_argument, NULL, 'm' },
                 { "model", no_argument, NULL, 'M' },
+                { "target-nodes", required_argument, NULL, 'T' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -506,6 +520,17 @@ int ctl_simulate_main(int argc, char **argv) {
                 case 'M':
                         model = true;
                         break;
+                case 'T': {
+                        char *end;
+                        errno = 0;
+                        unsigned long v = strtoul(optarg, &end, 10);
+                        if (errno || *end || end == optarg || v == 0 || v > SOLVER_MAX_NODES) {
+                                fprintf(stderr, "nodesmithctl simulate: --target-nodes must be 1..%d\n", SOLVER_MAX_NODES);
+                                return 2;
+                        }
+                        so.target_nodes = v;
+                        break;
+                }
                 case 'h':
                         usage(stdout);
                         return 0;
@@ -586,7 +611,7 @@ int ctl_simulate_main(int argc, char **argv) {
                 solver_free(s);
                 return log_oom(), 1;
         }
-        r = json ? print_json(&snap, res, objs, sm) : print_table(&snap, res, objs);
+        r = json ? print_json(&snap, res, objs, s, sm) : print_table(&snap, res, objs);
         solver_result_free(res);
         solver_free(s);
         if (fflush(stdout) != 0 || r < 0)

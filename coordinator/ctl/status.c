@@ -14,7 +14,7 @@ static void help(void) {
         printf("Usage: nodesmithctl status [--coordinator URL] [-o text|json]\n\n"
                "Leadership, nodes reporting, pending pods, instances in flight and the last\n"
                "provisioning error of the coordinator at URL [$NODESMITH_COORDINATOR_HTTP or\n"
-               "http://127.0.0.1:8080].\n%s", CTL_KUBE_OPTIONS_HELP);
+               "http://127.0.0.1:8081; a bearer token from $NODESMITH_API_TOKEN].\n%s", CTL_KUBE_OPTIONS_HELP);
 }
 
 int ctl_status_main(int argc, char **argv) {

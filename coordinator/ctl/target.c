@@ -46,10 +46,10 @@ int ctl_target_kube(const char *kubeconfig, const char *context, const char *ns,
         }
         target_free();
         (void) atexit(target_free);
-        r = kube_config_from_kubeconfig(path, context, &kube);
+        r = ctl_kubeconfig_load(path, context, &kube);
         if (r < 0) {
                 fprintf(stderr, "nodesmithctl: kubeconfig %s%s%s: %s\n", path, context ? ", context " : "",
-                        strempty(context), r == -EOPNOTSUPP ? "exec and auth-provider users are not supported" :
+                        strempty(context), r == -EOPNOTSUPP ? "auth-provider users are not supported" :
                         strerror(-r));
                 return r;
         }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "agents/attest.h"
+#include "apiauth.h"
 #include "coordinator.h"
 #include "interruption/interruption.h"
 #include "provision/provisioner.h"
@@ -41,6 +42,22 @@ int metrics_render(Coordinator *c, char **ret, size_t *ret_len) {
         for (int i = 0; i < _REPORT_RESULT_MAX; i++)
                 strbuf_printf(&b, "nodesmith_reports_total{result=\"%s\"} %llu\n",
                               report_result_to_string(i), (unsigned long long) c->metrics.reports[i]);
+        if (c->api_auth) {
+                ApiAuthStats a;
+                api_auth_stats(c->api_auth, &a);
+                strbuf_printf(&b, "# HELP nodesmith_api_requests_total /api/v1 requests by the verdict on their credentials (TokenReview, SubjectAccessReview).\n"
+                                  "# TYPE nodesmith_api_requests_total counter\n"
+                                  "nodesmith_api_requests_total{result=\"allowed\"} %llu\n"
+                                  "nodesmith_api_requests_total{result=\"unauthenticated\"} %llu\n"
+                                  "nodesmith_api_requests_total{result=\"forbidden\"} %llu\n"
+                                  "nodesmith_api_requests_total{result=\"unavailable\"} %llu\n"
+                                  "# HELP nodesmith_api_auth_cache_hits_total /api/v1 verdicts taken from the 10 s cache.\n"
+                                  "# TYPE nodesmith_api_auth_cache_hits_total counter\n"
+                                  "nodesmith_api_auth_cache_hits_total %llu\n",
+                              (unsigned long long) a.allowed, (unsigned long long) a.unauthenticated,
+                              (unsigned long long) a.forbidden, (unsigned long long) a.unavailable,
+                              (unsigned long long) a.cache_hits);
+        }
         {
                 LinkGuardStats g;
                 link_server_guard_stats(c->link, &g);

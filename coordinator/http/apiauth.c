@@ -40,7 +40,19 @@ struct ApiAuth {
         Review *reviews;
         size_t in_flight;
         ApiAuthStats stats;
+        uint64_t logged_usec[2];    /* refusals logged at most every 10 s: unknown token, forbidden */
 };
+
+static void log_refusal(ApiAuth *a, Review *r, int status, const char *user) {
+        uint64_t *last = &a->logged_usec[status == 403];
+        if (*last && r->now_usec - *last < CACHE_USEC)
+                return;
+        *last = r->now_usec;
+        if (status == 403)
+                log_warning("API: %s may not get /nodesmith%s (SubjectAccessReview): refused with 403.", user, r->path);
+        else
+                log_warning("API: a bearer token the API server does not know (TokenReview) was refused for %s.", r->path);
+}
 
 int api_auth_new(KubeClient *kube, ApiAuth **ret) {
         if (!kube)
@@ -103,6 +115,8 @@ static void on_access_review(KubeResponse *resp, void *userdata) {
                                                                                           : 403;
         if (resp->error < 0)
                 log_warning("SubjectAccessReview for %s failed: %s", r->path, strerror(-resp->error));
+        else if (status == 403)
+                log_refusal(r->auth, r, 403, strempty(json_str(json_get(resp->object, "spec"), "user")));
         count(r->auth, status);
         finish(r, status);
 }
@@ -118,6 +132,7 @@ static void on_token_review(KubeResponse *resp, void *userdata) {
                 return;
         }
         if (!cJSON_IsTrue(json_get(st, "authenticated"))) {
+                log_refusal(r->auth, r, 401, NULL);
                 count(r->auth, 401);
                 finish(r, 401);
                 return;

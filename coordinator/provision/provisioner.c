@@ -1354,9 +1354,17 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                            strempty(in->zone), pool->name, l->n_pods, l->price);
                                 nodeclaims_launched(p->c->status, *id, in->instance_type, in->zone,
                                                     solver_capacity_type_to_name(ct), rd, l);
+                                /* its Node may have registered before CreateFleet answered (a slow
+                                 * answer, a fast boot): no Node event comes for it any more */
+                                const cJSON *node = node_of_instance(p->nodes, *id);
+                                if (node)
+                                        (void) forget_registered(node, p);
                         }
                 }
         }
+        /* a slow answer: its Nodes may have registered before it came, with no event left to tell */
+        if (res->n_instances > 0)
+                (void) kube_watch_foreach(p->nodes, forget_registered, p);
         /* tell the pods where they go, as kube-scheduler's nominations do */
         const char *first_id = NULL, *first_type = NULL, *first_zone = NULL;
         for (size_t i = 0; i < res->n_instances && !first_id; i++)

@@ -55,6 +55,7 @@ int solver_model(Solver *s, SolverModel **ret) {
                                                          .capacity_type = ct, .price = price };
                                 for (int r = 0; r < R_MAX; r++)
                                         k->room.v[r] = MAX(al[r] - p->ds.v[r], (int64_t) 0);
+                                k->zones = zones_of_slots(p->slots & slots_of_ct(ct) & s->type_slots[t]);
                                 kind_of[((size_t) pi * s->T + t) * NCT + ct] = (uint32_t) ++m->n_kinds;
                         }
                 }
@@ -74,6 +75,12 @@ int solver_model(Solver *s, SolverModel **ret) {
                 ms->n_pods = sh->n_pods;
                 ms->requests = sh->req;
                 ms->max_per_node = variant_max_per_node(s, v, &ms->constrained);
+                ms->zones = v->eligible_zones;
+                for (uint32_t c = 0; c < v->n_cons; c++) {
+                        const Constraint *k = &v->cons[c];
+                        if (k->kind == CON_SPREAD && k->required && k->self && s->groups[k->group].key == TOPO_ZONE)
+                                ms->zone_spread = ms->zone_spread ? MIN(ms->zone_spread, k->max_skew) : k->max_skew;
+                }
                 ms->kinds = solver_arena_alloc(a, (m->n_kinds + 1) * sizeof(uint32_t));
                 if (!ms->kinds)
                         goto oom;

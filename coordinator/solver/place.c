@@ -323,7 +323,7 @@ static uint64_t new_node_slots(const Node *n, const PoolCompat *pc, int z) {
 }
 
 /* The largest m <= want such that the node can take m more pods of the variant (in zone z). */
-static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z) {
+int64_t place_fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z) {
         Node *n = &s->nodes[ni];
         if (n->removed || n->closed || want <= 0)
                 return 0;
@@ -443,7 +443,7 @@ static void limits_reserve(Solver *s, Node *n, bool release_only) {
         }
 }
 
-static int commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int64_t m, int z) {
+int place_commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int64_t m, int z) {
         Node *n = &s->nodes[ni];
         const Shape *sh = &s->shapes[v->shape];
         int q;
@@ -462,9 +462,11 @@ static int commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int6
                 uint64_t sl = new_node_slots(n, pc, z);
                 uint64_t *base = s->scratch + 2 * s->W, *tmp = s->scratch + 3 * s->W;
                 bs_and_any(base, n->types, pc->types, s->W);
+                bs_and(n->base, pc->types, s->W);
                 if (sl != n->slots) {
                         offer_set(s, sl, tmp);
                         bs_and(base, tmp, s->W);
+                        bs_and(n->base, tmp, s->W);
                 }
                 int64_t d[R_MAX];
                 memcpy(d, n->used, sizeof(d));
@@ -548,6 +550,34 @@ static int commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int6
         return 0;
 }
 
+int place_uncommit(Solver *s, Variant *v, uint32_t ni) {
+        Node *n = &s->nodes[ni];
+        const Shape *sh = &s->shapes[v->shape];
+        if (n->kind != NODE_NEW || n->n_pods == 0 || sh->pod->n_host_ports || sh->has_wffc)
+                return -EINVAL;
+        for (int r = 0; r < R_MAX; r++)
+                n->used[r] -= sh->req.v[r];
+        n->n_pods--;
+        int q = account(s, sh, v, ni, -1, false);
+        if (q < 0)
+                return q;
+        /* lighter: every type its pods allow that holds what is left */
+        uint64_t *tmp = s->scratch + 3 * s->W;
+        fit_set(s, s->pools[n->pool].fit, n->used, tmp);
+        bs_and_any(n->types, n->base, tmp, s->W);
+        node_recompute_cap(s, n);
+        node_update_slack(s, n);
+        return 0;
+}
+
+uint32_t place_cheapest_type(const Solver *s, const Node *n) {
+        const Pool *p = &s->pools[n->pool];
+        for (uint32_t i = 0; i < p->n_price_order; i++)
+                if (bs_test(n->types, p->price_order[i]))
+                        return p->price_order[i];
+        return NONE32;
+}
+
 /* ---- opening nodes -------------------------------------------------------------------------- */
 
 static void fail(Solver *s, SolverReason r, const char *msg) {
@@ -595,6 +625,7 @@ static bool squeeze_pool(Solver *s, uint32_t pi) {
                         for (int r = 0; r < R_MAX; r++)
                                 if (p->np->limits.v[r] >= 0 && c->v[r] > c0->v[r]) {
                                         n->types[t / 64] &= ~(((uint64_t) 1) << (t % 64));
+                                        n->base[t / 64] &= ~(((uint64_t) 1) << (t % 64));
                                         break;
                                 }
                 }
@@ -663,11 +694,13 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 uint32_t ni = s->n_nodes++;
                 Node *n = &s->nodes[ni];
                 *n = (Node) { .kind = NODE_NEW, .zone = NO_ZONE, .pool = pi, .slots = sl,
-                              .types = s->node_types + (size_t) ni * 2 * s->W, .custom = pc->custom };
+                              .types = s->node_types + (size_t) ni * 3 * s->W, .custom = pc->custom };
                 n->budget = n->types + s->W;
+                n->base = n->types + 2 * s->W;
                 bs_copy(n->types, types, s->W);
-                /* what the node may cost (budget.c); minValues counts on the types it holds */
-                n->has_budget = budget_apply(s, pi, sl, types, n->budget);
+                bs_copy(n->base, types, s->W);
+                /* what the node may cost (price.c); minValues counts on the types it holds */
+                n->has_budget = budget_apply(s, pi, v, sl, types, n->budget);
                 for (int r = 0; r < R_MAX; r++)
                         n->used[r] = p->ds.v[r];
                 if (z >= 0)
@@ -904,7 +937,7 @@ static int requeue(Solver *s, const uint32_t *pods, size_t n) {
 }
 
 static int64_t growth(const Solver *s, const Shape *sh, const Node *n);
-static int64_t free_room(const Solver *s, const Shape *sh, const Node *n);
+
 typedef struct GrowCand {
         int64_t g;
         uint32_t node;
@@ -1058,7 +1091,7 @@ static int64_t find_in_zone(Solver *s, Variant *v, ZoneLists *l, int z, int *ret
         while (l->gc[z] < l->good[z].n) {
                 uint32_t ni = l->good[z].v[l->gc[z]];
                 int64_t g = node_growth(s, sh, &s->nodes[ni]);
-                if (g < size && fit_count(s, v, ni, 1, z) > 0) {
+                if (g < size && place_fit_count(s, v, ni, 1, z) > 0) {
                         *ret_kind = FOUND_GOOD;
                         *ret_g = g;
                         return ni;
@@ -1069,7 +1102,7 @@ static int64_t find_in_zone(Solver *s, Variant *v, ZoneLists *l, int z, int *ret
                 uint32_t ni = l->ugood.v[l->ugc[z]];
                 if (s->nodes[ni].zone < 0) {
                         int64_t g = node_growth(s, sh, &s->nodes[ni]);
-                        if (g < size && fit_count(s, v, ni, 1, z) > 0) {
+                        if (g < size && place_fit_count(s, v, ni, 1, z) > 0) {
                                 *ret_kind = FOUND_UGOOD;
                                 *ret_g = g;
                                 return ni;
@@ -1079,7 +1112,7 @@ static int64_t find_in_zone(Solver *s, Variant *v, ZoneLists *l, int z, int *ret
         }
         while (l->ac[z] < l->all[z].n) {
                 uint32_t ni = l->all[z].v[l->ac[z]];
-                if (fit_count(s, v, ni, 1, z) > 0) {
+                if (place_fit_count(s, v, ni, 1, z) > 0) {
                         *ret_kind = FOUND_ANY;
                         *ret_g = size;
                         return ni;
@@ -1088,7 +1121,7 @@ static int64_t find_in_zone(Solver *s, Variant *v, ZoneLists *l, int z, int *ret
         }
         while (l->uac[z] < l->uall.n) {
                 uint32_t ni = l->uall.v[l->uac[z]];
-                if (s->nodes[ni].zone < 0 && fit_count(s, v, ni, 1, z) > 0) {
+                if (s->nodes[ni].zone < 0 && place_fit_count(s, v, ni, 1, z) > 0) {
                         *ret_kind = FOUND_ANY;
                         *ret_g = size;
                         return ni;
@@ -1131,12 +1164,12 @@ static int64_t place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                 const Node *nd = &s->nodes[ni];
                 int32_t z = nd->zone;
                 if (z >= 0) {
-                        if (!(v->eligible_zones & (1u << z)) || fit_count(s, v, ni, 1, z) <= 0)
+                        if (!(v->eligible_zones & (1u << z)) || place_fit_count(s, v, ni, 1, z) <= 0)
                                 continue;
                         q = list_push(&l.all[z], ni);
                         if (q >= 0 && node_growth(s, sh, nd) < size)
                                 q = list_push(&l.good[z], ni);
-                } else if (nd->kind == NODE_NEW && fit_count(s, v, ni, 1, NO_ZONE) > 0) {
+                } else if (nd->kind == NODE_NEW && place_fit_count(s, v, ni, 1, NO_ZONE) > 0) {
                         q = list_push(&l.uall, ni);
                         if (q >= 0 && node_growth(s, sh, nd) < size)
                                 q = list_push(&l.ugood, ni);
@@ -1186,13 +1219,13 @@ static int64_t place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                         uint32_t ni = (uint32_t) best;
                         int z = best_z;
                         bool was_unpinned = s->nodes[ni].zone < 0;
-                        int64_t m = MIN(fit_count(s, v, ni, n - placed, z), quota[z]);
+                        int64_t m = MIN(place_fit_count(s, v, ni, n - placed, z), quota[z]);
                         if (best_g == 0)
-                                m = MIN(m, MAX(free_room(s, sh, &s->nodes[ni]), (int64_t) 1));
+                                m = MIN(m, MAX(place_free_room(s, sh, &s->nodes[ni]), (int64_t) 1));
                         else if (best_kind != FOUND_ANY)
                                 m = MIN(m, 1);
                         if (m > 0) {
-                                q = commit(s, v, ni, pods + placed, m, z);
+                                q = place_commit(s, v, ni, pods + placed, m, z);
                                 if (q < 0)
                                         break;
                                 placed += m;
@@ -1225,14 +1258,14 @@ static int64_t place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                                 break;
                         if (q == 0)
                                 continue;
-                        int64_t m = MIN(fit_count(s, v, ni, n - placed, z), quota[z]);
+                        int64_t m = MIN(place_fit_count(s, v, ni, n - placed, z), quota[z]);
                         if (m <= 0) {
                                 fresh_node_failed(s, v, ni);
                                 discard_last_node(s, ni);
                                 q = 0;
                                 continue;
                         }
-                        q = commit(s, v, ni, pods + placed, m, z);
+                        q = place_commit(s, v, ni, pods + placed, m, z);
                         if (q < 0)
                                 break;
                         placed += m;
@@ -1257,7 +1290,7 @@ static int64_t place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
 }
 
 /* Pods that fit in what a node already costs. */
-static int64_t free_room(const Solver *s, const Shape *sh, const Node *n) {
+int64_t place_free_room(const Solver *s, const Shape *sh, const Node *n) {
         int64_t m = INT64_MAX;
         if (n->kind == NODE_EXISTING)
                 return m;
@@ -1324,9 +1357,9 @@ static int place_grow(Solver *s, Variant *v, const uint32_t *pods, int64_t n, in
                 qsort(c, nc, sizeof(GrowCand), cmp_grow);
         int q = 0;
         for (size_t i = 0; i < nc && *placed < n; i++) {
-                if (fit_count(s, v, c[i].node, 1, NO_ZONE) <= 0)
+                if (place_fit_count(s, v, c[i].node, 1, NO_ZONE) <= 0)
                         continue;
-                q = commit(s, v, c[i].node, pods + *placed, 1, NO_ZONE);
+                q = place_commit(s, v, c[i].node, pods + *placed, 1, NO_ZONE);
                 if (q < 0)
                         break;
                 (*placed)++;
@@ -1341,13 +1374,13 @@ static int64_t place_plain(Solver *s, Variant *v, const uint32_t *pods, int64_t 
         const Shape *sh = &s->shapes[v->shape];
         /* first where it costs nothing more, then anywhere it fits */
         for (uint32_t ni = 0; ni < s->n_nodes && placed < n; ni++) {
-                int64_t free = free_room(s, sh, &s->nodes[ni]);
+                int64_t free = place_free_room(s, sh, &s->nodes[ni]);
                 if (free <= 0)
                         continue;
-                int64_t m = fit_count(s, v, ni, MIN(n - placed, free), NO_ZONE);
+                int64_t m = place_fit_count(s, v, ni, MIN(n - placed, free), NO_ZONE);
                 if (m <= 0)
                         continue;
-                q = commit(s, v, ni, pods + placed, m, NO_ZONE);
+                q = place_commit(s, v, ni, pods + placed, m, NO_ZONE);
                 if (q < 0)
                         return q;
                 placed += m;
@@ -1358,10 +1391,10 @@ static int64_t place_plain(Solver *s, Variant *v, const uint32_t *pods, int64_t 
                         return q;
         }
         for (uint32_t ni = 0; ni < s->n_nodes && placed < n; ni++) {
-                int64_t m = fit_count(s, v, ni, n - placed, NO_ZONE);
+                int64_t m = place_fit_count(s, v, ni, n - placed, NO_ZONE);
                 if (m <= 0)
                         continue;
-                q = commit(s, v, ni, pods + placed, m, NO_ZONE);
+                q = place_commit(s, v, ni, pods + placed, m, NO_ZONE);
                 if (q < 0)
                         return q;
                 placed += m;
@@ -1381,13 +1414,13 @@ static int64_t place_plain(Solver *s, Variant *v, const uint32_t *pods, int64_t 
                         return q;
                 if (q == 0)
                         break;
-                int64_t m = fit_count(s, v, ni, n - placed, NO_ZONE);
+                int64_t m = place_fit_count(s, v, ni, n - placed, NO_ZONE);
                 if (m <= 0) {
                         fresh_node_failed(s, v, ni);
                         discard_last_node(s, ni);
                         break;
                 }
-                q = commit(s, v, ni, pods + placed, m, NO_ZONE);
+                q = place_commit(s, v, ni, pods + placed, m, NO_ZONE);
                 if (q < 0)
                         return q;
                 placed += m;
@@ -1600,6 +1633,7 @@ int solver_place_all(Solver *s) {
         q = budget_prepare(s);
         if (q < 0)
                 goto out;
+        bool stopped = false;
         while (s->n_heap > 0) {
                 Batch b = heap_pop(s);
                 if (solver_out_of_time(s)) {
@@ -1611,9 +1645,12 @@ int solver_place_all(Solver *s) {
                         goto out;
                 if (q > 0) {
                         q = 0;
+                        stopped = true;
                         break;
                 }
         }
+        if (!stopped && !s->out_of_time)
+                q = solver_repair(s);
 out:
         budget_done(s);
         free(rq);

@@ -1086,16 +1086,18 @@ int solver_grow_nodes(Solver *s, size_t need) {
         if (!nn)
                 return -ENOMEM;
         s->nodes = nn;
-        /* per node: the types it may become, then the types within its budget */
-        uint64_t *nt = realloc(s->node_types, nc * 2 * s->W * sizeof(uint64_t));
+        /* per node: the types it may become, the types within its budget, and the types its
+         * pods allow whatever they weigh (repair.c widens a node from it) */
+        uint64_t *nt = realloc(s->node_types, nc * 3 * s->W * sizeof(uint64_t));
         if (!nt)
                 return -ENOMEM;
         s->node_types = nt;
         /* node_types moved: re-point new nodes */
         for (uint32_t i = 0; i < s->n_nodes; i++)
                 if (s->nodes[i].kind == NODE_NEW) {
-                        s->nodes[i].types = s->node_types + (size_t) i * 2 * s->W;
+                        s->nodes[i].types = s->node_types + (size_t) i * 3 * s->W;
                         s->nodes[i].budget = s->nodes[i].types + s->W;
+                        s->nodes[i].base = s->nodes[i].types + 2 * s->W;
                 }
         for (uint32_t g = 0; g < s->n_groups; g++) {
                 Group *gr = &s->groups[g];

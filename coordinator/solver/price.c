@@ -10,7 +10,9 @@
  * node is opened, every type it may become is valued at those unit prices for the room it has,
  * counting no more of a resource than is still to be placed; the node's budget is the price of
  * the type with the lowest price per value (ties within BUDGET_TIE: the larger, so fewer nodes),
- * where hostname rules force N more nodes each expects 1/N of what is left,
+ * counting only the shapes whose own best-value type the node may become (a pod that would be
+ * cheaper elsewhere does not size it), and where hostname rules force N more nodes each expects
+ * 1/N of what is left,
  * and the node takes no pods that only a type costing more could hold. Pods then fill it
  * first-fit decreasing as before, and the launch is the cheapest type that holds what it got
  * (its offerings still list every type that holds it). */
@@ -148,7 +150,10 @@ int budget_prepare(Solver *s) {
         s->unit_price = calloc(2 * n + 1, sizeof(double));
         s->to_place = calloc(2 * n + 1, sizeof(double));
         s->forced = calloc(n + 1, sizeof(int64_t));
-        if (!s->unit_price || !s->to_place || !s->forced)
+        s->shape_left = calloc((size_t) s->n_shapes + 1, sizeof(int64_t));
+        s->shape_var = calloc((size_t) s->n_shapes + 1, sizeof(Variant *));
+        s->shape_best = calloc((size_t) s->n_shapes * s->n_pools + 1, sizeof(uint32_t));
+        if (!s->unit_price || !s->to_place || !s->forced || !s->shape_left || !s->shape_var || !s->shape_best)
                 return -ENOMEM;
         for (size_t i = 0; i < s->n_heap; i++) {
                 const Batch *b = &s->heap[i];
@@ -158,6 +163,9 @@ int budget_prepare(Solver *s) {
                         return -ENOMEM;
                 if (v->unsupported)
                         continue;
+                s->shape_left[b->shape] += b->n;
+                if (!s->shape_var[b->shape])
+                        s->shape_var[b->shape] = v;
                 uint32_t per_node = variant_max_per_node(s, v, NULL);
                 for (uint32_t pi = 0; pi < s->n_pools; pi++) {
                         PoolCompat *pc = solver_pool_compat(s, v, pi);
@@ -176,6 +184,36 @@ int budget_prepare(Solver *s) {
                 if (q < 0)
                         return q;
         }
+        /* each shape's best-value type per pool: a node's budget counts the demand of the shapes
+         * whose best type it may become (pods that would rather be elsewhere do not size it) */
+        for (uint32_t i = 0; i < s->n_shapes; i++) {
+                if (s->shape_left[i] == 0)
+                        continue;
+                for (uint32_t pi = 0; pi < s->n_pools; pi++) {
+                        PoolCompat *pc = solver_pool_compat(s, s->shape_var[i], pi);
+                        uint32_t *best_t = &s->shape_best[(size_t) i * s->n_pools + pi];
+                        *best_t = NONE32;
+                        if (!pc->ok)
+                                continue;
+                        const Pool *p = &s->pools[pi];
+                        int cls = class_of_slots(pc->slots);
+                        const double *price = class_price(p, cls), *y = s->unit_price + 2 * ((size_t) pi * 2 + (size_t) cls);
+                        double best = INFINITY;
+                        BS_FOREACH(t, pc->types, s->W) {
+                                double room[2];
+                                room_of(s, p, (uint32_t) t, room);
+                                double value = y[0] * MAX(room[0], 0.0) + y[1] * MAX(room[1], 0.0);
+                                if (price[t] <= 0 || value <= 0)
+                                        continue;
+                                double e = price[t] / value;
+                                if (e < best * (1 - BUDGET_TIE) ||
+                                    (e <= best * (1 + BUDGET_TIE) && price[t] > price[*best_t])) {
+                                        best = MIN(best, e);
+                                        *best_t = (uint32_t) t;
+                                }
+                        }
+                }
+        }
         return 0;
 }
 
@@ -183,6 +221,7 @@ void budget_consume(Solver *s, Variant *v, int64_t m) {
         if (!s->to_place)
                 return;
         const Shape *sh = &s->shapes[v->shape];
+        s->shape_left[v->shape] = MAX(s->shape_left[v->shape] - m, (int64_t) 0);
         for (uint32_t pi = 0; pi < s->n_pools; pi++) {
                 PoolCompat *pc = solver_pool_compat(s, v, pi);
                 if (!pc->ok)
@@ -214,17 +253,39 @@ static double cheapest_holding(const Solver *s, const Pool *p, const double *pri
         return best;
 }
 
-bool budget_apply(Solver *s, uint32_t pi, uint64_t slots, const uint64_t *types, uint64_t *ret_budget) {
+/* What is left to place of the shapes whose best-value type the node may become, and of the
+ * shape that opens it. */
+static void node_demand(const Solver *s, uint32_t pi, int cls, const Variant *seed, const uint64_t *types,
+                        double *ret) {
+        ret[0] = ret[1] = 0;
+        for (uint32_t i = 0; i < s->n_shapes; i++) {
+                if (s->shape_left[i] == 0 || !s->shape_var[i])
+                        continue;
+                uint32_t bt = s->shape_best[(size_t) i * s->n_pools + pi];
+                if (i != seed->shape && (bt == NONE32 || !bs_test(types, bt) ||
+                                         class_of_slots(s->shape_var[i]->pools[pi].slots) != cls))
+                        continue;
+                const Shape *sh = &s->shapes[i];
+                ret[0] += (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_CPU];
+                ret[1] += (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_MEMORY];
+        }
+}
+
+bool budget_apply(Solver *s, uint32_t pi, const Variant *seed, uint64_t slots, const uint64_t *types,
+                  uint64_t *ret_budget) {
         if (!s->unit_price)
                 return false;
         const Pool *p = &s->pools[pi];
-        size_t k = (size_t) pi * 2 + (size_t) class_of_slots(slots);
-        const double *y = s->unit_price + 2 * k, *price = class_price(p, class_of_slots(slots));
+        int cls = class_of_slots(slots);
+        size_t k = (size_t) pi * 2 + (size_t) cls;
+        const double *y = s->unit_price + 2 * k, *price = class_price(p, cls);
         if (y[0] <= 0 && y[1] <= 0)
                 return false;
         /* hostname rules that force N nodes: each new node expects its share of the demand */
-        double share = (double) MAX(s->forced[k]--, (int64_t) 1);
-        double d[2] = { s->to_place[2 * k] / share, s->to_place[2 * k + 1] / share };
+        double share = (double) MAX(s->forced[k]--, (int64_t) 1), d[2];
+        node_demand(s, pi, cls, seed, types, d);
+        d[0] /= share;
+        d[1] /= share;
         /* fewer, bigger nodes when asked: each remaining node holds its share of the demand */
         uint64_t *cand = s->scratch + 7 * s->W;
         bs_copy(cand, types, s->W);
@@ -292,6 +353,11 @@ void budget_done(Solver *s) {
         free(s->unit_price);
         free(s->to_place);
         free(s->forced);
+        free(s->shape_left);
+        free(s->shape_var);
+        free(s->shape_best);
         s->unit_price = s->to_place = NULL;
-        s->forced = NULL;
+        s->forced = s->shape_left = NULL;
+        s->shape_var = NULL;
+        s->shape_best = NULL;
 }

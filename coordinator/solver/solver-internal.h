@@ -266,7 +266,8 @@ typedef struct Node {
         uint32_t pool;                      /* NONE32: unmanaged */
         uint64_t slots;                     /* new nodes */
         uint64_t *types;                    /* new nodes: W words */
-        uint64_t *budget;                   /* new nodes: types within its budget (budget.c) */
+        uint64_t *budget;                   /* new nodes: types within its budget (price.c) */
+        uint64_t *base;                     /* new nodes: types its pods allow, before their weight */
         bool has_budget;
         const VSetList *custom;             /* new nodes */
         int64_t used[R_MAX];
@@ -352,7 +353,7 @@ struct Solver {
         /* nodes: existing first */
         Node *nodes;
         uint32_t n_existing, n_nodes, cap_nodes;
-        uint64_t *node_types;               /* pool of 2 x W-word bitsets for new nodes */
+        uint64_t *node_types;               /* pool of 3 x W-word bitsets for new nodes */
         size_t node_types_cap;              /* in nodes */
         /* run state */
         const SolverOptions *opts;
@@ -389,12 +390,15 @@ struct Solver {
         SolverArena *rarena;
         uint32_t *preempt_list;
         size_t n_preempt, cap_preempt;
-        /* budget.c: per pool and class (spot allowed, on-demand only), the unit prices of cpu and
+        /* price.c: per pool and class (spot allowed, on-demand only), the unit prices of cpu and
          * memory (LP duals over the pool's types for the run's demand) and the demand still to
          * place */
         double *unit_price;                 /* [n_pools][2][2] */
         double *to_place;                   /* [n_pools][2][2] */
         int64_t *forced;                    /* [n_pools][2]: new nodes hostname rules still force */
+        int64_t *shape_left;                /* [n_shapes]: pods still to place */
+        Variant **shape_var;                /* [n_shapes]: the variant they were counted with */
+        uint32_t *shape_best;               /* [n_shapes][n_pools]: best-value type, NONE32 */
 };
 
 static inline const SolverPod *pod_at(const Solver *s, uint32_t i) {
@@ -426,15 +430,27 @@ const char *format_resources(SolverArena *a, const int64_t *v);
 int solver_place_all(Solver *s);
 void undo_all(Solver *s);
 
-/* budget.c */
+/* price.c: what a new node may cost */
 /* At most this many pods of the variant fit one node by its hostname rules or host ports (0:
  * no such limit); *ret_relaxed: it has rules the per-node count does not capture. */
 uint32_t variant_max_per_node(const Solver *s, const Variant *v, bool *ret_relaxed);
 int budget_prepare(Solver *s);
 void budget_consume(Solver *s, Variant *v, int64_t m);
 /* The types within the budget of a node opened in the pool with these types; false: no budget. */
-bool budget_apply(Solver *s, uint32_t pool, uint64_t slots, const uint64_t *types, uint64_t *ret_budget);
+bool budget_apply(Solver *s, uint32_t pool, const Variant *seed, uint64_t slots, const uint64_t *types,
+                    uint64_t *ret_budget);
 void budget_done(Solver *s);
+
+/* place.c, for repair.c */
+int64_t place_fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z);
+int place_commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int64_t m, int z);
+/* Takes one pod of the variant off planned node ni (the node may become smaller types again). */
+int place_uncommit(Solver *s, Variant *v, uint32_t ni);
+int64_t place_free_room(const Solver *s, const Shape *sh, const Node *n);
+uint32_t place_cheapest_type(const Solver *s, const Node *n);
+
+/* repair.c */
+int solver_repair(Solver *s);
 
 /* result.c */
 int solver_build_result(Solver *s, SolverResult **ret);

@@ -561,6 +561,7 @@ typedef struct SolverModelKind {
         SolverCapacityType capacity_type;
         double price;
         SolverResources room;
+        uint32_t zones;                  /* zones with such an offering (bit = solver_zone_name) */
 } SolverModelKind;
 
 /* The pending pods of one shape (identical scheduling inputs). */
@@ -570,6 +571,8 @@ typedef struct SolverModelShape {
         SolverResources requests;
         uint32_t max_per_node;           /* hostname anti-affinity, spread or host ports; 0: none */
         bool constrained;                /* zonal spread/affinity or preferences: the model relaxes them */
+        int32_t zone_spread;             /* required zonal spread over its own pods: maxSkew (0: none) */
+        uint32_t zones;                  /* zones it may run in */
         uint32_t *kinds;                 /* indices into SolverModel.kinds a new node may be for it */
         size_t n_kinds;
 } SolverModelShape;

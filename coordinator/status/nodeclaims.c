@@ -104,15 +104,34 @@ void nodeclaims_launched(StatusWriter *s, const char *instance_id, const char *i
         status_writer_poke(s); /* in kubectl at once, not at the next tick */
 }
 
+static void launch_failed_fill(StatusWriter *s, ClaimRecord *r, const Round *rd, const SolverLaunch *l,
+                               const char *step, const char *code, const char *message);
+
 void nodeclaims_launch_failed(StatusWriter *s, const Round *rd, const SolverLaunch *l, const char *step,
                               const char *code, const char *message) {
         if (!s || !rd || !l)
                 return;
         const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
         uint64_t now = coordinator_now(s->c);
+        /* one failed NodeClaim per NodePool, the latest failure: a launch failing every round
+         * updates it rather than adding objects */
+        for (size_t i = 0; i < s->n_records; i++)
+                if (!s->records[i].instance_id && streq_ptr(s->records[i].nodepool, pool->name)) {
+                        _cleanup_free_ char *name = TAKE_PTR(s->records[i].name);
+                        record_clear(&s->records[i]);
+                        s->records[i].name = TAKE_PTR(name);
+                        s->records[i].at_usec = now;
+                        launch_failed_fill(s, &s->records[i], rd, l, step, code, message);
+                        return;
+                }
         ClaimRecord *r = record_new(s, now);
         if (asprintf(&r->name, "%s-failed-%08llx", pool->name, (unsigned long long) (now / 1000 % 0xffffffffULL)) < 0)
                 r->name = NULL;
+        launch_failed_fill(s, r, rd, l, step, code, message);
+}
+
+static void launch_failed_fill(StatusWriter *s, ClaimRecord *r, const Round *rd, const SolverLaunch *l,
+                               const char *step, const char *code, const char *message) {
         r->instance_type = strdup(rd->snap.types[l->type].name);
         r->zone = l->zone ? strdup(l->zone) : NULL;
         r->capacity_type = strdup(solver_capacity_type_to_name(l->capacity_type));

@@ -7,10 +7,10 @@
 /* In-flight capacity in kubectl (docs/observability.md): one read-only NodeClaim
  * (nodeclaims.nodesmith.io) per instance nodesmith launched, named NODEPOOL-INSTANCEID without
  * "i-": type, zone, capacity type, the pods it was launched for, the Node it became, and
- * conditions Launched, Registered, Ready; one per failed launch too (Launched=False with EC2's
- * error, kept 10 minutes). The leader reconciles them with what it knows (instances in flight,
- * Nodes with the nodesmith.io/nodepool label) every status tick: created, updated, and deleted
- * once the instance is gone. */
+ * conditions Launched, Registered, Ready; and one per NodePool whose launches fail
+ * (Launched=False with EC2's error: the latest failure, kept 10 minutes after it). The leader
+ * reconciles them with what it knows (instances in flight, Nodes with the nodesmith.io/nodepool
+ * label) every status tick: created, updated, and deleted once the instance is gone. */
 
 /* A launch gave this instance (provision/provisioner.c, after CreateFleet). */
 void nodeclaims_launched(StatusWriter *s, const char *instance_id, const char *instance_type, const char *zone,

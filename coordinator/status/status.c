@@ -404,13 +404,15 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
                 r = resolved_condition(conds, old, gen, "SecurityGroupsReady", res, n_sgs, "security group", false);
         if (r >= 0)
                 r = resolved_condition(conds, old, gen, "AMIsReady", res, res ? !!res->ami[0] + !!res->ami[1] : 0, "AMI", false);
-        /* launches use the coordinator's instance-profile setting (coordinator/provision) */
-        const char *profile = s->c->cfg.instance_profile;
+        /* the profile launches use: spec.instanceProfile, or the one nodesmith keeps for
+         * spec.role (provision/provisioner.c) */
+        const char *profile = res ? res->profile : NULL;
         if (r >= 0)
-                r = isempty(profile) ?
-                        status_condition_add(conds, old, gen, "InstanceProfileReady", "False", "NotConfigured",
-                                      "the coordinator's instance-profile setting is empty: nodes launch without one") :
-                        status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
+                r = !profile ? status_condition_add(conds, old, gen, "InstanceProfileReady", "Unknown", "NotResolved",
+                                                    "made or looked up for the first launch of a NodePool of this class") :
+                    isempty(profile) ? status_condition_add(conds, old, gen, "InstanceProfileReady", "False", "NotConfigured",
+                                                            "no instance profile: set spec.role or spec.instanceProfile") :
+                    status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
         if (r >= 0)
                 r = status_condition_ready(conds, old, gen);
         if (r >= 0 && res && res->resolved_usec)

@@ -24,7 +24,7 @@ import sys  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 sys.path.insert(0, os.path.join(HERE, "..", "demo"))
 from stack import CLUSTER_TAG, NODEPOOL_TAG, LocalStack  # noqa: E402
-from demolib import get_json, is_ready, iso_to_unix, workload_state  # noqa: E402
+from demolib import is_ready, iso_to_unix, workload_state  # noqa: E402
 from workload import apply_objs, deployment, node_class_yaml, pdb  # noqa: E402
 
 NS = "default"
@@ -140,8 +140,9 @@ class Run:
     judge (setupError otherwise)."""
 
     def __init__(self, seed, workdir, build, agent_build=None, chaos_seconds=30.0, settle_seconds=75.0,
-                 log=print):
+                 log=print, agent_may_delete_pods=False):
         self.seed = seed
+        self.agent_may_delete_pods = agent_may_delete_pods
         self.rng = random.Random(seed)
         self.workdir = workdir
         self.build = build
@@ -150,7 +151,7 @@ class Run:
         self.settle_seconds = settle_seconds
         self.log = log
         self.cluster = "chaos"
-        self.s = LocalStack(workdir, build=build, cluster=self.cluster)
+        self.s = LocalStack(workdir, build=build, cluster=self.cluster, kube="real")
         self.coord = Coordinators(self.s)
         self.t0 = None
         self.actions = []         # {t, unix, kind, target, detail}
@@ -189,7 +190,15 @@ class Run:
         s = self.s
         s.start_ec2()
         s.setup_network()
-        s.start_kube(grace_scale=0.05)
+        s.start_kube(grace_scale=0.05, fault_proxy=True)
+        if self.agent_may_delete_pods:
+            # a build that deletes pods instead of evicting them: the shipped RBAC refuses its
+            # deletes (403); granted here so that the invariants, not RBAC, have to catch it
+            s.kubectl("create", "clusterrole", "chaos-agent-deletes-pods", "--verb=delete",
+                      "--resource=pods")
+            s.kubectl("create", "clusterrolebinding", "chaos-agent-deletes-pods",
+                      "--clusterrole=chaos-agent-deletes-pods",
+                      "--serviceaccount=nodesmith:nodesmith-agent")
         s.apply(node_class_yaml(self.cluster) + NODEPOOL)
         # instances the coordinators must never terminate: no cluster tag, another cluster's
         self.decoys = {
@@ -215,7 +224,7 @@ class Run:
 
     # ---- reading the world ---------------------------------------------------------------
     def nodes(self):
-        return {n["metadata"]["name"]: n for n in get_json(self.s.kube_server + "/api/v1/nodes")["items"]}
+        return {n["metadata"]["name"]: n for n in self.s.kube_get("/api/v1/nodes")["items"]}
 
     def emu_instances(self):
         return self.s.emu("GET", "state")["instances"]
@@ -231,7 +240,7 @@ class Run:
         return out
 
     def pods_of(self, app):
-        items = get_json(f"{self.s.kube_server}/api/v1/namespaces/{NS}/pods")["items"]
+        items = self.s.kube_get(f"/api/v1/namespaces/{NS}/pods")["items"]
         return [p for p in items if (p["metadata"].get("labels") or {}).get("app") == app and is_ready(p)]
 
     def _sample(self):
@@ -342,9 +351,19 @@ class Run:
         return True
 
     def act_api_fault(self):
-        kube = self.s.kube_server
-        kind = self.rng.choice(["evict-429", "node-500", "list-429", "write-500", "drop-watches"])
+        kube = self.s.kube_control
+        kind = self.rng.choice(["evict-429", "node-500", "list-429", "write-500", "drop-watches",
+                                "slow", "restart"])
         secs = round(self.rng.uniform(2, 8), 1)
+        if kind == "restart":
+            if getattr(self, "_restarting", None) and self._restarting.is_alive():
+                return False
+            down = round(self.rng.uniform(0.5, 3.0), 1)
+            self.note("api-restart", "kube-apiserver", f"stopped, started again after {down}s")
+            self._restarting = threading.Thread(target=self.s.cluster_cp.restart_apiserver,
+                                                kwargs={"down": down}, daemon=True)
+            self._restarting.start()
+            return True
         if kind == "drop-watches":
             st, out = _req("POST", kube + "/_fake/watches/drop", {})
             self.note("api-drop-watches", "kube-apiserver", f"{len((out or {}).get('dropped', []))} open watch(es) cut")
@@ -352,7 +371,8 @@ class Run:
         spec = {"evict-429": {"method": "POST", "path": r"/eviction$", "status": 429, "retryAfter": 1},
                 "node-500": {"method": "PATCH", "path": r"^/api/v1/nodes/", "status": 500},
                 "list-429": {"method": "GET", "path": r"/pods(\?|$)", "status": 429, "retryAfter": 1},
-                "write-500": {"method": "*", "path": r"^/api/v1/namespaces/[^/]+/(pods|events)", "status": 500}}[kind]
+                "write-500": {"method": "*", "path": r"^/api/v1/namespaces/[^/]+/(pods|events)", "status": 500},
+                "slow": {"method": "*", "path": ".", "delay": round(self.rng.uniform(0.5, 3.0), 1)}}[kind]
         spec = dict(spec, count=None, seconds=secs)
         st, out = _req("POST", kube + "/_fake/faults", spec)
         self.note("api-fault", "kube-apiserver", f"{kind} for {secs}s")
@@ -417,7 +437,9 @@ class Run:
     def lift_all(self):
         """Every fault off, every process that should run running."""
         self.run_due(everything=True)
-        _req("DELETE", self.s.kube_server + "/_fake/faults")
+        _req("DELETE", self.s.kube_control + "/_fake/faults")
+        if getattr(self, "_restarting", None):
+            self._restarting.join(150)
         _req("DELETE", self.s.ec2_endpoint + "/_fake/rules")
         self.s.service.set_cut(False)
         for i in self.emu_instances():
@@ -457,10 +479,10 @@ class Run:
     def history_violations(self):
         """Invariants over the whole run, from the fakes' records: [(invariant, unix, text)]."""
         s = self.s
-        out = pdb_violations(get_json(s.kube_server + "/_fake/evictions"))
+        out = pdb_violations(s.eviction_audit())
         calls = s.proxy("GET", "log")["calls"]
         nominated = {}
-        for ev in get_json(f"{s.kube_server}/api/v1/namespaces/{NS}/events")["items"]:
+        for ev in s.kube_get(f"/api/v1/namespaces/{NS}/events")["items"]:
             m = re.search(r"instance (i-[0-9a-f]+)", ev.get("message") or "")
             uid = (ev.get("involvedObject") or {}).get("uid")
             if ev.get("reason") == "Nominated" and m and uid:
@@ -514,7 +536,7 @@ class Run:
                                            for n in (self.coord.nodes() or []) if n.get("instanceId") not in live]
             res["instancesLaunched"] = len({i for c in self.s.proxy("GET", "log?action=CreateFleet")["calls"]
                                             if not c.get("replayed") for i in c.get("instance_ids") or []})
-            audit = get_json(self.s.kube_server + "/_fake/evictions")
+            audit = self.s.eviction_audit()
             res["evictions"] = sum(1 for e in audit["evictions"] if e.get("decision") == "evicted")
             res["evictionsRefused"] = sum(1 for e in audit["evictions"] if e.get("decision") != "evicted")
         except Exception as e:

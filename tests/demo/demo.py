@@ -88,7 +88,8 @@ def main():
     out = demolib.Printer(quiet=args.quiet)
     workdir = tempfile.mkdtemp(prefix="nodesmith-demo-")
     stack = LocalStack(workdir, build=BUILD, cluster=scenario.cluster,
-                       report_interval=scenario.stack.get("reportInterval", "1s"))
+                       report_interval=scenario.stack.get("reportInterval", "1s"), kube="real")
+    stack.demo_kubeconfig = os.path.join(os.path.abspath(args.out_dir), "kubeconfig")
     obs = None
     result = {"scenario": scenario.path, "name": scenario.name, "steps": [], "completed": False}
     code = 1

@@ -257,6 +257,16 @@ class Observer:
 
     # -- pods --
     def _watch_pods(self):
+        c = self.s.cluster_cp
+        if c is not None:  # the real API server: TLS, a client certificate
+            from cluster import Informer
+            first = []
+            inf = Informer(c.server, c.ssl_context(), f"/api/v1/namespaces/{self.ns}/pods",
+                           lambda kind, p: self._pod_event(kind, p, time.time(), initial=not first),
+                           self.stopping)
+            threading.Thread(target=lambda: (inf.synced.wait(60), first.append(1)), daemon=True).start()
+            inf.run()
+            return
         rv = None
         base = f"{self.s.kube_server}/api/v1/namespaces/{self.ns}/pods"
         while not self.stopping.is_set():
@@ -403,7 +413,7 @@ class Observer:
                           f"agent, {n.get('pods', 0)} pod(s) left", buffered=True)
 
     def _poll_nodes(self):
-        items = get_json(self.s.kube_server + "/api/v1/nodes")["items"]
+        items = self.s.kube_get("/api/v1/nodes")["items"]
         now = time.time()
         seen = set()
         for n in items:
@@ -429,7 +439,7 @@ class Observer:
             self.nodes = {n["metadata"]["name"]: n for n in items}
 
     def _poll_evictions(self):
-        a = get_json(self.s.kube_server + "/_fake/evictions")
+        a = self.s.eviction_audit()
         new = a["evictions"][self._audit_n:]
         self._audit_n = len(a["evictions"])
         with self.lock:
@@ -481,11 +491,11 @@ class Observer:
 # ---- Kubernetes helpers -----------------------------------------------------------------------
 
 def deployments(s, ns):
-    return get_json(f"{s.kube_server}/apis/apps/v1/namespaces/{ns}/deployments")["items"]
+    return s.kube_get(f"/apis/apps/v1/namespaces/{ns}/deployments")["items"]
 
 
 def pod_list(s, ns):
-    return get_json(f"{s.kube_server}/api/v1/namespaces/{ns}/pods")["items"]
+    return s.kube_get(f"/api/v1/namespaces/{ns}/pods")["items"]
 
 
 def is_ready(p):
@@ -536,7 +546,7 @@ def wait(out, what, fn, timeout, every=2.0):
 
 def pick_node(obs, s, ns, spec, exclude=()):
     """A Ready, not-deleting Node matching spec: {name, capacityType, nodepool, arch, mostPodsOf}."""
-    nodes = get_json(s.kube_server + "/api/v1/nodes")["items"]
+    nodes = s.kube_get("/api/v1/nodes")["items"]
     pods = pod_list(s, ns)
     cands = []
     for n in nodes:
@@ -572,8 +582,19 @@ def start_stack(sc, s, out):
     out.event(time.time(), "EC2 ready", "-", f"moto behind ec2proxy {s.ec2_endpoint}; VPC, 3 subnets "
               f"and a security group tagged nodesmith.io/discovery={s.cluster}")
     s.start_kube(grace_scale=float(st.get("graceScale", 0.05)))
-    out.event(time.time(), "Kubernetes API ready", "-", f"{s.kube_server} (scheduler, kubelets, "
-              "controllers emulated); nodesmith CRDs Established")
+    if s.cluster_cp is not None:
+        out.event(time.time(), "Kubernetes ready", "-", f"{s.kube_server}: etcd, kube-apiserver, "
+                  f"kube-controller-manager, kube-scheduler v1.37.2 up in {s.cluster_cp.startup_seconds}s; "
+                  "packaging/kubernetes applied")
+        kc = getattr(s, "demo_kubeconfig", None)
+        if kc:
+            shutil.copyfile(s.kubeconfig, kc)
+            os.chmod(kc, 0o600)
+            out.event(time.time(), "kubectl", "-", f"while the demo runs: kubectl --kubeconfig "
+                      f"{os.path.relpath(kc, os.getcwd())} get nodes,pods,nodepools -A")
+    else:
+        out.event(time.time(), "Kubernetes API ready", "-", f"{s.kube_server} (scheduler, kubelets, "
+                  "controllers emulated); nodesmith CRDs Established")
     for f in sc.nodepools:
         objs = [l for l in s.kubectl("apply", "-f", f).splitlines() if l.strip()]
         out.event(time.time(), "applied", "-", f"{os.path.relpath(f, ROOT)}: " + ", ".join(
@@ -904,7 +925,7 @@ def summarize(obs, sc, result, ctx=None):
     except Exception:
         desired, ready, pending, per = 0, 0, 0, {}
     try:
-        audit = get_json(s.kube_server + "/_fake/evictions")
+        audit = s.eviction_audit()
     except Exception:
         audit = {"evictions": obs.evictions, "violations": obs.violations,
                  "violationCount": len(obs.violations)}

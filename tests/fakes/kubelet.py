@@ -146,8 +146,11 @@ class Kubelet:
             left = min(end, deadline) - time.monotonic()
             if left > 0 and self.dead.wait(left):
                 return
-            self._terminate_status(p, uid, phase="Failed", reason="Terminated",
-                                   message="Pod was terminated in response to imminent node shutdown.")
+            if p.get("finishing"):  # already being deleted: the kubelet finishes the deletion
+                self._finish_pod(uid, p)
+            else:
+                self._terminate_status(p, uid, phase="Failed", reason="Terminated",
+                                       message="Pod was terminated in response to imminent node shutdown.")
         self.stop()
 
     # ---- the main thread: register, lease, status, pods ------------------------------------

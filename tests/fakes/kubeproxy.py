@@ -263,7 +263,13 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
-        self.send_header("Transfer-Encoding", "chunked")
+        # HTTP/1.1: chunked; HTTP/1.0 (the agent's watches, docs/http.md): the body ends with
+        # the connection, as the API server answers it
+        chunked = self.request_version != "HTTP/1.0"
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.close_connection = True
         self.end_headers()
         with px.lock:
             px.watches.add(self)
@@ -273,14 +279,15 @@ class Handler(BaseHTTPRequestHandler):
                 chunk = resp.readline() if watch else resp.read1(65536)
                 if not chunk:
                     break
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
                 self.wfile.flush()
                 events += 1
                 if drop_after is not None and events >= drop_after:
                     self.close_connection = True
                     self.cut()
                     return
-            self.wfile.write(b"0\r\n\r\n")
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
         finally:
             with px.lock:
                 px.watches.discard(self)

@@ -962,7 +962,9 @@ class Emulator:
             kubelet.stop()
             self.event("kubelet-stopped", inst, f"graceful shutdown of {inst.shutdown_grace:g}s "
                                                 f"x {self.args.grace_factor:g} done")
-        if delete_node and inst.node_registered:
+        if delete_node and inst.node_registered and self.args.cloud_controller_manager:
+            self.event("node-left", inst, f"Node {inst.node} left to the cloud controller manager")
+        elif delete_node and inst.node_registered:
             # as the cloud node lifecycle controller deletes the Node of a gone instance
             path = "/api/v1/nodes/" if self.real else "/_fake/nodes/"
             try:
@@ -1308,6 +1310,9 @@ def main(argv=None):
                     help="seconds between the kubelets' Lease renewals [2]")
     ap.add_argument("--external-cloud-provider", action="store_true",
                     help="kubelets register with node.cloudprovider.kubernetes.io/uninitialized")
+    ap.add_argument("--cloud-controller-manager", action="store_true",
+                    help="the real AWS cloud controller manager runs (tests/pylib/ccm.py): it "
+                         "deletes the Nodes of gone instances, the emulator does not")
     ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig)")
     ap.add_argument("--cluster", required=True, help="value of the nodesmith.io/cluster tag")
     ap.add_argument("--region", default="us-east-1")

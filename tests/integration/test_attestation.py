@@ -34,7 +34,7 @@ def iso(ts):
 
 def main():
     with TestDir("attestation") as d:
-        with LocalStack(d, report_interval="1s") as s:
+        with LocalStack(d, report_interval="1s", kube="real") as s:
             run(d, s)
     print("test_attestation: OK")
     return 0

@@ -16,65 +16,30 @@ node.cloudprovider.kubernetes.io/uninitialized. What the test shows, all done by
     controller sees no heartbeat): the CCM deletes the Node;
   - the instance stopped: the CCM taints the NotReady Node node.cloudprovider.kubernetes.io/shutdown.
 
-The CCM runs as the ServiceAccount and RBAC of the project's own example manifests
+The CCM (tests/pylib/ccm.py) runs as the ServiceAccount and RBAC of the module's own example manifests
 (examples/existing-cluster/base in the module, applied as published), with a token per
 controller as those manifests configure it; every AWS endpoint it could call (EC2, ELB, ELBv2,
 KMS, IMDS) is overridden to 127.0.0.1: EC2, ELB and KMS to the proxy, IMDS to AWS's metadata
 mock standing in for the control plane host's."""
-import json
 import os
-import ssl
-import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
-from nsharness import BUILD, ROOT, TestDir, free_port, wait_for, Proc  # noqa: E402
-from stack import ACCESS_KEY, SECRET_KEY, LocalStack  # noqa: E402
+from nsharness import ROOT, TestDir, wait_for  # noqa: E402
+from stack import LocalStack  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from ccm import REGION, CloudControllerManager, binaries  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "fakes"))
 from kubelet import Kubelet  # noqa: E402
 
-CCM = os.path.join(BUILD, "ccm-aws", "aws-cloud-controller-manager")
-AEMM = os.path.join(BUILD, "ec2-metadata-mock", "ec2-metadata-mock")
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 SHUTDOWN = "node.cloudprovider.kubernetes.io/shutdown"
-REGION = "us-east-1"
-RBAC = ("service-account.yaml", "cluster-role.yaml", "cluster-role-binding.yaml",
-        "apiserver-authentication-reader-role-binding.yaml")
-
-
-def ccm_module_dir():
-    """The CCM module's directory in Go's module cache, as tools/ccm-aws/go.mod pins it."""
-    go = os.environ.get("GO") or "go"
-    if not any(os.access(os.path.join(p, "go"), os.X_OK) for p in os.environ["PATH"].split(":")):
-        go = "/usr/local/go/bin/go"
-    out = subprocess.run([go, "mod", "download", "-json", "k8s.io/cloud-provider-aws"],
-                         cwd=os.path.join(ROOT, "tools", "ccm-aws"), capture_output=True,
-                         text=True, timeout=120, check=True,
-                         env=dict(os.environ, GOFLAGS="-mod=readonly")).stdout
-    return json.loads(out)["Dir"]
-
-
-def cloud_config(path, net, cluster_id, ec2_url, imds_url):
-    overrides = [("EC2", ec2_url), ("Elastic Load Balancing", ec2_url),
-                 ("Elastic Load Balancing v2", ec2_url), ("KMS", ec2_url), ("ec2imds", imds_url)]
-    with open(path, "w") as f:
-        f.write(f"[Global]\nRegion = {REGION}\nVPC = {net['vpc']}\n"
-                f"SubnetID = {net['subnets']['us-east-1a']}\nKubernetesClusterID = {cluster_id}\n"
-                "DisableSecurityGroupIngress = true\n")
-        for i, (service, url) in enumerate(overrides, 1):
-            f.write(f'\n[ServiceOverride "{i}"]\nService = {service}\nRegion = {REGION}\n'
-                    f"URL = {url}\nSigningRegion = {REGION}\n")
-    return path
 
 
 def main():
-    for b in (CCM, AEMM):
-        if not os.access(b, os.X_OK):
-            raise SystemExit(f"{b} not built: run make aws-tools")
+    binaries()
     with TestDir("ccm") as d:
         os.makedirs(os.path.join(d, "stack"))
         with LocalStack(os.path.join(d, "stack")) as s, Cluster(
@@ -101,37 +66,8 @@ def run(d, s, c):
     zone_ids = {z["ZoneName"]: z["ZoneId"] for z in ec2.describe_availability_zones()[
         "AvailabilityZones"]}
 
-    # the CCM's identity and rights: the module's example manifests, as published
-    base = os.path.join(ccm_module_dir(), "examples", "existing-cluster", "base")
-    for f in RBAC:
-        c.kubectl("apply", "-f", os.path.join(base, f))
-    kubeconfig = c.service_account_kubeconfig("kube-system", "cloud-controller-manager")
-
-    imds_port, ccm_port = free_port(), free_port()
-    Proc("aemm-control-plane", [AEMM, "--hostname", "127.0.0.1", "--port", str(imds_port)], d,
-         env={"HOME": d})
-    conf = cloud_config(os.path.join(d, "cloud.conf"), net, s.cluster, s.ec2_endpoint,
-                        f"http://127.0.0.1:{imds_port}")
-    ccm = Proc("aws-cloud-controller-manager", [
-        CCM, "--cloud-provider=aws", f"--cloud-config={conf}", f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1", f"--secure-port={ccm_port}",
-        f"--cert-dir={os.path.join(d, 'ccm-certs')}", "--use-service-account-credentials=true",
-        "--configure-cloud-routes=false", "--controllers=cloud-node,cloud-node-lifecycle",
-        "--leader-elect=false", "--node-monitor-period=1s", "--v=2"], d, env={
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_REGION": REGION, "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "HOME": d})
     t0 = time.monotonic()
-    insecure = ssl._create_unverified_context()  # its serving certificate is self-signed
-
-    def healthy():
-        if not ccm.alive():
-            raise AssertionError("the CCM exited: " + open(ccm.log_path, errors="replace").read()[-3000:])
-        with urllib.request.urlopen(f"https://127.0.0.1:{ccm_port}/healthz", timeout=5,
-                                    context=insecure) as r:
-            return r.status == 200
-    wait_for("the CCM's /healthz", healthy, 90, 0.3)
+    ccm = CloudControllerManager(d, c, s.ec2_endpoint, net, s.cluster).start()
     print(f"CCM: serving after {time.monotonic() - t0:.1f}s")
 
     # kubelets register the three Nodes as EKS nodes do
@@ -212,7 +148,7 @@ def run(d, s, c):
     ready = [x for x in n["status"]["conditions"] if x["type"] == "Ready"][0]
     assert ready["status"] != "True", ready
     assert get_node(gpu["PrivateDnsName"]) is not None  # its instance still runs
-    log = open(ccm.log_path, errors="replace").read()
+    log = ccm.log()
     assert "deleting node since it is no longer present in cloud provider: " + \
         plain["PrivateDnsName"] in log, log[-3000:]
     print(f"terminated: Node {plain['PrivateDnsName']} deleted {gone:.1f}s after the instance "
@@ -220,9 +156,9 @@ def run(d, s, c):
 
     for k in kubelets.values():
         k.stop()
-    assert ccm.alive(), log[-3000:]
-    rc = ccm.stop(timeout=15)
-    assert rc in (0, -15), f"CCM exit {rc}"
+    assert ccm.proc.alive(), log[-3000:]
+    rc = ccm.stop()
+    assert rc[0] in (0, -15), f"CCM exit {rc}"
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ def scenario_handover(s, others):
     target = others[0]
     node = instance(s, target)["node"]
     # replacements take 60 s x grace-scale 0.05 = 3 s to be Ready: the PDB holds each eviction
-    place_on(s, node, "slow", 3, deployment("slow", 3, "50m", annotations={"kubeapi.fake/ready-after-seconds": "60"}),
+    place_on(s, node, "slow", 3, deployment("slow", 3, "50m", ready_after=60),
              pdb("slow", maxUnavailable=1))
     slow = {p["metadata"]["uid"] for p in on_node(running_of(s, "slow"), node)}
     handed_before = m(s, "nodesmith_proxy_drains_finished_total", {"result": "handed_over"})
@@ -281,7 +281,7 @@ def scenario_restart_limit(s, coord_args):
     iids = [s.run_instance("m6i.large", zone=z, nodepool="general") for z in ("us-east-1a", "us-east-1c")]
     names = wait_registered(s, iids)
     victims = [names[i] for i in iids]
-    place_on(s, victims, "pair", 4, deployment("pair", 4, "100m", annotations={"kubeapi.fake/ready-after-seconds": "60"}),
+    place_on(s, victims, "pair", 4, deployment("pair", 4, "100m", ready_after=60),
              pdb("pair", maxUnavailable=1))
     uids = {v: {p["metadata"]["uid"] for p in on_node(running_of(s, "pair"), v)} for v in victims}
     assert all(len(u) == 2 for u in uids.values()), uids
@@ -317,11 +317,11 @@ def scenario_restart_limit(s, coord_args):
 
 def main():
     with TestDir("dead-agent-drain") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             s.start_ec2()
             q = Queue(s)
             s.setup_network()
-            s.start_kube(grace_scale=0.05)
+            s.start_kube(grace_scale=0.05, fault_proxy=True)
             s.apply(NODEPOOLS)
             coord_args = ("--batch-idle", "700ms", "--lease-duration", "3s", "--consolidation-interval", "0",
                           "--termination-grace-period", DEFAULT_GRACE,

@@ -58,6 +58,31 @@ def ctl(port, method, op, obj=None):
         return json.load(r)
 
 
+def container_credentials_server(token):
+    """What the EKS Pod Identity agent serves: credentials for a request carrying the token."""
+    import http.server
+    import threading
+    seen = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            ok = self.headers.get("Authorization") == token
+            body = json.dumps({"AccessKeyId": "ASIAPODIDENTITY", "SecretAccessKey": "s", "Token": "t",
+                               "Expiration": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))}
+                              if ok else {"message": "bad token"}).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv.server_address[1], seen
+
+
 def probe(port, *args, ak="AKIAIOSFODNN7EXAMPLE", sk="dummy", env=None, creds=True):
     argv = [nsharness.binary("ec2probe"), "--endpoint", f"http://127.0.0.1:{port}",
             "--ssm-endpoint", f"http://127.0.0.1:{port}", "--cluster", CLUSTER]
@@ -65,7 +90,9 @@ def probe(port, *args, ak="AKIAIOSFODNN7EXAMPLE", sk="dummy", env=None, creds=Tr
         argv += ["--access-key", ak, "--secret-key", sk]
     e = dict(os.environ)
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-              "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_SHARED_CREDENTIALS_FILE"):
+              "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_SHARED_CREDENTIALS_FILE",
+              "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+              "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN"):
         e.pop(k, None)
     e.update(env or {})
     out = subprocess.run(argv + list(args), capture_output=True, text=True, timeout=120, env=e)
@@ -288,6 +315,20 @@ def functional(port):
               f"web identity through STS AssumeRoleWithWebIdentity ({r.get('result')})")
         r = probe(port, "--sts-endpoint", f"http://127.0.0.1:{port}/", "ssm-parameter", EKS_PARAM, creds=False, env=wi)
         check(r["ok"] and r["result"] == ami, "calls signed with web identity credentials work")
+        # EKS Pod Identity: the agent's endpoint, the projected token as the Authorization header
+        cport, seen = container_credentials_server("pod-identity-token")
+        podtok = os.path.join(d, "eks-pod-identity-token")
+        with open(podtok, "w") as f:
+            f.write("pod-identity-token\n")
+        pi = dict(base, AWS_CONTAINER_CREDENTIALS_FULL_URI=f"http://127.0.0.1:{cport}/v1/credentials",
+                  AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=podtok)
+        r = probe(port, "credentials", creds=False, env=dict(pi, AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "none")))
+        check(r["ok"] and r["result"]["source"] == "container" and r["result"]["accessKeyId"] == "ASIAPODIDENTITY"
+              and r["result"]["sessionToken"] and seen == ["pod-identity-token"],
+              f"EKS Pod Identity: container credentials with the token file ({r.get('result') or r.get('error')}, {seen})")
+        r = probe(port, "credentials", creds=False, env=dict(pi, AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, "none"),
+                                                              AWS_CONTAINER_CREDENTIALS_FULL_URI="http://10.1.2.3/creds"))
+        check(not r["ok"], "container credentials over plain http to another host: refused")
         iport = nsharness.start_listening([sys.executable, IMDS, "--port", "0",
                                            "--role", "nodesmith-coordinator"])
         env = {"HOME": d, "AWS_SHARED_CREDENTIALS_FILE": os.path.join(d, "none")}

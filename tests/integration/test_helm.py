@@ -39,7 +39,8 @@ EXPECTED_DIFFERENCES = (
     "the pod template's checksum/config annotation: only the chart's (restarts on a config change)",
     "ConfigMap name: the base's carries kustomize's content hash suffix",
     "coordinator.conf: comments; the chart writes lease-namespace and lease-name, which the base "
-    "leaves at their defaults (nodesmith, nodesmith-coordinator)",
+    "leaves at their defaults (nodesmith, nodesmith-coordinator); cluster-name, which the chart "
+    "requires and the base leaves to an overlay",
 )
 HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
                "app.kubernetes.io/version")
@@ -54,8 +55,12 @@ def run(*argv, ok=True, stdin=None):
     return p
 
 
-def helm_template(*values_args, ok=True):
-    return run(HELM, "template", "nodesmith", CHART, "--namespace", NS, "--kube-version", "1.32.0", *values_args, ok=ok)
+CLUSTER_NAME = ("--set", "config.cluster-name=test-cluster")  # the one value the chart requires
+
+
+def helm_template(*values_args, ok=True, cluster=True):
+    return run(HELM, "template", "nodesmith", CHART, "--namespace", NS, "--kube-version", "1.32.0",
+               *(CLUSTER_NAME if cluster else ()), *values_args, ok=ok)
 
 
 def docs(text):
@@ -74,10 +79,11 @@ def conf_settings(text):
 
 
 def msec(v):
-    """A duration as --check-config prints it ("20000ms") or as given ("20s"), in ms; other
-    values unchanged."""
-    m = re.fullmatch(r"(\d+)(ms|s|m|h)", v or "")
-    return int(m.group(1)) * {"ms": 1, "s": 1000, "m": 60000, "h": 3600000}[m.group(2)] if m else v
+    """A duration as --check-config prints it ("20000ms") or as given ("20s") in ms, a size
+    ("128Mi") in bytes; other values unchanged."""
+    units = {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|Ki|Mi|Gi)?", v or "")
+    return int(m.group(1)) * units.get(m.group(2) or "", 1) if m else v
 
 
 def normalise(objs, source):
@@ -97,6 +103,8 @@ def normalise(objs, source):
                 s.pop("lease-namespace")
             if s.get("lease-name") == "nodesmith-coordinator":
                 s.pop("lease-name")
+            if s.get("cluster-name") == "test-cluster":
+                s.pop("cluster-name")
             d["data"]["coordinator.conf"] = s
         if kind == "Deployment":
             tmpl = d["spec"]["template"]
@@ -163,7 +171,10 @@ def check_config_accepted(what, objs, tmp):
         if os.path.exists(os.path.join(ROOT, "data", src)):
             shutil.copy(os.path.join(ROOT, "data", src), os.path.join(etc, "tls", f))
     open(os.path.join(etc, "bootstrap", "token"), "w").write("0123456789abcdef0123\n")
+    os.chmod(os.path.join(etc, "bootstrap", "token"), 0o600)
     args = [a.replace("/etc/nodesmith", etc) for a in dep["spec"]["template"]["spec"]["containers"][0]["args"]]
+    if "attestation-ca" not in conf_settings(conf):  # the image's file, from the source tree
+        args += ["--attestation-ca", os.path.join(ROOT, "data", "aws-identity-rsa2048.pem")]
     p = run(COORD, "--check-config", *args, ok=False)
     check(f"coordinator --check-config accepts the chart's args and coordinator.conf ({what})",
           p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:])
@@ -177,7 +188,7 @@ def main():
     print("helm:", run(HELM, "version", "--short").stdout.strip())
     tmp = tempfile.mkdtemp(prefix="nodesmith-helm.")
 
-    p = run(HELM, "lint", "--strict", CHART, "--namespace", NS, ok=False)
+    p = run(HELM, "lint", "--strict", CHART, "--namespace", NS, *CLUSTER_NAME, ok=False)
     check("helm lint --strict", p.returncode == 0, p.stdout + p.stderr)
 
     # ---- the default render against the kustomize base ----
@@ -197,7 +208,7 @@ def main():
         d = diff(h[key], k[key])
         check(f"{key[0]} {key[2]}: same as kustomize", not d, "\n".join(d[:30]))
     for src, objs in (("kustomize", base), ("helm", chart)):
-        role = find(objs, "Role")
+        role = find(objs, "Role", "nodesmith-coordinator-leader-election")
         check(f"{src}: the leader-election Role names the Lease nodesmith-coordinator",
               role["rules"][1]["resourceNames"] == ["nodesmith-coordinator"], role["rules"])
     print("differences normalised (expected):\n  - " + "\n  - ".join(EXPECTED_DIFFERENCES))
@@ -230,16 +241,20 @@ def main():
             "agent-ca": "/etc/nodesmith/tls/ca.crt", "agent-tls-server-name": "ns.example",
             "leader-elect": "yes", "lease-name": "ns-leader", "lease-duration": "20s", "attestation": "warn",
             "attestation-ca": "/etc/nodesmith/tls/ca.crt", "log-level": "debug",
-            "catalog": "/etc/nodesmith/tls/catalog.json", "price-table": "/etc/nodesmith/tls/prices.json"}
+            "catalog": "/etc/nodesmith/tls/catalog.json", "price-table": "/etc/nodesmith/tls/prices.json",
+            "max-connections": "5000", "max-connections-per-source": "128", "max-unauthenticated": "32",
+            "max-unauthenticated-per-source": "4", "auth-timeout": "5s", "idle-timeout": "2m",
+            "max-state-memory": "128Mi", "iam-endpoint": "https://iam.amazonaws.com", "solver-budget": "50ms",
+            "lease-renew-deadline": "10s", "lease-retry-period": "2s", "image-refresh": "30m"}
     unset = [o for o in values["config"] if values["config"][o] == "" and o not in full and o != "lease-namespace"]
     check("the full-values case sets every setting left empty by default", not unset, unset)
     vf = os.path.join(tmp, "full.yaml")
     yaml.safe_dump({"config": full}, open(vf, "w"))
-    objs = docs(helm_template("-f", vf).stdout)
+    objs = docs(helm_template("-f", vf, cluster=False).stdout)
     got = check_config_accepted("every setting given", objs, tmp)
     wrong = {k: (v, got.get(k)) for k, v in full.items() if "/etc/nodesmith" not in v and msec(got.get(k)) != msec(v)}
     check("the coordinator reads every given value back (--check-config prints them)", not wrong, wrong)
-    role = find(objs, "Role")
+    role = find(objs, "Role", "nodesmith-coordinator-leader-election")
     check("the leader-election Role follows config.lease-name",
           role["rules"][1]["resourceNames"] == ["ns-leader"], role["rules"])
 
@@ -278,6 +293,9 @@ def main():
             ("a setting the coordinator does not have", ("--set", "config.no-such-thing=1"), "no-such-thing"),
             ("a misspelt top-level value", ("--set", "replica=3"), "replica")):
         p = helm_template(*args, ok=False)
+        check(f"refused: {what}", p.returncode != 0 and needle in p.stderr, p.stderr[-800:])
+    for what, args, needle in (("no cluster-name", (), "config.cluster-name"),):
+        p = helm_template(*args, ok=False, cluster=False)
         check(f"refused: {what}", p.returncode != 0 and needle in p.stderr, p.stderr[-800:])
 
     return check.exit_code("test_helm")

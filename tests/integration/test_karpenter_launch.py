@@ -104,7 +104,7 @@ def quantity(s):
 
 def main():
     with TestDir("karpenter-launch") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             run(s, d)
     print("test_karpenter_launch: OK")
 
@@ -153,6 +153,10 @@ def run(s, d):
     check("tag team", tags.get("team"), "payments")
     check("tag cost-center", tags.get("cost-center"), "cc-1234")
     check("tag nodesmith.io/nodepool", tags.get("nodesmith.io/nodepool"), "everything")
+    # as Karpenter tags its instances; the AWS cloud controller manager finds an instance by name
+    # only among those carrying kubernetes.io/cluster/NAME (test_ccm.py)
+    check("tag kubernetes.io/cluster/…", tags.get(f"kubernetes.io/cluster/{CLUSTER}"), "owned")
+    check("tag eks:eks-cluster-name", tags.get("eks:eks-cluster-name"), CLUSTER)
     md = inst["MetadataOptions"]
     check("metadata HttpPutResponseHopLimit", md["HttpPutResponseHopLimit"], 2)
     check("metadata HttpTokens", md["HttpTokens"], "required")

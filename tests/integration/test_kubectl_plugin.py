@@ -13,6 +13,8 @@ certificate from a test CA), checks the bearer token, and forwards to a real coo
   3. A wrong token: the proxy's 401, exit 1, and a message saying what the user needs.
   4. A kubeconfig whose CA did not sign the server's certificate: refused (TLS is verified).
   5. nodesmithctl --coordinator URL together with --kubeconfig: refused, exit 2.
+  6. A kubeconfig user with an exec credential plugin (as EKS's `aws eks get-token`): the
+     plugin runs with its env and KUBERNETES_EXEC_INFO, and its token is used.
 """
 import base64
 import http.server
@@ -67,14 +69,28 @@ class ServiceProxy(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def kubeconfig(path, port, ca, token):
+# An exec credential plugin as `aws eks get-token` is one: it needs its env from the kubeconfig
+# and KUBERNETES_EXEC_INFO, and prints an ExecCredential.
+EXEC_PLUGIN = """import json, os, sys
+info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+assert os.environ.get("CLUSTER_ID") == "test" and info["spec"]["interactive"] is False, "bad env"
+print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+                  "status": {"token": sys.argv[1]}}))
+"""
+
+
+def kubeconfig(path, port, ca, token=None, exec_token=None):
+    user = {"token": token} if token else {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+        "args": ["-c", EXEC_PLUGIN, exec_token], "env": [{"name": "CLUSTER_ID", "value": "test"}],
+        "interactiveMode": "Never"}}
     with open(path, "w") as f:
         json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "test",
                    "clusters": [{"name": "c", "cluster": {
                        "server": f"https://localhost:{port}",
                        "certificate-authority-data": base64.b64encode(open(ca, "rb").read()).decode()}}],
                    "contexts": [{"name": "test", "context": {"cluster": "c", "user": "u"}}],
-                   "users": [{"name": "u", "user": {"token": token}}]}, f)
+                   "users": [{"name": "u", "user": user}]}, f)
     return path
 
 
@@ -132,6 +148,16 @@ def run(d, pki, other, coord, srv):
           p.returncode == 1 and ServiceProxy.seen and
           ServiceProxy.seen[-1][0].startswith("/api/v1/namespaces/kube-system/services/ns-coord:api/proxy/"),
           (p.returncode, ServiceProxy.seen, p.stderr))
+
+    ServiceProxy.seen.clear()
+    kubeconfig(kc, port, pki["ca"], exec_token="s3cret-token")
+    p = kubectl("nodesmith", "status", "-o", "json")
+    check("an exec credential plugin user (as aws eks get-token): its token is used",
+          p.returncode == 0 and ServiceProxy.seen and ServiceProxy.seen[-1][1] == "Bearer s3cret-token",
+          (p.stderr, ServiceProxy.seen))
+    kubeconfig(kc, port, pki["ca"], exec_token="")
+    p = kubectl("nodesmith", "status")
+    check("an exec plugin that gives no token: exit 1, said", p.returncode == 1 and "no status.token" in p.stderr, p.stderr)
 
     kubeconfig(kc, port, pki["ca"], "wrong-token")
     p = kubectl("nodesmith", "status")

@@ -8,7 +8,7 @@
      one rule is removed by its id;
   3. a slow answer takes its delay;
   4. open watches are cut on demand (the client's stream ends) and after N events
-     (`dropWatchAfter`);
+     (`dropWatchAfter`); the agent's HTTP/1.0 watch streams through unchunked;
   5. the API server restarted behind it: connections fail while it is down, requests succeed
      again after.
 
@@ -16,13 +16,14 @@ Run: python3 tests/integration/test_kubeproxy.py   (~40 s)"""
 import http.client
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from cluster import Cluster  # noqa: E402
-from nsharness import TestDir, wait_for  # noqa: E402
+from nsharness import TestDir, binary, wait_for  # noqa: E402
 
 
 def whoami(c, px, ident):
@@ -115,6 +116,13 @@ def main():
         conn.close()
         assert len(lines) == 2 and all(x["type"] == "ADDED" for x in lines), lines
         print("watch cut on demand; a watch cut after 2 events")
+        # the agent's HTTP backend watches with HTTP/1.0 (docs/http.md): streamed to the end of
+        # the connection, never chunked
+        kc = c.write_kubeconfig(os.path.join(d, "probe.kubeconfig"), c.admin, server=px.server)
+        r = subprocess.run(["timeout", "4", binary("kubeprobe-nng"), "--kubeconfig", kc, "watch",
+                            "/api/v1/namespaces/default/configmaps"], capture_output=True, text=True)
+        assert "SYNCED" in r.stdout and "ERROR" not in r.stdout, r.stdout[-500:]
+        print("the agent's HTTP/1.0 watch through the proxy: no error")
 
         # 5. the API server restarts behind the proxy
         th = threading.Thread(target=c.restart_apiserver, kwargs={"down": 2.0}, daemon=True)

@@ -248,7 +248,12 @@ assert c["resources"]["requests"]["cpu"] and ps["topologySpreadConstraints"]
 cm = ps["volumes"][0]["configMap"]["name"]
 get("ConfigMap", cm)
 svc = get("Service", "nodesmith-coordinator")
-assert sorted(p["port"] for p in svc["spec"]["ports"]) == [7400, 8080]
+assert sorted(p["port"] for p in svc["spec"]["ports"]) == [7400, 8080, 8081]
+# /api/v1 on its own port, authenticated; only labelled namespaces reach it (docs/security.md)
+assert "--api-auth" in c["args"] and c["args"][c["args"].index("--api-auth") + 1] == "kubernetes"
+pol = get("NetworkPolicy", "nodesmith-coordinator")["spec"]["ingress"]
+assert [r for r in pol if any(p["port"] == "api" for p in r["ports"])][0]["from"][0]["namespaceSelector"]
+assert any(r.get("nonResourceURLs") for r in get("ClusterRole", "nodesmith-api-reader")["rules"])
 assert get("PodDisruptionBudget", "nodesmith-coordinator")["spec"]["maxUnavailable"] == 1
 # The leader-election Role names the Lease itself (kustomize once rewrote it to the ConfigMap's
 # hashed name, which a real API server then refused).
@@ -285,8 +290,15 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=nodesmith-coordinator \
     -addext subjectAltName=DNS:nodesmith-coordinator.nodesmith.svc -keyout "$E/tls/tls.key" -out "$E/tls/tls.crt" 2>/dev/null
   head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$E/bootstrap/token"
+  chmod 0400 "$E/bootstrap/token"  # the Secret volume's defaultMode: others may not read it
   mapfile -t args < <(sed "s|^/etc/nodesmith|$E|" "$T/args")
-  check "coordinator --check-config accepts the Deployment's args" "$COORD" --check-config "${args[@]}"
+  # plus what an overlay must add: cluster-name (agents are attested against it; the image ships
+  # AWS's certificates where attestation-ca points by default)
+  check "coordinator --check-config accepts the Deployment's args" "$COORD" --check-config "${args[@]}" \
+    --cluster-name prod --attestation-ca data/aws-identity-rsa2048.pem
+  if "$COORD" --check-config "${args[@]}" >/dev/null 2>&1; then
+    bad "the base without cluster-name started (attestation has nothing to check against)"
+  else ok "the base without an overlay's cluster-name is refused"; fi
 else
   skip "kubectl not installed: Kubernetes base not rendered"
 fi
@@ -444,6 +456,7 @@ root = os.path.join(tmp, "node")
 for p, text in body.items():
     os.makedirs(os.path.dirname(root + p), exist_ok=True)
     open(root + p, "w").write(text.replace("/etc/nodesmith/", root + "/etc/nodesmith/"))
+    os.chmod(root + p, int(files[p]["permissions"], 8))  # as write_files sets them
 out = subprocess.run([agent, "--check-config", "--config", root + "/etc/nodesmith/agent.conf"],
                      capture_output=True, text=True)
 assert out.returncode == 0, out.stderr

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""NodePool and EC2NodeClass status written by the leading coordinator, seen through kubectl
-(the local stack's API server, tests/fakes/kubeapi):
+"""On the real control plane of the tests (tests/pylib/cluster.py), with nodesmith installed by
+`helm install` of packaging/helm/nodesmith: a coordinator with the chart's configuration
+(its ConfigMap) and the chart's ServiceAccount (a token of it, so exactly the chart's RBAC)
+leads and provisions; what it writes is seen through kubectl:
 
   1. Before any launch: NodePool `general` has ValidationSucceeded=True and NodeClassReady and
      Ready Unknown (its class is not looked up in EC2 yet); NodePool `orphan` names a missing
@@ -62,19 +64,31 @@ def writes(url):
 
 def main():
     with TestDir("status") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
-            run(s)
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
+            run(s, d)
     return check.exit_code("test_status")
 
 
-def run(s):
+def run(s, d):
     s.start_ec2()
     s.setup_network()
-    s.start_kube(grace_scale=0.05)
+    s.start_kube(grace_scale=0.05, helm=["--set", f"config.cluster-name={CLUSTER}"])
+    out = s.kubectl("get", "crd,clusterrole,deployment,service,secret,configmap,pdb", "-A", "-l",
+                    "app.kubernetes.io/part-of=nodesmith", "-o", "name")
+    print("helm installed:", " ".join(sorted(out.split())))
+    check("helm install: the CRDs, the coordinator's Deployment, Service, PDB, config and token Secret",
+          all(x in out for x in ("customresourcedefinition.apiextensions.k8s.io/nodeclaims.nodesmith.io",
+                                 "deployment.apps/nodesmith-coordinator", "service/nodesmith-coordinator",
+                                 "poddisruptionbudget.policy/nodesmith-coordinator",
+                                 "configmap/nodesmith-coordinator-config", "secret/nodesmith-bootstrap-token")), out)
+    conf = os.path.join(d, "chart-coordinator.conf")
+    with open(conf, "w") as f:
+        f.write(s.kubectl("-n", "nodesmith", "get", "configmap", "nodesmith-coordinator-config",
+                          "-o", r"jsonpath={.data.coordinator\.conf}"))
     s.apply(POOLS)
     queue = Queue(s)
-    s.start_coordinator("--batch-idle", "700ms", "--identity", "leader", "--lease-duration", "3s",
-                        "--instance-profile", "nodesmith-test-profile", "--interruption-queue", queue.url,
+    s.start_coordinator("--config", conf, "--batch-idle", "700ms", "--identity", "leader", "--lease-duration", "3s",
+                        "--interruption-queue", queue.url,
                         "--sqs-endpoint", s.ec2_endpoint)
     leader = s.coordinator_http
     s.start_emulator(boot_delay=4)  # a window in which launched instances are not Nodes yet
@@ -95,8 +109,9 @@ def run(s):
               for c in g["status"]["conditions"]), g["status"]["conditions"])
 
     # ---- 2. after a scale-up: NodeClaims in flight, then the Node they became ----
-    # the first CreateFleet finds no capacity at all: a failed NodeClaim, then another launch
-    s.proxy("POST", "rules", {"kind": "ice", "instance_type": "*", "zone": "*", "count": 1})
+    # the first two CreateFleets find no capacity at all: one failed NodeClaim for the pool (the
+    # latest failure), then a launch
+    s.proxy("POST", "rules", {"kind": "ice", "instance_type": "*", "zone": "*", "count": 2})
     apply_objs(s, deployment("web", 4, "1", "2Gi"))
     inflight = wait_for("a NodeClaim launched and not registered", lambda: [
         c for c in claims(s) if cond(c, "Launched").get("status") == "True" and not c["status"].get("nodeName")], 60, 0.2)
@@ -108,13 +123,14 @@ def run(s):
     check("in flight before any Node exists: a NodeClaim with type, zone, capacity type and the pods it is for",
           not nodes_then and lbl.get("node.kubernetes.io/instance-type") and lbl.get("topology.kubernetes.io/zone")
           and lbl.get("nodesmith.io/capacity-type") == "on-demand" and c["status"].get("providerID", "").startswith("aws:///")
-          and c["status"].get("nominatedPodCount") == 4 and all(p.startswith("default/web-") for p in c["status"]["nominatedPods"])
+          and 1 <= c["status"].get("nominatedPodCount", 0) <= 4 and len(c["status"]["nominatedPods"]) == c["status"]["nominatedPodCount"]
+          and all(p.startswith("default/web-") for p in c["status"]["nominatedPods"])
           and cond(c, "Registered").get("status") == "Unknown", (nodes_then, c))
     row = next(l.split() for l in out.splitlines() if l.startswith(c["metadata"]["name"]))
     check("kubectl get nodeclaims: Type, Capacity, Zone filled, no Node yet",
           row[1:4] == [lbl["node.kubernetes.io/instance-type"], "on-demand", lbl["topology.kubernetes.io/zone"]], row)
     failed = [c for c in claims(s) if cond(c, "Launched").get("status") == "False"]
-    check("the failed launch: a NodeClaim with Launched=False and EC2's error",
+    check("the failed launches: one NodeClaim for the pool with Launched=False and EC2's error",
           len(failed) == 1 and "InsufficientInstanceCapacity" in cond(failed[0], "Launched").get("reason", "") +
           cond(failed[0], "Launched").get("message", ""), failed)
     wait_for("4 web pods Running", lambda: len(running_of(s, "web")) == 4, 120, 0.5)
@@ -136,7 +152,10 @@ def run(s):
     check("EC2NodeClass: the amd64 AMI with its requirement", any(
         a["id"].startswith("ami-") and a["requirements"] == [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
         for a in st.get("amis", [])), st.get("amis"))
-    check("EC2NodeClass: instanceProfile", st.get("instanceProfile") == "nodesmith-test-profile", st.get("instanceProfile"))
+    inst = s.ec2.describe_instances(InstanceIds=[c["status"]["instanceID"]])["Reservations"][0]["Instances"][0]
+    check("EC2NodeClass: instanceProfile, the one the instance got (made for spec.role)",
+          st.get("instanceProfile") and inst.get("IamInstanceProfile", {}).get("Arn", "").endswith("/" + st["instanceProfile"]),
+          (st.get("instanceProfile"), inst.get("IamInstanceProfile")))
     wait_for("general Ready with its node counted", lambda: cond(get(s, "nodepool", "general"), "Ready").get("status") == "True"
              and get(s, "nodepool", "general")["status"]["resources"]["nodes"] == str(n_nodes), 30, 0.3)
     res = get(s, "nodepool", "general")["status"]["resources"]
@@ -201,14 +220,17 @@ def run(s):
     check("kubectl describe node: the interruption notice and the drain decided",
           f"Instance {iid} has a spot_interruption notice" in out and "NodesmithDrainDecided" in out, out[-1200:])
 
+    # EC2 takes the instance back: its Node goes (the emulated cloud node lifecycle controller),
+    # and so does its NodeClaim
     claim = next(c["metadata"]["name"] for c in claims(s) if c["status"].get("instanceID") == iid)
-    wait_for("the interrupted instance's NodeClaim deleted with its Node", lambda: claim not in
+    s.terminate(iid)
+    wait_for("the instance's NodeClaim deleted with its Node", lambda: claim not in
              [c["metadata"]["name"] for c in claims(s)] and node not in s.nodes(), 90, 0.5)
     check("garbage-collected with the instance", True)
 
     # ---- 5. a standby writes nothing ----
-    s.start_coordinator("--batch-idle", "700ms", "--identity", "standby", "--lease-duration", "3s",
-                        "--instance-profile", "nodesmith-test-profile", name="standby")
+    s.start_coordinator("--config", conf, "--batch-idle", "700ms", "--identity", "standby", "--lease-duration", "3s",
+                        name="standby")
     standby = s.coordinator_http
     s.kubectl("patch", "nodepool", "orphan", "--subresource=status", "--type=merge", "-p", '{"status": {"conditions": []}}')
     time.sleep(7)

@@ -19,6 +19,7 @@ emulates them (docs/testing.md).
         ident = c.node_identity("ip-10-0-0-1.ec2.internal")   # CN=system:node:NAME O=system:nodes
         c.write_kubeconfig(path, ident)  # a kubeconfig for that identity
         c.install_packaging()            # kubectl apply -k packaging/kubernetes (as shipped)
+        c.install_helm("--set", "k=v")   # or: helm install packaging/helm/nodesmith
         c.service_account_kubeconfig("nodesmith", "nodesmith-coordinator")  # TokenRequest
         c.pause("kube-scheduler"); c.resume("kube-scheduler")   # SIGSTOP / SIGCONT
         c.restart_apiserver(down=2)      # stop it, wait, start it again on the same port
@@ -429,13 +430,30 @@ class Cluster:
         return self.write_kubeconfig(path, self.service_account_identity(namespace, name),
                                      server=server, ca=ca)
 
+    CRDS = ("crd/nodepools.nodesmith.io", "crd/ec2nodeclasses.nodesmith.io", "crd/nodeclaims.nodesmith.io")
+
     def install_packaging(self):
         """`kubectl apply -k packaging/kubernetes`, the shipped manifests as they are, then waits
         for the CRDs to be Established."""
         out = self.kubectl("apply", "-k", os.path.join(ROOT, "packaging", "kubernetes"), timeout=90)
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     "crd/nodepools.nodesmith.io", "crd/ec2nodeclasses.nodesmith.io")
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *self.CRDS)
         return out
+
+    def install_helm(self, *values_args, release="nodesmith", namespace="nodesmith"):
+        """`helm install` of packaging/helm/nodesmith (helm from $(BUILD)/tools/helm, `make
+        helm`) into namespace (created), then waits for the CRDs to be Established. helm's
+        cache and configuration stay in the workdir."""
+        helm = os.path.join(self.build, "tools", "helm")
+        home = os.path.join(self.workdir, "helm")
+        env = dict(os.environ, HELM_CACHE_HOME=home + "/cache", HELM_CONFIG_HOME=home + "/config",
+                   HELM_DATA_HOME=home + "/data", KUBECONFIG=self.kubeconfig)
+        r = subprocess.run([helm, "install", release, os.path.join(ROOT, "packaging", "helm", "nodesmith"),
+                            "--namespace", namespace, "--create-namespace", *values_args],
+                           capture_output=True, text=True, timeout=180, env=env)
+        if r.returncode != 0:
+            raise AssertionError(f"helm install: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *self.CRDS)
+        return r.stdout
 
     # ---- clients ---------------------------------------------------------------------------
     def kubectl(self, *args, input=None, check=True, timeout=60, identity=None):

@@ -8,11 +8,11 @@ log (pods/eviction create and pods delete, cluster.AUDIT_POLICY) plus a watch of
     a.violations()                    # the records that left a PDB below its desiredHealthy
     a.stop()
 
-decision: "evicted" (Eviction API, 201), "refused" (Eviction API, 429 or other error),
-"deleted" (DELETE of the pod, 200). Deletions by kubelets (system:node:*), by the control
-plane's controllers (system:serviceaccount:kube-system:*, system:kube-*) and by the admin are
-not counted as violations: they are the final removal of a terminated pod, a ReplicaSet scaling
-down, or the test itself. A violation is an accepted eviction or deletion after which fewer pods
+decision: "evicted" (Eviction API, 201), "denied" (Eviction API, 429 or other error),
+"deleted" (DELETE of the pod, 200, by anyone but a kubelet (system:node:*), the control plane's
+controllers (system:serviceaccount:kube-system:*, system:kube-*) and the admin: those are the
+final removal of a terminated pod, a ReplicaSet scaling down or pod GC, or the test itself, and
+are not recorded). A violation is an accepted eviction or deletion after which fewer pods
 of a PDB were healthy (Ready, not terminating) than its desiredHealthy, judged on the pods'
 states at the time the API server received the request.
 """
@@ -144,20 +144,20 @@ class PodAudit:
         t = _unix(ev.get("requestReceivedTimestamp"))
         ns, name = ref.get("namespace"), ref.get("name")
         if via == "eviction":
-            decision = "evicted" if code in (200, 201) else "refused"
-        elif code in (200, 202):
+            decision = "evicted" if code in (200, 201) else "denied"
+        elif code in (200, 202) and not user.startswith(EXEMPT_PREFIXES):
             decision = "deleted"
         else:
-            return
+            return  # a kubelet's, a controller's or the test's own deletion: not recorded
         rec = {"time": ev.get("requestReceivedTimestamp"), "unix": t, "namespace": ns, "pod": name,
-               "decision": decision, "code": code, "user": user, "via": via, "uid": None,
+               "decision": decision, "code": code, "user": user, "via": f"{via} by {user}", "uid": None,
                "node": None, "pdb": None, "healthyAfter": None, "desiredHealthy": None,
                "violation": False}
         with self.lock:
             p = self.pods.get((ns, name))
             if p is not None:
                 rec["uid"], rec["node"] = p["uid"], p["node"]
-            if p is not None and decision != "refused":
+            if p is not None:
                 for (pns, pname), pdb in self.pdbs.items():
                     if pns != ns or not _selected(pdb["spec"].get("selector"), p["labels"]):
                         continue
@@ -167,7 +167,7 @@ class PodAudit:
                     after = healthy - (1 if self._healthy_at(p, t) else 0)
                     desired = (pdb.get("status") or {}).get("desiredHealthy")
                     rec.update(pdb=pname, healthyAfter=after, desiredHealthy=desired)
-                    if desired is not None and after < desired and \
+                    if decision != "denied" and desired is not None and after < desired and \
                             not user.startswith(EXEMPT_PREFIXES) and self._healthy_at(p, t):
                         rec["violation"] = True
             self.records.append(rec)
@@ -178,7 +178,7 @@ class PodAudit:
 
     def evictions(self, node=None, decision=None):
         self.sync()
-        return [r for r in self.records if r["via"] == "eviction" or r["decision"] == "deleted"
+        return [r for r in self.records if r["via"].startswith("eviction")
                 if (node is None or r["node"] == node) and (decision is None or r["decision"] == decision)]
 
     def violations(self):

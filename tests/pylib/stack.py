@@ -178,6 +178,7 @@ class LocalStack:
         self.cluster_cp = None          # cluster.Cluster when kube == "real"
         self.audit = None               # kubeaudit.PodAudit on the real control plane
         self.fault_proxy = None         # cluster.FaultProxy: the product's clients go through it
+        self.ccm = None                 # ccm.CloudControllerManager after start_ccm()
         self.coordinator_kubeconfig = None
         self.agent_kubeconfig = None
         self.grace_scale = 1.0
@@ -405,7 +406,7 @@ class LocalStack:
 
     # ---- Kubernetes ----------------------------------------------------------------------
     def start_kube(self, grace_scale=0.05, crds=True, extra=(), node_monitor_grace=10,
-                   external_cloud_provider=False, fault_proxy=False):
+                   external_cloud_provider=False, fault_proxy=False, helm=None):
         """Kubernetes for the stack. kube="real": the control plane of tests/pylib/cluster.py
         (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) in WORKDIR/cluster, the
         shipped manifests applied with `kubectl apply -k packaging/kubernetes` (the in-cluster
@@ -414,11 +415,13 @@ class LocalStack:
         emulated kubelets' grace factor; extra goes to kube-apiserver. With fault_proxy, the
         coordinator and the agents reach the API server through tests/fakes/kubeproxy.py
         (s.fault_proxy.fault(...), s.kube_control); a PodAudit (s.audit) records evictions.
+        helm (a list of helm install arguments, [] for the defaults): the Helm chart
+        packaging/helm/nodesmith is installed instead of the kustomize base.
         kube="fake": tests/fakes/kubeapi.py; with crds, nodesmith's CRDs are applied."""
         self.grace_scale = grace_scale
         if self.kube == "real":
             return self._start_real_kube(extra, node_monitor_grace, external_cloud_provider,
-                                         fault_proxy)
+                                         fault_proxy, helm)
         p = self._proc("kubeapi", [sys.executable, os.path.join(FAKES, "kubeapi.py"), "--port", "0",
                                    "--grace-scale", str(grace_scale)] + list(extra))
         self.ports["kube"] = _listening(p, "fake API server", 30)
@@ -432,7 +435,7 @@ class LocalStack:
             self.install_crds()
         return self.kube_server
 
-    def _start_real_kube(self, extra, node_monitor_grace, external_cloud_provider, fault_proxy):
+    def _start_real_kube(self, extra, node_monitor_grace, external_cloud_provider, fault_proxy, helm=None):
         from cluster import Cluster
         from kubeaudit import PodAudit
         c = self.cluster_cp = Cluster(os.path.join(self.workdir, "cluster"), build=self.build,
@@ -446,7 +449,10 @@ class LocalStack:
             self.procs[name] = c.procs[name]
             self.seen_pids.add(c.procs[name].pid)
         self.audit = PodAudit(c).start()
-        c.install_packaging()
+        if helm is None:
+            c.install_packaging()
+        else:
+            c.install_helm(*helm)
         self.kubectl("-n", "nodesmith", "scale", "deployment/nodesmith-coordinator", "--replicas=0")
         server = None
         if fault_proxy:
@@ -544,6 +550,10 @@ class LocalStack:
         argv = [coord, "--listen", self.coordinator_url, "--http-listen", self.coordinator_http,
                 "--report-interval", interval or self.report_interval,
                 "--token-file", self.pki["token_file"], "--log-level", log_level]
+        if "--max-unauthenticated-per-source" not in extra:
+            # every emulated agent reaches the coordinator through the stack's Service proxy, from
+            # 127.0.0.1: one address for the whole fleet (on EKS each node has its own)
+            argv += ["--max-unauthenticated-per-source", "64"]
         if "--api-listen" not in extra:
             # /api/v1 beside the metrics, no authentication (tests/security/test_http_api.py tests it)
             argv += ["--api-listen", self.coordinator_http, "--api-auth", "none"]
@@ -655,6 +665,26 @@ class LocalStack:
                              capture_output=True, text=True, timeout=10).stdout
         return {n["instanceId"]: n for n in json.loads(out)["items"]}
 
+    # ---- the AWS cloud controller manager ------------------------------------------------
+    def start_ccm(self):
+        """The real AWS cloud controller manager (tests/pylib/ccm.py, docs/testing-aws.md): it
+        initialises the Nodes (with start_kube(external_cloud_provider=True) they register
+        tainted uninitialized) and deletes those whose instances are gone; the node emulator,
+        started after this, leaves that to it. Needs kube="real", start_ec2() and
+        setup_network()."""
+        if self.cluster_cp is None or self.network is None:
+            raise ValueError("start_ccm() needs kube='real', start_kube() and setup_network()")
+        from ccm import CloudControllerManager
+        d = os.path.join(self.workdir, "ccm")
+        os.makedirs(d, exist_ok=True)
+        self.ccm = CloudControllerManager(d, self.cluster_cp, self.ec2_endpoint, self.network,
+                                          self.cluster, build=self.build).start()
+        for name, p in (("aws-cloud-controller-manager", self.ccm.proc),
+                        ("aemm-control-plane", self.ccm.imds)):
+            self.procs[name] = p
+            self.seen_pids.add(p.pid)
+        return self.ccm
+
     # ---- the node emulator ---------------------------------------------------------------
     def start_emulator(self, boot_delay=0.3, spot_grace=120.0, agent_args=(), extra=(),
                        ready_delay=0.5):
@@ -680,6 +710,8 @@ class LocalStack:
                      "--agent-kubeconfig", self.agent_kubeconfig]
             if c.external_cloud_provider:
                 argv.append("--external-cloud-provider")
+            if self.ccm is not None:
+                argv.append("--cloud-controller-manager")
         argv += [f"--agent-arg={a}" for a in agent_args] + list(extra)
         p = self._proc("nodeemu", argv, env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
                                              "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
@@ -722,7 +754,8 @@ class LocalStack:
             except Exception:
                 pass
         rcs = {}
-        for name in ("nodeemu", "coordinator", "kubeapi", "ec2proxy"):
+        for name in ("nodeemu", "coordinator", "aws-cloud-controller-manager", "aemm-control-plane",
+                     "kubeapi", "ec2proxy"):
             p = self.procs.get(name)
             if p is not None:
                 rcs[name] = p.stop(timeout=45 if name == "nodeemu" else 15)

@@ -179,7 +179,9 @@ class Link:
         self.sock.settimeout(max(wait, 0.01))
         try:
             return self.sock.recv(1) == b""
-        except (socket.timeout, ssl.SSLError, BlockingIOError):
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError):
+            return True  # closed without (or with) a TLS close_notify
+        except (socket.timeout, ssl.SSLWantReadError, BlockingIOError):
             return False
         except OSError:
             return True

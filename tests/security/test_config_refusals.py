@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 sys.path.insert(0, os.path.dirname(__file__))
-from attacklib import MiB, MemoryWatch  # noqa: E402
+from attacklib import MiB, MemoryWatch, agent_report, identity, m, node_state, pod, report  # noqa: E402
 from nsharness import (ROOT, Coordinator, FakeKube, TestDir, binary, free_port, make_pki, make_root,  # noqa: E402
                        wait_for, GiB)
 
@@ -33,7 +33,8 @@ def run(argv, timeout=20):
 
 def coordinator_argv(d, pki, *extra, token_file=None, key=None):
     return [binary("nodesmith-coordinator"), "--listen", f"tls+tcp://127.0.0.1:{free_port()}",
-            "--http-listen", f"http://127.0.0.1:{free_port()}", "--tls-cert", pki["cert"],
+            "--http-listen", f"http://127.0.0.1:{free_port()}", "--api-listen", f"http://127.0.0.1:{free_port()}",
+            "--api-auth", "none", "--tls-cert", pki["cert"],
             "--tls-key", key or pki["key"], "--token-file", token_file or pki["token_file"], *extra]
 
 
@@ -123,10 +124,33 @@ def f8(d, pki):
         kube.proc.stop()
 
 
+def f5_state_budget(d, pki):
+    """50 fake nodes each storing a ~0.9 MiB report, against max-state-memory 32Mi (attestation off,
+    as only an explicit setting allows): the budget holds, the rest are refused as overloaded."""
+    c = Coordinator(d, pki, name="coord-budget", extra=["--attestation", "off", "--max-state-memory", "32Mi"]).start()
+    mem = MemoryWatch(c.proc.pid)
+    token = open(pki["token_file"]).read().strip()
+    results = {}
+    for i in range(50):
+        iid = f"i-0fake{i:012d}"
+        st = node_state(identity(iid, "b", f"fake-{i}"), pods=[pod("t", "p", "u", "x" * (900 * 1024))])
+        r = report(c.url, pki["ca"], agent_report(token, iid, "b", 1, st))
+        results[r["status"]] = results.get(r["status"], 0) + 1
+        mem.sample()
+    text = c.metrics()
+    assert results.get("OVERLOADED", 0) >= 10 and results.get("OK", 0) >= 10, results
+    assert m(text, "nodesmith_reports_total", {"result": "overloaded"}) == results["OVERLOADED"]
+    now = mem.report(f"F5. 50 fake nodes x 0.9 MiB against max-state-memory 32Mi: {results.get('OK', 0)} stored, "
+                     f"{results['OVERLOADED']} refused (overloaded)")
+    assert now < mem.base + 96 * MiB, now
+    c.proc.stop()
+
+
 def main():
     with TestDir("sec-config") as d:
         pki = make_pki(d)
         f5(d, pki)
+        f5_state_budget(d, pki)
         f10(d, pki)
         f8(d, pki)
     print("test_config_refusals: OK")

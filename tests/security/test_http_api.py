@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 sys.path.insert(0, os.path.dirname(__file__))
 from attacklib import MemoryWatch  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from nsharness import ROOT, Coordinator, TestDir, free_port, make_pki, wait_for  # noqa: E402
+from nsharness import ROOT, Coordinator, TestDir, free_port, make_pki, metric, wait_for  # noqa: E402
 
 
 def get(url, token=None, header="Authorization"):
@@ -77,6 +77,14 @@ def main():
                 assert status == want, (path, status)
             status, _ = get(api + "/metrics")
             assert status == 404
+            text = get(coord.http + "/metrics")[1].decode()
+            counts = {r: metric(text, "nodesmith_api_requests_total", {"result": r}) for r in
+                      ("allowed", "unauthenticated", "forbidden")}
+            assert counts == {"allowed": 2, "unauthenticated": 2, "forbidden": 2}, counts
+            out = coord.proc.output()
+            assert "API: system:serviceaccount:default:nobody may not get /nodesmith/api/v1/nodes" in out, out[-2000:]
+            assert "API: a bearer token the API server does not know" in out
+            print(f"F7. logged and counted: nodesmith_api_requests_total {counts}")
             print("F7. /metrics and /healthz open on http-listen; /api/v1 only on api-listen")
 
             # 3. unfinished headers

@@ -64,8 +64,14 @@ def no_tls_hello(coord, mem):
                f"{took:.1f}s later")
 
 
+def refused_or_shut(text):
+    return m(text, "nodesmith_link_connections_refused_total", {"limit": "max-unauthenticated"}) + \
+        m(text, "nodesmith_link_connections_refused_total", {"limit": "max-unauthenticated-per-source"}) + \
+        m(text, "nodesmith_link_connections_closed_total", {"reason": "handshake-limit"})
+
+
 def partial_messages(coord, mem):
-    before = m(coord.metrics(), "nodesmith_link_connections_refused_total", {"limit": "max-unauthenticated"})
+    before = refused_or_shut(coord.metrics())
     links = []
     for s in range(20):
         for k in range(8):
@@ -83,7 +89,7 @@ def partial_messages(coord, mem):
     mem.sample()
     text = coord.metrics()
     unauth = m(text, "nodesmith_link_connections", {"state": "unauthenticated"})
-    refused = m(text, "nodesmith_link_connections_refused_total", {"limit": "max-unauthenticated"}) - before
+    refused = refused_or_shut(text) - before  # at admission, or still in their handshake
     alive = len(still_open(links))
     assert unauth <= 64, [x for x in text.splitlines() if "link" in x]
     assert refused >= 160 - 64 - 8, (refused, text)  # a handful may still sit in their handshake
@@ -95,7 +101,7 @@ def partial_messages(coord, mem):
     for x in links:
         x.close()
     mem.report(f"2. 160 connections each holding a 1 MiB report short of its last byte: {unauth:.0f} admitted, "
-               f"{refused:.0f} refused (max-unauthenticated), all closed at auth-timeout")
+               f"{refused:.0f} refused or shut at once (caps), all closed at auth-timeout")
 
     same = [open_quietly(coord.url, coord.pki["ca"], source(401)) for k in range(12)]
     for x in same:
@@ -172,6 +178,18 @@ def main():
                  coord.nodes()["i-0aaaa"]["lastReportAgeSeconds"] < 3, 30, 0.5)
         assert agent.alive() and coord.proc.alive()
         mem.report("after every flood, the real agent reporting")
+
+        # F4: the boot secret survives an agent restart within the boot (kept 0600 under its root)
+        secret_file = os.path.join(root, "run", "nodesmith", "boot-secret")
+        assert oct(os.stat(secret_file).st_mode & 0o777) == "0o600", oct(os.stat(secret_file).st_mode)
+        agent.kill()
+        refused = m(coord.metrics(), "nodesmith_reports_total", {"result": "unauthenticated"})
+        t0 = time.time()
+        again = Proc("agent-a2", agent_argv(coord, root, "i-0aaaa"), d)
+        wait_for("the restarted agent accepted", lambda: "Connected to coordinator" in again.output(), 20, 0.2)
+        assert m(coord.metrics(), "nodesmith_reports_total", {"result": "unauthenticated"}) == refused
+        print(f"F4. agent restarted within the boot: accepted again after {time.time() - t0:.1f}s with the secret "
+              f"it kept in {secret_file} (0600), no refusal")
     print("test_preauth_flood: OK")
 
 

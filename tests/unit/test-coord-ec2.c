@@ -65,9 +65,14 @@ static void test_create_fleet_body(void **state) {
         assert_true(has(&b, "TagSpecification.1.ResourceType=instance"));
         assert_true(has(&b, "TagSpecification.1.Tag.1.Key=nodesmith.io%2Fcluster"));
         assert_true(has(&b, "TagSpecification.1.Tag.1.Value=prod"));
-        assert_true(has(&b, "TagSpecification.1.Tag.2.Key=nodesmith.io%2Fnodepool"));
-        assert_true(has(&b, "TagSpecification.1.Tag.3.Key=Name"));
-        assert_true(has(&b, "TagSpecification.1.Tag.4.Value=a%20b%26c"));
+        /* what the AWS cloud controller manager looks for when it finds instances by name */
+        assert_true(has(&b, "TagSpecification.1.Tag.2.Key=kubernetes.io%2Fcluster%2Fprod"));
+        assert_true(has(&b, "TagSpecification.1.Tag.2.Value=owned"));
+        assert_true(has(&b, "TagSpecification.1.Tag.3.Key=eks%3Aeks-cluster-name"));
+        assert_true(has(&b, "TagSpecification.1.Tag.3.Value=prod"));
+        assert_true(has(&b, "TagSpecification.1.Tag.4.Key=nodesmith.io%2Fnodepool"));
+        assert_true(has(&b, "TagSpecification.1.Tag.5.Key=Name"));
+        assert_true(has(&b, "TagSpecification.1.Tag.6.Value=a%20b%26c"));
         assert_true(has(&b, "TagSpecification.2.ResourceType=fleet"));
         assert_true(has(&b, "TagSpecification.2.Tag.1.Value=prod"));
         strbuf_done(&b);
@@ -75,7 +80,8 @@ static void test_create_fleet_body(void **state) {
 
 static void test_create_fleet_refuses(void **state) {
         Ec2FleetOverride o[EC2_MAX_FLEET_OVERRIDES + 1];
-        Ec2Tag bad[] = { { EC2_CLUSTER_TAG, "other" } };
+        Ec2Tag bad[] = { { EC2_CLUSTER_TAG, "other" }, { "kubernetes.io/cluster/other", "owned" },
+                         { EC2_EKS_CLUSTER_NAME_TAG, "other" } };
         for (size_t i = 0; i < ELEMENTSOF(o); i++)
                 o[i] = (Ec2FleetOverride) { .instance_type = "m5.large", .priority = -1 };
         Ec2FleetSpec s = { .launch_template_id = "lt-1", .overrides = o, .n_overrides = 1,
@@ -95,9 +101,15 @@ static void test_create_fleet_refuses(void **state) {
         s.launch_template_name = "x"; /* both id and name */
         assert_int_equal(ec2_build_create_fleet(&s, "prod", &b), -EINVAL);
         s.launch_template_name = NULL;
-        s.extra_tags = bad;
         s.n_extra_tags = 1;
-        assert_int_equal(ec2_build_create_fleet(&s, "prod", &b), -EINVAL);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                s.extra_tags = &bad[i];
+                assert_int_equal(ec2_build_create_fleet(&s, "prod", &b), -EINVAL);
+        }
+        s.n_extra_tags = 0; /* a cluster name too long for a tag key */
+        assert_int_equal(ec2_build_create_fleet(&s, "prod-0123456789-0123456789-0123456789-0123456789-"
+                                                "0123456789-0123456789-0123456789-0123456789-0123456789-"
+                                                "0123456789", &b), -EINVAL);
 }
 
 static void test_launch_template_body(void **state) {

@@ -269,6 +269,28 @@ static void test_cheapest_type_holds_all(void **state) {
         assert_true(r->total_price == 0.136);
 }
 
+static void test_budget_buys_by_cost_not_by_pile(void **state) {
+        /* 12 x 1 cpu: growing one node until nothing bigger exists would buy c.2xlarge + a.xlarge
+         * (0.476); priced per unit, a.xlarge (0.034/cpu) is the best value: 3 of them, 0.408 */
+        add_pods("web", 12, 1000, 1024);
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_placed_new, 12);
+        assert_int_equal(r->n_launches, 3);
+        for (size_t i = 0; i < r->n_launches; i++)
+                assert_string_equal(launch_type(i), "a.xlarge");
+        assert_true(r->total_price < 0.409);
+        /* the launch still offers every type that holds the node (CreateFleet fallbacks) */
+        assert_true(r->launches[0].n_types > 1);
+
+        /* fewer, bigger nodes on request: two nodes hold it (c.2xlarge takes 8, a.xlarge 4) */
+        SolverOptions o = SOLVER_OPTIONS_DEFAULT;
+        o.target_nodes = 2;
+        r = solve_opts(&o);
+        assert_int_equal(r->n_placed_new, 12);
+        assert_int_equal(r->n_launches, 2);
+        assert_true(r->total_price > 0.409);
+}
+
 static void test_too_big_is_unschedulable(void **state) {
         add_pod("huge", 16000, 1024);
         add_pod("fine", 500, 512);
@@ -1252,6 +1274,7 @@ int main(void) {
 #define T(x) cmocka_unit_test_setup_teardown(x, setup, teardown)
         const struct CMUnitTest tests[] = {
                 T(test_cheapest_type_holds_all),
+                T(test_budget_buys_by_cost_not_by_pile),
                 T(test_too_big_is_unschedulable),
                 T(test_daemonset_overhead),
                 T(test_daemonset_not_tolerating_pool_taint_adds_nothing),

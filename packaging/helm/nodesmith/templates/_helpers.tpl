@@ -34,6 +34,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 # nodesmith-coordinator settings (mounted at /etc/nodesmith/coordinator.conf), from the chart's
 # values (config:). Addresses and file paths are set on the Deployment's command line.
 {{- $cfg := deepCopy .Values.config }}
+{{- if eq (toString (index $cfg "cluster-name")) "" }}
+{{- fail "config.cluster-name: name the cluster nodesmith provisions for (the nodesmith.io/cluster tag of its instances); the coordinator refuses to start without it" }}
+{{- end }}
 {{- if eq (toString (index $cfg "lease-namespace")) "" }}
 {{- $_ := set $cfg "lease-namespace" .Release.Namespace }}
 {{- end }}
