@@ -210,12 +210,16 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                 r = ec2_query_add(b, "LaunchTemplateData.IamInstanceProfile.Name", s->instance_profile_name);
         if (r >= 0 && !isempty(s->instance_profile_arn))
                 r = ec2_query_add(b, "LaunchTemplateData.IamInstanceProfile.Arn", s->instance_profile_arn);
-        if (r >= 0 && s->associate_public_ip > 0) {
+        if (r >= 0 && (s->associate_public_ip > 0 || s->ipv4_prefix_count > 0)) {
                 /* the groups go on the interface when the interface is given */
                 r = ec2_query_add(b, "LaunchTemplateData.NetworkInterface.1.DeviceIndex", "0");
-                if (r >= 0)
+                if (r >= 0 && s->associate_public_ip > 0)
                         r = ec2_query_add(b, "LaunchTemplateData.NetworkInterface.1.AssociatePublicIpAddress",
                                           s->associate_public_ip == 1 ? "true" : "false");
+                if (r >= 0 && s->ipv4_prefix_count > 0) {
+                        snprintf(num, sizeof num, "%u", s->ipv4_prefix_count);
+                        r = ec2_query_add(b, "LaunchTemplateData.NetworkInterface.1.Ipv4PrefixCount", num);
+                }
                 if (r >= 0)
                         r = ec2_query_add_list(b, "LaunchTemplateData.NetworkInterface.1.SecurityGroupId",
                                                s->security_group_ids);
@@ -271,6 +275,10 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                         r = ec2_query_addf(b, d->kms_key_id, "%s.%zu.Ebs.KmsKeyId", p, k);
                 if (r >= 0 && !isempty(d->snapshot_id))
                         r = ec2_query_addf(b, d->snapshot_id, "%s.%zu.Ebs.SnapshotId", p, k);
+                if (r >= 0 && d->initialization_rate) {
+                        snprintf(num, sizeof num, "%u", d->initialization_rate);
+                        r = ec2_query_addf(b, num, "%s.%zu.Ebs.VolumeInitializationRate", p, k);
+                }
         }
         snprintf(num, sizeof num, "%u", s->metadata_hop_limit ?: 1);
         if (r >= 0)

@@ -262,6 +262,7 @@ typedef struct Ec2BlockDevice {
         bool encrypted, delete_on_termination;
         bool leave_encrypted, leave_delete_on_termination; /* true: not sent (EC2's default) */
         const char *kms_key_id, *snapshot_id; /* NULL: unset */
+        unsigned initialization_rate;     /* VolumeInitializationRate (MiB/s); 0: unset */
 } Ec2BlockDevice;
 
 typedef struct Ec2LaunchTemplateSpec {
@@ -279,8 +280,9 @@ typedef struct Ec2LaunchTemplateSpec {
         const char *http_protocol_ipv6;    /* NULL: not sent */
         bool detailed_monitoring;          /* Monitoring.Enabled */
         bool enclave;                      /* EnclaveOptions.Enabled */
-        int associate_public_ip;           /* -1/0: the subnet's default; 1 true, 2 false (one
-                                            * network interface, device 0, carries the groups) */
+        int associate_public_ip;           /* -1/0: the subnet's default; 1 true, 2 false */
+        unsigned ipv4_prefix_count;        /* Ipv4PrefixCount; 0: none. With either of these two
+                                            * one network interface, device 0, carries the groups */
         const Ec2Tag *tags;                /* on the launch template itself */
         size_t n_tags;
         const Ec2Tag *interface_tags;      /* on the network interfaces it launches */

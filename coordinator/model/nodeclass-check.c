@@ -301,11 +301,7 @@ static int check_kubelet(Check *c, const cJSON *k) {
 static int check_devices(Check *c, const cJSON *bdm) {
         static const char *const known[] = { "deviceName", "ebs", "rootVolume", NULL };
         static const char *const ebs_known[] = { "deleteOnTermination", "encrypted", "iops", "kmsKeyID", "snapshotID",
-                                                 "throughput", "volumeSize", "volumeType", NULL };
-        static const Refused ebs_refused[] = {
-                { "volumeInitializationRate", "nodesmith's launch templates do not set a volume initialization rate" },
-                {}
-        };
+                                                 "throughput", "volumeSize", "volumeType", "volumeInitializationRate", NULL };
         static const char *const types[] = { "standard", "io1", "io2", "gp2", "sc1", "st1", "gp3", NULL };
         char p[200], q[260];
         if (!bdm || cJSON_IsNull(bdm))
@@ -326,7 +322,7 @@ static int check_devices(Check *c, const cJSON *bdm) {
                         return r;
                 const cJSON *ebs = get(d, "ebs");
                 snprintf(q, sizeof q, "%s.ebs", p);
-                if ((r = keys(c, ebs, q, ebs_known, ebs_refused)) < 0)
+                if ((r = keys(c, ebs, q, ebs_known, NULL)) < 0)
                         return r;
                 if (!str(d, "deviceName"))
                         return fail(c, p, "deviceName is required by EC2 (for example /dev/xvda)");
@@ -343,6 +339,11 @@ static int check_devices(Check *c, const cJSON *bdm) {
                 snprintf(q, sizeof q, "%s.ebs.volumeType", p);
                 if (get(ebs, "volumeType") && !in(str(ebs, "volumeType"), types))
                         return fail(c, q, "must be one of standard, io1, io2, gp2, sc1, st1, gp3");
+                snprintf(q, sizeof q, "%s.ebs.volumeInitializationRate", p);
+                if ((r = int_range(c, ebs, "volumeInitializationRate", q, 100, 300)) < 0)
+                        return r;
+                if (get(ebs, "volumeInitializationRate") && !str(ebs, "snapshotID"))
+                        return fail(c, q, "snapshotID must be set when volumeInitializationRate is set");
                 snprintf(q, sizeof q, "%s.ebs.iops", p);
                 if ((r = int_range(c, ebs, "iops", q, 100, 256000)) < 0)
                         return r;
@@ -384,12 +385,11 @@ int nodeclass_check(const cJSON *spec, const char *what, char **ret_error) {
         static const char *const known[] = { "subnetSelectorTerms", "securityGroupSelectorTerms", "associatePublicIPAddress",
                                              "amiSelectorTerms", "amiFamily", "userData", "role", "instanceProfile", "tags",
                                              "kubelet", "blockDeviceMappings", "instanceStorePolicy", "detailedMonitoring",
-                                             "metadataOptions", "enclaveOptions", "context", NULL };
+                                             "metadataOptions", "enclaveOptions", "context", "ipPrefixCount", NULL };
         static const Refused refused[] = {
                 { "capacityReservationSelectorTerms",
                   "nodesmith does not launch into capacity reservations yet; without the field instances launch as "
                   "on-demand or spot outside any reservation" },
-                { "ipPrefixCount", "nodesmith's launch templates do not assign IPv4 prefixes to the network interface" },
                 {}
         };
         static const char *const subnet_keys[] = { "tags", "id", NULL }, *const subnet_excl[] = { "id", NULL };
@@ -397,7 +397,8 @@ int nodeclass_check(const cJSON *spec, const char *what, char **ret_error) {
         int r = keys(&c, spec, "spec", known, refused);
         if (r < 0)
                 return r;
-        if ((r = terms(&c, spec, "subnetSelectorTerms", subnet_keys, "subnet-", subnet_excl, true)) < 0 ||
+        if ((r = int_range(&c, spec, "ipPrefixCount", "spec.ipPrefixCount", 0, 64)) < 0 ||
+            (r = terms(&c, spec, "subnetSelectorTerms", subnet_keys, "subnet-", subnet_excl, true)) < 0 ||
             (r = terms(&c, spec, "securityGroupSelectorTerms", sg_keys, "sg-", sg_excl, true)) < 0 ||
             (r = check_ami(&c, spec)) < 0)
                 return r;

@@ -52,7 +52,9 @@ static int device_from_json(const cJSON *d, Ec2BlockDevice *ret) {
                         return -EINVAL;
                 bd.volume_size_gib = (uint64_t) ((bytes + (1LL << 30) - 1) >> 30);
         }
-        const cJSON *iops = jget(ebs, "iops"), *tp = jget(ebs, "throughput");
+        const cJSON *iops = jget(ebs, "iops"), *tp = jget(ebs, "throughput"), *rate = jget(ebs, "volumeInitializationRate");
+        if (cJSON_IsNumber(rate))
+                bd.initialization_rate = (unsigned) rate->valuedouble;
         if (cJSON_IsNumber(iops))
                 bd.iops = (unsigned) iops->valuedouble;
         if (cJSON_IsNumber(tp))
@@ -92,6 +94,9 @@ int launchclass_from_spec(const cJSON *spec, LaunchClass *lc) {
         lc->detailed_monitoring = cJSON_IsTrue(jget(spec, "detailedMonitoring"));
         lc->enclave = cJSON_IsTrue(jget(jget(spec, "enclaveOptions"), "enabled"));
         lc->context = jstr(spec, "context");
+        const cJSON *prefixes = jget(spec, "ipPrefixCount");
+        if (cJSON_IsNumber(prefixes))
+                lc->ip_prefix_count = (unsigned) prefixes->valuedouble;
         const cJSON *pub = jget(spec, "associatePublicIPAddress");
         if (cJSON_IsBool(pub))
                 lc->associate_public_ip = cJSON_IsTrue(pub) ? 1 : 2;

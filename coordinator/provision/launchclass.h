@@ -26,6 +26,7 @@ typedef struct LaunchClass {
         bool enclave;                    /* enclaveOptions.enabled */
         const char *context;             /* spec.context: CreateFleet's Context */
         int associate_public_ip;         /* 0 unset, 1 true, 2 false (Ec2LaunchTemplateSpec's) */
+        unsigned ip_prefix_count;        /* ipPrefixCount */
         Ec2Tag tags[LAUNCHCLASS_MAX_TAGS];
         size_t n_tags;
         const cJSON *kubelet;            /* spec.kubelet: KubeletConfiguration fields, or NULL */

@@ -1040,8 +1040,12 @@ static LaunchClass *launch_class(Provisioner *p, Round *rd, const char *node_cla
 static void on_profile(const Ec2Error *err, void *userdata) {
         Provisioner *p = userdata;
         Round *rd = p->round;
-        if (err)
+        if (err) {
+                /* not known to hold the role: made sure of again before the next launch */
+                free(rd->res->profile);
+                rd->res->profile = NULL;
                 return launch_failed(p, "instance profile (EC2NodeClass role)", err);
+        }
         rd->step = rd->res->ami[rd->arch] ? STEP_TEMPLATE : STEP_AMI;
         round_next(p);
 }
@@ -1313,6 +1317,7 @@ static int template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *
                 .detailed_monitoring = lc->detailed_monitoring,
                 .enclave = lc->enclave,
                 .associate_public_ip = lc->associate_public_ip,
+                .ipv4_prefix_count = lc->ip_prefix_count,
                 .tags = lc->tags,
                 .n_tags = lc->n_tags,
                 .interface_tags = lc->tags,
@@ -1371,9 +1376,6 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                         }
                 }
         }
-        /* a slow answer: its Nodes may have registered before it came, with no event left to tell */
-        if (res->n_instances > 0)
-                (void) kube_watch_foreach(p->nodes, forget_registered, p);
         /* tell the pods where they go, as kube-scheduler's nominations do */
         const char *first_id = NULL, *first_type = NULL, *first_zone = NULL;
         for (size_t i = 0; i < res->n_instances && !first_id; i++)

@@ -229,10 +229,12 @@ def main():
 
     # ---- every setting given: rendered into coordinator.conf and accepted ----
     full = {"cluster-name": "prod", "region": "eu-west-1", "ec2-endpoint": "https://ec2.eu-west-1.amazonaws.com",
-            "ssm-endpoint": "https://ssm.eu-west-1.amazonaws.com", "sqs-endpoint": "https://sqs.eu-west-1.amazonaws.com",
+            "ssm-endpoint": "https://ssm.eu-west-1.amazonaws.com", "iam-endpoint": "https://iam.amazonaws.com",
+            "sqs-endpoint": "https://sqs.eu-west-1.amazonaws.com",
             "interruption-queue": "https://sqs.eu-west-1.amazonaws.com/123456789012/q",
             "max-notices-per-node": "32", "fast-answers": "no", "drain-on": "spot,rebalance,maintenance",
-            "catalog-refresh": "12h", "batch-idle": "2s", "batch-max": "20s", "registration-timeout": "10m",
+            "catalog-refresh": "12h", "image-refresh": "10m", "batch-idle": "2s", "batch-max": "20s",
+            "registration-timeout": "10m",
             "termination-grace-period": "5m", "agent-silent-intervals": "4", "max-proxy-drains": "8",
             "consolidation-interval": "30s", "consolidation-validation-delay": "20s",
             "spot-to-spot-consolidation": "yes", "kubernetes-version": "1.32",

@@ -42,6 +42,7 @@ CLASS = {
         "tags": {"team": "payments", "cost-center": "cc-1234"},
         "detailedMonitoring": True,
         "associatePublicIPAddress": False,
+        "ipPrefixCount": 2,
         "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
                             "httpPutResponseHopLimit": 2, "httpTokens": "required"},
         "blockDeviceMappings": [
@@ -198,6 +199,7 @@ def run(s, d):
     nic = data["NetworkInterfaces"][0]
     check("template interface public address", nic.get("AssociatePublicIpAddress"), False)
     check("template interface groups", nic.get("Groups"), [net["security_group"]])
+    check("template interface Ipv4PrefixCount (ipPrefixCount)", nic.get("Ipv4PrefixCount"), 2)
     specs = {t["ResourceType"]: {x["Key"]: x["Value"] for x in t["Tags"]} for t in data.get("TagSpecifications", [])}
     check("template tags on network interfaces", specs.get("network-interface", {}).get("team"), "payments")
 

@@ -154,7 +154,9 @@ def run(s, d):
     assert plan["unschedulable"] == [] or not plan["unschedulable"], plan["unschedulable"]
     nodes = s.nodes()
     assert len(nodes) == len(planned), nodes.keys()
-    assert len(s.coordinator_nodes()) == len(planned)
+    # the pods may run before the node's agent has reported: give it a few report rounds
+    wait_for("every launched node registered with the coordinator",
+             lambda: len(s.coordinator_nodes()) == len(planned), 15, interval=0.2)
     # a first round looks the node class's subnets up, then solves at once, not after another
     # batch window: its CreateFleet follows the closed batch within the idle time
     lines = coord.output().splitlines()

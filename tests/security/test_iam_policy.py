@@ -38,6 +38,9 @@ def called_actions():
             acts.add("ec2:" + a)
         if re.search(r'call_new\([^,]+,\s*"GetParameter"', text):
             acts.add("ssm:GetParameter")
+        if os.path.basename(path) == "instanceprofile.c":  # EC2NodeClass roles' instance profiles
+            acts |= {"iam:" + a for a in re.findall(r'"((?:Get|Create|AddRoleTo|RemoveRoleFrom)InstanceProfile)"', text)}
+            acts.add("iam:TagInstanceProfile")  # CreateInstanceProfile with tags
         if "ReceiveMessage" in text and os.path.basename(path) == "sqs.c":
             acts |= {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
     return acts

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coordinator/model/nodepool.h"
+#include "coordinator/model/userdata.h"
 #include "yaml-json.h"
 
 #define MI ((int64_t) 1024 * 1024)
@@ -469,13 +470,13 @@ static void test_karpenter_refusals(void **state) {
                      "spec.amiFamily: Windows2019 is not supported: Windows nodes cannot run nodesmith-agent");
         expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{id: cr-1}]\n",
                      "spec.capacityReservationSelectorTerms: is not supported");
-        expect_error(NC_HEAD NC_BASE "  ipPrefixCount: 2\n", "spec.ipPrefixCount: is not supported");
+        expect_error(NC_HEAD NC_BASE "  ipPrefixCount: 100\n", "spec.ipPrefixCount: must be between 0 and 64");
         expect_error(NC_HEAD NC_BASE "  userdata: x\n", "spec.userdata: is not a field of Karpenter v1's EC2NodeClass");
         expect_error(NC_HEAD NC_BASE "  kubelet: {evictionSoft: {memory.available: 1Gi}}\n",
                      "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod");
         expect_error(NC_HEAD NC_BASE "  kubelet: {evictionHard: {memory.free: 1Gi}}\n", "valid keys are memory.available");
         expect_error(NC_HEAD NC_BASE "  blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 20Gi, "
-                     "volumeInitializationRate: 200}}]\n", "volumeInitializationRate: is not supported");
+                     "volumeInitializationRate: 200}}]\n", "snapshotID must be set when volumeInitializationRate is set");
         expect_error(NC_HEAD NC_BASE "  blockDeviceMappings: [{deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 20Gi}},"
                      " {deviceName: /dev/xvdb, rootVolume: true, ebs: {volumeSize: 20Gi}}]\n",
                      "must have only one blockDeviceMappings with rootVolume");
@@ -541,6 +542,41 @@ static void test_karpenter_accepted(void **state) {
         nodepool_objects_free(o);
 }
 
+/* The class's userData goes before nodesmith's parts: a MIME document part by part (closed or,
+ * as Karpenter's AL2023 example writes it, not), anything else as one part typed by its start. */
+static void test_userdata_merge(void **state) {
+        const char *labels[] = { "a=b", NULL };
+        cJSON *kubelet = cJSON_Parse("{\"maxPods\": 42, \"clusterDNS\": [\"10.0.0.10\"]}");
+        UserDataSpec s = { .cluster_name = "c", .api_server_endpoint = "https://k", .certificate_authority = "Q0E=",
+                           .cidr = "10.100.0.0/16", .labels = labels, .coordinator = "tls+tcp://x:1",
+                           .coordinator_ca_pem = "PEM", .token = "t", .nodepool = "p", .kubelet = kubelet,
+                           .raid0 = true,
+                           .user_data = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n"
+                                        "--//\nContent-Type: application/node.eks.aws\n\nkind: NodeConfig\n\n"
+                                        "--//\nContent-Type: text/x-shellscript\n\n#!/bin/bash\necho hi\n--//\n" };
+        char *ud = NULL;
+        assert_int_equal(userdata_render(&s, &ud), 0);
+        const char *first = strstr(ud, "kind: NodeConfig"), *script = strstr(ud, "echo hi"),
+                   *ours = strstr(ud, "\"apiVersion\":");
+        assert_non_null(first);
+        assert_non_null(script);
+        assert_non_null(ours);
+        assert_true(first < script && script < ours);
+        assert_non_null(strstr(ud, "\"maxPods\":\t42"));
+        assert_non_null(strstr(ud, "\"clusterDNS\":"));
+        assert_non_null(strstr(ud, "\"strategy\":\t\"RAID0\""));
+        free(ud);
+
+        s.user_data = "#!/bin/bash\necho plain\n";
+        assert_int_equal(userdata_render(&s, &ud), 0);
+        assert_non_null(strstr(ud, "Content-Type: text/x-shellscript\nMIME-Version: 1.0\n\n#!/bin/bash\necho plain"));
+        free(ud);
+
+        s.user_data = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\nno part at all\n";
+        assert_int_equal(userdata_render(&s, &ud), -EINVAL);
+        cJSON_Delete(kubelet);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nodepool),
@@ -555,6 +591,7 @@ int main(void) {
                 cmocka_unit_test(test_yaml_anchors_and_emitter),
                 cmocka_unit_test(test_karpenter_refusals),
                 cmocka_unit_test(test_karpenter_accepted),
+                cmocka_unit_test(test_userdata_merge),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

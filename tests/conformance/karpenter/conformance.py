@@ -294,7 +294,7 @@ def stage_apply(cases, d, types, rep):
                 continue
             s.apply(json.dumps(pod_doc(c, c.id + "-app", pools[-1] if c.pod.startswith("arm64") else pools[0])))
             want[c.name] = pools
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240  # every pool's launch, one after the other, on a loaded machine
         done = {}
         while time.monotonic() < deadline and len(done) < len(want):
             insts = s.instances(cluster_only=True)
@@ -327,7 +327,11 @@ def stage_apply(cases, d, types, rep):
                 continue
             inst = done.get(c.name)
             if r.returncode != 0 or not inst:
-                rep.result(c, "apply", False, r.stderr.strip()[-300:] if r.returncode != 0 else "nothing launched")
+                pools = want.get(c.name) or []
+                said = [l.split("] ", 1)[-1][:300] for l in log.splitlines()
+                        if any(p in l for p in pools) or "Launch step failed" in l][-5:]
+                rep.result(c, "apply", False, r.stderr.strip()[-300:] if r.returncode != 0 else
+                           "nothing launched; the coordinator said: " + " | ".join(said))
                 continue
             inst["Tags_"] = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
             problems, checked = check_launch(s, c, inst, types)
