@@ -361,8 +361,17 @@ static void on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata
                 (void) forget_registered(ev->object, p);
                 provisioner_annotate_node(p, ev->object);
         }
-        if (ev->type == KUBE_WATCH_DELETED)
-                forget_orphan(p, node_provider_instance(ev->object));
+        if (ev->type == KUBE_WATCH_DELETED) {
+                const char *id = node_provider_instance(ev->object);
+                forget_orphan(p, id);
+                /* its Node is gone (the instance terminated, maybe by another replica while this
+                 * one stood by): nothing will initialize, it is in flight no more */
+                InFlight *f = id ? inflight_find(p, id) : NULL;
+                if (f && f->node_name) {
+                        log_info("Node %s of in-flight instance %s deleted; not in flight any more.", f->node_name, id);
+                        inflight_remove(p, (size_t) (f - p->inflight));
+                }
+        }
 }
 
 /* ---- insufficient capacity ---------------------------------------------------------------- */
@@ -2003,6 +2012,20 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
                         inflight_find(p, in->id)->learned = true;
                         added++;
                 }
+        }
+        /* in flight from an earlier time as leader, no longer pending or running: another
+         * replica terminated it meanwhile (EC2's list may lag a fresh launch: a minute's grace) */
+        for (size_t i = 0; i < p->n_inflight;) {
+                bool live = now_usec(p) - p->inflight[i].launched_usec < 60 * USEC_PER_SEC;
+                for (size_t k = 0; k < list->n && !live; k++)
+                        live = streq(list->items[k].id, p->inflight[i].instance_id);
+                if (live) {
+                        i++;
+                        continue;
+                }
+                log_info("Instance %s is no longer pending or running; not in flight any more.",
+                         p->inflight[i].instance_id);
+                inflight_remove(p, i);
         }
         ec2_instance_list_free(list);
         /* those that are Nodes already are not in flight */
