@@ -39,7 +39,7 @@ import mixes  # noqa: E402
 EPS = 1e-9
 
 
-def simulate(mix, ctl):
+def simulate(mix, ctl, plan_ctl=None):
     with tempfile.TemporaryDirectory() as d:
         pf, wf = os.path.join(d, "pools.json"), os.path.join(d, "pods.json")
         with open(pf, "w") as f:
@@ -49,7 +49,17 @@ def simulate(mix, ctl):
         t0 = time.perf_counter()
         out = subprocess.run([ctl, "simulate", "--nodepools", pf, "--pods", wf, "-o", "json", "--model",
                               "--no-headroom"], check=True, capture_output=True, text=True, timeout=300)
-        return json.loads(out.stdout), time.perf_counter() - t0
+        secs = time.perf_counter() - t0
+        plan = json.loads(out.stdout)
+        if plan_ctl:  # another build's plan, measured on this build's model
+            t0 = time.perf_counter()
+            other = subprocess.run([plan_ctl, "simulate", "--nodepools", pf, "--pods", wf, "-o", "json",
+                                    "--no-headroom"], check=True, capture_output=True, text=True, timeout=300)
+            secs = time.perf_counter() - t0
+            other = json.loads(other.stdout)
+            other["model"] = plan["model"]
+            plan = other
+        return plan, secs
 
 
 class Model:
@@ -313,6 +323,7 @@ def main():
     ap.add_argument("--time-limit", type=float, default=30, help="integer master, seconds per mix")
     ap.add_argument("--cg-time", type=float, default=180, help="column generation, seconds per mix")
     ap.add_argument("--ctl", default=os.path.join(os.environ.get("BUILD", "build"), "nodesmithctl"))
+    ap.add_argument("--plan-ctl", help="measure this nodesmithctl's plans (e.g. an older build) on --ctl's model")
     a = ap.parse_args()
     rows = []
     print("mix                      pods  nodesmith $/h (nodes)  optimum $/h (nodes)  LP bound   gap    ratio  plan ms"
@@ -320,7 +331,7 @@ def main():
     for mix in mixes.MIXES:
         if a.mix and a.mix.lower() not in mix["name"].lower():
             continue
-        plan, secs = simulate(mix, a.ctl)
+        plan, secs = simulate(mix, a.ctl, a.plan_ctl)
         model = Model(plan)
         cg = CG(model)
         seeds = plan_patterns(model, plan)

@@ -341,6 +341,13 @@ static void on_leading(Leader *l, bool leading, void *userdata) {
         interruption_set_active(c->interruption, leading);
         if (leading)
                 status_writer_poke(c->status);
+        else if (c->link) {
+                /* the agents dial again through the Service, which sends them to the ready
+                 * replica (the new leader); a standby neither hears nor directs them */
+                int n = link_server_close_peers(c->link);
+                if (n > 0)
+                        log_notice("Standing by: closed %d agent connection(s); they reconnect to the leader.", n);
+        }
         (void) sd_notifyf(false, "STATUS=%s", leading ? "Leading" : "Standing by");
 }
 

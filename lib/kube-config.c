@@ -9,6 +9,7 @@
 
 #include "base64.h"
 #include "fileio.h"
+#include "kube-exec.h"
 #include "kube-internal.h"
 #include "log.h"
 #include "yaml-json.h"
@@ -35,6 +36,7 @@ KubeConfig *kube_config_free(KubeConfig *c) {
                 free(c->key_data);
         }
         free(c->namespace);
+        kube_exec_free(c->exec);
         free(c);
         return NULL;
 }
@@ -207,13 +209,14 @@ int kube_config_parse_kubeconfig(const char *text, size_t len, const char *base_
         c->insecure_skip_verify = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cluster,
                                                                                 "insecure-skip-tls-verify"));
         if (user) {
-                if (cJSON_GetObjectItemCaseSensitive(user, "exec") ||
-                    cJSON_GetObjectItemCaseSensitive(user, "auth-provider") ||
-                    str(user, "username")) {
-                        r = log_debug_errno(EOPNOTSUPP, "kubeconfig: user \"%s\": exec, auth-provider and basic "
+                if (cJSON_GetObjectItemCaseSensitive(user, "auth-provider") || str(user, "username")) {
+                        r = log_debug_errno(EOPNOTSUPP, "kubeconfig: user \"%s\": auth-provider and basic "
                                             "authentication are not supported", user_name);
                         goto out;
                 }
+                const cJSON *exec = cJSON_GetObjectItemCaseSensitive(user, "exec");
+                if (exec && !cJSON_IsNull(exec) && (r = kube_exec_from_json(exec, base_dir, &c->exec)) < 0)
+                        goto out;
                 if (str(user, "token") && !(c->token = strdup(str(user, "token")))) {
                         r = -ENOMEM;
                         goto out;
@@ -289,7 +292,8 @@ int kube_config_copy(const KubeConfig *s, KubeConfig **ret) {
             dup_str(&c->namespace, s->namespace) < 0 ||
             dup_mem(&c->ca_data, s->ca_data, s->ca_data_len) < 0 ||
             dup_mem(&c->cert_data, s->cert_data, s->cert_data_len) < 0 ||
-            dup_mem(&c->key_data, s->key_data, s->key_data_len) < 0)
+            dup_mem(&c->key_data, s->key_data, s->key_data_len) < 0 ||
+            (s->exec && kube_exec_copy(s->exec, &c->exec) < 0))
                 return -ENOMEM;
         *ret = TAKE_PTR(c);
         return 0;

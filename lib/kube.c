@@ -10,12 +10,21 @@
 #include <time.h>
 
 #include "grow.h"
+#include "kube-exec.h"
 #include "kube-internal.h"
 #include "log.h"
 #include "strbuf.h"
 
 #define KUBE_CONNECT_TIMEOUT_USEC (5 * USEC_PER_SEC)
 #define KUBE_USER_AGENT "nodesmith (linux) kube-client"
+#define KUBE_EXEC_RENEW_USEC (60 * USEC_PER_SEC) /* run the plugin again this long before expiry */
+#define KUBE_EXEC_RETRY_USEC (5 * USEC_PER_SEC)  /* after a failed run */
+
+static uint64_t clock_usec(clockid_t id) {
+        struct timespec ts;
+        clock_gettime(id, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
 
 typedef enum CallKind {
         CALL_PLAIN,
@@ -62,6 +71,8 @@ struct KubeClient {
         char *token;
         struct stat token_st;
         bool token_stat_valid;
+        int64_t exec_expiry_usec;  /* wall clock; 0: none given */
+        uint64_t exec_failed_usec; /* monotonic, of the last failed run */
         int cert_fd, key_fd;
         char cert_path[64], key_path[64];
         KubeCall *calls;
@@ -127,7 +138,7 @@ int kube_client_new(sd_event *e, const KubeConfig *config, KubeClient **ret) {
         if (!e || !config || isempty(config->server))
                 return -EINVAL;
         if (strncmp(config->server, "http://", 7) == 0 &&
-            (config->token || config->token_file) && !loopback_server(config->server))
+            (config->token || config->token_file || config->exec) && !loopback_server(config->server))
                 return log_debug_errno(EINVAL, "Refusing to send a bearer token over plain HTTP to %s",
                                        config->server);
         c = calloc(1, sizeof *c);
@@ -204,11 +215,47 @@ void kube_client_remove_watch(KubeClient *c, KubeWatch *w) {
                 }
 }
 
+static void client_set_token(KubeClient *c, char *t) {
+        if (c->token) {
+                explicit_bzero(c->token, strlen(c->token));
+                free(c->token);
+        }
+        c->token = t;
+}
+
+/* The exec plugin's token: the cached one until KUBE_EXEC_RENEW_USEC before it expires, else
+ * (or when forced, after a 401) a new run; a failed run keeps the last token and is not retried
+ * for KUBE_EXEC_RETRY_USEC unless forced. */
+static const char *exec_token(KubeClient *c, bool force) {
+        uint64_t mono = clock_usec(CLOCK_MONOTONIC);
+        int64_t wall = (int64_t) clock_usec(CLOCK_REALTIME);
+        char *t = NULL;
+        int64_t expiry = 0;
+
+        if (!force && c->token && (c->exec_expiry_usec == 0 || wall + (int64_t) KUBE_EXEC_RENEW_USEC < c->exec_expiry_usec))
+                return c->token;
+        if (!force && c->exec_failed_usec && mono < c->exec_failed_usec + KUBE_EXEC_RETRY_USEC)
+                return c->token;
+        int r = kube_exec_run(c->cfg->exec, 0, &t, &expiry);
+        if (r < 0) {
+                log_debug_errno(r, "Exec credential plugin %s: %m; keeping the last token",
+                                kube_exec_command(c->cfg->exec));
+                c->exec_failed_usec = mono ? mono : 1;
+                return c->token;
+        }
+        c->exec_failed_usec = 0;
+        c->exec_expiry_usec = expiry;
+        client_set_token(c, t);
+        return c->token;
+}
+
 /* The bearer token: the token file when it changed (or when forced), else the cached one. */
 static const char *client_token(KubeClient *c, bool force) {
         const char *f = c->cfg->token_file;
         struct stat st;
 
+        if (c->cfg->exec)
+                return exec_token(c, force);
         if (!f)
                 return c->cfg->token;
         if (stat(f, &st) < 0) {
@@ -236,13 +283,9 @@ static const char *client_token(KubeClient *c, bool force) {
                 free(buf);
                 return c->token ? c->token : c->cfg->token;
         }
-        if (c->token) {
-                if (!streq(c->token, buf))
-                        log_debug("Token file %s changed; using the new token", f);
-                explicit_bzero(c->token, strlen(c->token));
-                free(c->token);
-        }
-        c->token = buf;
+        if (c->token && !streq(c->token, buf))
+                log_debug("Token file %s changed; using the new token", f);
+        client_set_token(c, buf);
         c->token_st = st;
         c->token_stat_valid = true;
         return c->token;
@@ -502,8 +545,8 @@ static void on_http_done(HttpRequest *req, int error, long status, const char *b
                 call_finish(k, &resp);
                 return;
         }
-        if (status == 401 && k->client->cfg->token_file && !k->token_retried) {
-                /* the token may have been rotated under us */
+        if (status == 401 && (k->client->cfg->token_file || k->client->cfg->exec) && !k->token_retried) {
+                /* the token may have been rotated under us, or the plugin's expired early */
                 k->token_retried = k->force_token = true;
                 k->attempts--;
                 cJSON_Delete(resp.object);

@@ -44,6 +44,8 @@
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
+struct KubeExec;
+
 typedef struct KubeConfig {
         char *server;     /* "https://10.0.0.1:443", "http://127.0.0.1:8080" (no trailing /) */
         char *token;      /* a static bearer token */
@@ -56,6 +58,8 @@ typedef struct KubeConfig {
         char *cert_data, *key_data; /* the same as PEM in memory */
         size_t cert_data_len, key_data_len;
         char *namespace; /* the service account's or the context's namespace, or NULL */
+        struct KubeExec *exec; /* an exec credential plugin (lib/kube-exec.h): its token, renewed
+                                * before it expires and after a 401 */
         bool insecure_skip_verify;
 
         /* Limits and retry policy; 0 means the KUBE_DEFAULT_* value. */

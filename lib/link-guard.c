@@ -252,6 +252,27 @@ size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
         return n;
 }
 
+size_t link_guard_close_all(LinkGuard *g) {
+        uint32_t close_ids[256];
+        size_t n, total = 0;
+
+        do {
+                n = 0;
+                pthread_mutex_lock(&g->lock);
+                for (size_t i = 0; i < BUCKETS && n < ELEMENTSOF(close_ids); i++)
+                        for (Pipe *p = g->pipes[i]; p && n < ELEMENTSOF(close_ids); p = p->next)
+                                if (!p->closing) {
+                                        p->closing = true;
+                                        close_ids[n++] = p->id;
+                                }
+                pthread_mutex_unlock(&g->lock);
+                for (size_t i = 0; i < n; i++)
+                        nng_pipe_close((nng_pipe) { .id = close_ids[i] });
+                total += n;
+        } while (n == ELEMENTSOF(close_ids));
+        return total;
+}
+
 void link_guard_set_port(LinkGuard *g, uint16_t port) {
         pthread_mutex_lock(&g->lock);
         g->port = port;

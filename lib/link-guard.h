@@ -57,4 +57,6 @@ void link_guard_set_port(LinkGuard *g, uint16_t port_network_order);
 void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t now_usec);
 /* Close what timed out; returns how many pipes were closed. */
 size_t link_guard_sweep(LinkGuard *g, uint64_t now_usec);
+/* Closes every pipe (the peers dial again); returns how many. */
+size_t link_guard_close_all(LinkGuard *g);
 void link_guard_stats(LinkGuard *g, LinkGuardStats *ret);

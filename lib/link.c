@@ -225,6 +225,13 @@ uint64_t link_server_dropped(const LinkServer *s) {
         return s ? atomic_load(&((LinkServer *) s)->dropped) : 0;
 }
 
+int link_server_close_peers(LinkServer *s) {
+        if (!s || !s->guard)
+                return -EOPNOTSUPP;
+        size_t n = link_guard_close_all(s->guard);
+        return (int) MIN(n, (size_t) INT32_MAX);
+}
+
 uint64_t link_server_handled(const LinkServer *s) {
         return s ? s->handled + atomic_load(&((LinkServer *) s)->fast_handled) : 0;
 }

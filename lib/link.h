@@ -52,6 +52,9 @@ void link_server_set_fast(LinkServer *s, link_fast_t fast);
 DEFINE_TRIVIAL_CLEANUP_FUNC(LinkServer *, link_server_free);
 /* Messages received; replies that could not be sent (the peer's request times out). */
 uint64_t link_server_handled(const LinkServer *s);
+/* Closes every peer's connection (they dial again, through the Service to a ready replica):
+ * how many, or -EOPNOTSUPP for a server made without limits (its pipes are not tracked). */
+int link_server_close_peers(LinkServer *s);
 uint64_t link_server_dropped(const LinkServer *s);
 /* Connections now and what the limits refused or closed (all zero without limits). */
 void link_server_guard_stats(LinkServer *s, LinkGuardStats *ret);

@@ -58,6 +58,7 @@ struct Drain {
         char patched_rv[64];     /* the informer's Node resourceVersion when our last patch ended */
         uint64_t patch_retry_usec;
         bool stopping;           /* untaint/uncordon wanted */
+        bool cordon_only;        /* the API server refused our taint (NodeRestriction): cordon only */
         uint64_t last_blocked_event_usec;
         unsigned posted;
 
@@ -247,6 +248,16 @@ void drain_kick(Drain *d) {
 static void on_patched(KubeResponse *resp, void *userdata) {
         Drain *d = userdata;
         d->patch_call = NULL;
+        if (resp->error == -EACCES && d->patch_on && !d->cordon_only) {
+                /* With the node's own identity (docs/security.md) NodeRestriction forbids a node to
+                 * change its own taints; the cordon alone keeps new pods off the Node. */
+                d->cordon_only = true;
+                log_notice("The API server refuses node %s's own taint %s (NodeRestriction: the agent runs as the "
+                           "node): cordon only from now on.", kube_node_name(d->node), KUBE_NODE_TAINT);
+                d->patch_retry_usec = 0;
+                drain_kick(d);
+                return;
+        }
         if (resp->error < 0) {
                 /* 409: the Node changed under us; the informer brings the new version */
                 if (resp->error != -EBUSY)
@@ -263,7 +274,10 @@ static void on_patched(KubeResponse *resp, void *userdata) {
         snprintf(d->patched_rv, sizeof d->patched_rv, "%s", strempty(rv));
         if (d->patch_on && d->active) {
                 d->cordoned = true;
-                log_info("Node %s tainted %s:NoSchedule and cordoned.", kube_node_name(d->node), KUBE_NODE_TAINT);
+                if (d->cordon_only)
+                        log_info("Node %s cordoned.", kube_node_name(d->node));
+                else
+                        log_info("Node %s tainted %s:NoSchedule and cordoned.", kube_node_name(d->node), KUBE_NODE_TAINT);
         } else if (!d->patch_on && !d->active) {
                 d->stopping = false;
                 log_info("Node %s untainted (and uncordoned if the agent had cordoned it).", kube_node_name(d->node));
@@ -293,9 +307,20 @@ static bool cordoned_by_us(const cJSON *n) {
         return cJSON_IsString(v) && streq(v->valuestring, "true");
 }
 
-/* One strategic merge patch: the taint list is replaced (taints have no merge key), so it is
- * the Node's own list plus or minus ours, guarded by the resourceVersion it was read at. */
+/* Whether the Node carries what a drain of ours puts on it: the cordon, and our taint unless the
+ * API server refused it. */
+static bool node_marked(const Drain *d, const cJSON *n) {
+        return n && (d->cordon_only || node_has_taint(n, KUBE_NODE_TAINT)) && kube_node_unschedulable(d->node);
+}
+
 int drain_node_patch(const cJSON *n, bool on, char **ret) {
+        return drain_node_patch_with(n, on, true, ret);
+}
+
+/* One strategic merge patch: the taint list is replaced (taints have no merge key), so it is
+ * the Node's own list plus or minus ours, guarded by the resourceVersion it was read at. Without
+ * taint only the cordon changes. */
+int drain_node_patch_with(const cJSON *n, bool on, bool taint, char **ret) {
         const char *rv = n ? kube_object_meta(n, "resourceVersion") : NULL;
         char *body;
 
@@ -315,7 +340,7 @@ int drain_node_patch(const cJSON *n, bool on, char **ret) {
                 ok = cJSON_AddNullToObject(ps, "unschedulable") && (ann = cJSON_AddObjectToObject(md, "annotations")) &&
                      cJSON_AddNullToObject(ann, KUBE_NODE_CORDONED_ANNOTATION);
         }
-        if (ok && on != tainted) {
+        if (ok && taint && on != tainted) {
                 cJSON *taints = cJSON_AddArrayToObject(ps, "taints"), *t;
                 ok = taints != NULL;
                 cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(spec, "taints")) {
@@ -353,7 +378,7 @@ static int patch_node(Drain *d, bool on) {
         _cleanup_free_ char *path = NULL, *body = NULL;
         int r;
 
-        r = drain_node_patch(kube_node_object(d->node), on, &body);
+        r = drain_node_patch_with(kube_node_object(d->node), on, !d->cordon_only, &body);
         if (r <= 0)
                 return r;
         r = kube_path("v1", NULL, "nodes", kube_node_name(d->node), NULL, &path);
@@ -628,13 +653,12 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
          * landing late, or someone's uncordon, would let the scheduler bring evicted pods back. */
         if (d->cordoned && !d->patch_call) {
                 const cJSON *n = kube_node_object(d->node);
-                if (n && node_view_fresh(d, n) && !(node_has_taint(n, KUBE_NODE_TAINT) && kube_node_unschedulable(d->node)))
+                if (n && node_view_fresh(d, n) && !node_marked(d, n))
                         d->cordoned = false;
         }
         if (!d->cordoned) {
                 const cJSON *n = kube_node_object(d->node);
-                if (n && node_has_taint(n, KUBE_NODE_TAINT) && kube_node_unschedulable(d->node) && !d->patch_call &&
-                    node_view_fresh(d, n))
+                if (node_marked(d, n) && !d->patch_call && node_view_fresh(d, n))
                         d->cordoned = true;
                 else if (n && !d->patch_call && now >= d->patch_retry_usec) {
                         int r = patch_node(d, true);

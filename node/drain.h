@@ -112,6 +112,9 @@ int64_t drain_grace_seconds(int64_t pod_grace_s, int64_t deadline_ms, int64_t no
  * (off), guarded by its resourceVersion: 1 with *ret (the caller frees it), 0 when there is
  * nothing to change, -ENOENT without a Node or resourceVersion. */
 int drain_node_patch(const cJSON *node, bool on, char **ret);
+/* The same, with the taint only when taint is true (a node's own identity may not change its
+ * taints: NodeRestriction). */
+int drain_node_patch_with(const cJSON *node, bool on, bool taint, char **ret);
 /* Back-off before retry n (n >= 1): min·2^(n-1) capped at max, with jitter in [d·3/4, d]. */
 uint64_t drain_backoff_ms(unsigned n, uint64_t min_ms, uint64_t max_ms, uint32_t rnd);
 

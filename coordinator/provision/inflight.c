@@ -211,8 +211,17 @@ void provision_on_node_event(KubeWatch *w, const KubeWatchEvent *ev, void *userd
                 (void) provision_forget_registered(ev->object, p);
                 provisioner_annotate_node(p, ev->object);
         }
-        if (ev->type == KUBE_WATCH_DELETED)
-                forget_orphan(p, node_provider_instance(ev->object));
+        if (ev->type == KUBE_WATCH_DELETED) {
+                const char *id = node_provider_instance(ev->object);
+                forget_orphan(p, id);
+                /* its Node is gone (the instance terminated, maybe by another replica while this
+                 * one stood by): nothing will initialize, it is in flight no more */
+                InFlight *f = id ? provision_inflight_find(p, id) : NULL;
+                if (f && f->node_name) {
+                        log_info("Node %s of in-flight instance %s deleted; not in flight any more.", f->node_name, id);
+                        provision_inflight_remove(p, (size_t) (f - p->inflight));
+                }
+        }
 }
 
 /* ---- insufficient capacity ---------------------------------------------------------------- */

@@ -138,6 +138,20 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
                         added++;
                 }
         }
+        /* in flight from an earlier time as leader, no longer pending or running: another
+         * replica terminated it meanwhile (EC2's list may lag a fresh launch: a minute's grace) */
+        for (size_t i = 0; i < p->n_inflight;) {
+                bool live = provision_now_usec(p) - p->inflight[i].launched_usec < 60 * USEC_PER_SEC;
+                for (size_t k = 0; k < list->n && !live; k++)
+                        live = streq(list->items[k].id, p->inflight[i].instance_id);
+                if (live) {
+                        i++;
+                        continue;
+                }
+                log_info("Instance %s is no longer pending or running; not in flight any more.",
+                         p->inflight[i].instance_id);
+                provision_inflight_remove(p, i);
+        }
         ec2_instance_list_free(list);
         /* those that are Nodes already are not in flight */
         (void) kube_watch_foreach(p->nodes, provision_forget_registered, p);

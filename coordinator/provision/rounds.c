@@ -177,6 +177,8 @@ void provision_round_start(Provisioner *p) {
 
         r = provisioner_snapshot(p, rd, &pending);
         p->pending_unschedulable = pending;
+        if (r >= 0 && pending == 0)
+                log_debug("Provisioning round %llu: no pod is pending.", (unsigned long long) p->rounds);
         if (r < 0 || pending == 0) {
                 p->round = NULL;
                 provisioner_round_free(rd);

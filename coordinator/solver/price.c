@@ -22,7 +22,7 @@
 #include "macro.h"
 #include "solver-internal.h"
 
-#define BUDGET_TIE 0.01 /* price per value within 1 % of the best: take the larger type */
+#define BUDGET_TIE 0.02 /* price per value within 2 % of the best: take the larger type */
 
 static void room_of(const Solver *s, const Pool *p, uint32_t t, double *ret) {
         const int64_t *a = p->fit->alloc + (size_t) t * R_MAX;

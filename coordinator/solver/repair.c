@@ -14,7 +14,7 @@
 
 #define REPAIR_MAX_NODES 4096  /* beyond this many planned nodes the pass is skipped */
 #define REPAIR_TRIES 4         /* cheaper types tried per node */
-#define REPAIR_SHARE 4         /* ... that need at most 1/4 of its cpu or memory moved */
+#define REPAIR_SHARE 4         /* ... that need at most a quarter of what its pods use moved */
 #define REPAIR_WORK 200000     /* receiving nodes examined per run, at most: a bounded pass */
 
 typedef struct PodOn {
@@ -33,8 +33,12 @@ static bool movable(const Solver *s, uint32_t pi) {
         return !sh->pod->n_host_ports && !sh->has_wffc && !sh->headroom;
 }
 
+/* What the node pays for type t: on-demand when it may not use spot. */
 static double type_price(const Solver *s, const Node *n, uint32_t t) {
-        return t == NONE32 ? 0 : s->pools[n->pool].tprice[t];
+        const Pool *p = &s->pools[n->pool];
+        if (t == NONE32)
+                return 0;
+        return (n->slots & slots_of_ct(SOLVER_CAPACITY_SPOT)) ? p->tprice[t] : p->odprice[t];
 }
 
 /* Moves pod pi from node a to another planned node with room it already pays for. */
@@ -163,9 +167,8 @@ int solver_repair(Solver *s) {
                 /* the cheapest type first that needs only a few pods moved */
                 for (uint32_t i = 0; i < p->n_price_order && tries < REPAIR_TRIES && on.work < REPAIR_WORK; i++) {
                         uint32_t t = p->price_order[i];
-                        if (p->tprice[t] >= price)
-                                break;
-                        if (!bs_test(n->base, t))
+                        double pt = type_price(s, n, t);
+                        if (pt <= 0 || pt >= price || !bs_test(n->base, t))
                                 continue;
                         const int64_t *al = p->fit->alloc + (size_t) t * R_MAX;
                         bool close = true;

@@ -24,4 +24,16 @@ awk -v conf="$run_dir/agent.conf" -v ca="$run_dir/ca.crt" '
 if [ -s "$run_dir/ca.crt" ]; then
     printf 'tls-ca = %s\n' "$run_dir/ca.crt" >> "$run_dir/agent.conf"
 fi
+# The agent acts as its node: the kubelet's own kubeconfig (docs/security.md). Its files (the
+# cluster CA, the aws-iam-authenticator exec plugin) are host paths: seen here under the host's
+# root file system.
+host_root=${NODESMITH_HOST_ROOT:-/.bottlerocket/rootfs}
+kubelet_kubeconfig=$host_root/etc/kubernetes/kubelet/kubeconfig
+if [ -s "$kubelet_kubeconfig" ]; then
+    sed -E "s#^([[:space:]]*(certificate-authority|command|client-certificate|client-key):[[:space:]]*\"?)/#\1$host_root/#" \
+        "$kubelet_kubeconfig" > "$run_dir/kubelet-kubeconfig"
+    printf 'kubeconfig = %s\n' "$run_dir/kubelet-kubeconfig" >> "$run_dir/agent.conf"
+else
+    echo "nodesmith-agent: no kubelet kubeconfig at $kubelet_kubeconfig; the agent cannot drain" >&2
+fi
 exec nodesmith-agent --config "$run_dir/agent.conf" "$@"

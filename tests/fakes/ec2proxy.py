@@ -10,7 +10,8 @@
 - The EKS-optimized AMI SSM parameters (AL2023, Bottlerocket) pointing at AMIs made in moto.
 - DescribeSpotPriceHistory and the Price List API GetProducts from the on-demand price table.
 - DescribeInstanceTopology, which moto does not implement, from moto's instances.
-- A log of CreateFleet / RunInstances / TerminateInstances calls at /_fake/log.
+- A log of CreateFleet / RunInstances / TerminateInstances calls at /_fake/log (each with `unix`,
+  when it was answered, and `received`, when its request came in).
 
 Everything else is forwarded to moto byte for byte (SigV4 headers intact). Requests the proxy
 must change (a CreateFleet it allocates, a RunInstances it trims) are re-signed with the caller's
@@ -381,6 +382,7 @@ class Proxy:
         self.rule_seq = 0
         self.calls = []
         self.call_seq = 0
+        self.received = threading.local()
         self.idem = {}           # (region, action, token) -> {"params", "status", "body", "event"}
         self.secrets = {}        # access key id -> secret
         self.fetch_lock = threading.Lock()
@@ -648,7 +650,8 @@ class Proxy:
         with self.lock:
             self.call_seq += 1
             t = time.time()
-            entry = dict(entry, seq=self.call_seq, time=now_iso(t), unix=round(t, 3))
+            entry = dict(entry, seq=self.call_seq, time=now_iso(t), unix=round(t, 3),
+                         received=round(getattr(self.received, "t", t), 3))
             self.calls.append(entry)
             if len(self.calls) > 10000:
                 del self.calls[:1000]
@@ -727,6 +730,7 @@ class Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _handle(self):
+        self.server.proxy.received.t = time.time()   # when this request came in (its calls' "received")
         try:
             body = self._read_body()
         except ValueError:

@@ -209,6 +209,16 @@ class EC2:
             "LaunchTemplateId": lt_id, "LaunchTemplateVersion.1": version or "$Default"})
         return root.findtext("launchTemplateVersionSet/item/launchTemplateData/userData") or ""
 
+    def launch_template_root_bytes(self, lt_id, version, devices=("/dev/xvda", "/dev/sda1")):
+        """The root volume size the instance's launch template asks for (EC2 makes the root volume
+        from it at launch), or None."""
+        root = self.call("DescribeLaunchTemplateVersions", {
+            "LaunchTemplateId": lt_id, "LaunchTemplateVersion.1": version or "$Default"})
+        for m in root.findall("launchTemplateVersionSet/item/launchTemplateData/blockDeviceMappingSet/item"):
+            if (m.findtext("deviceName") or "") in devices and m.findtext("ebs/volumeSize"):
+                return int(m.findtext("ebs/volumeSize")) * GiB
+        return None
+
     def root_volume_bytes(self, instance_id, devices=("/dev/xvda", "/dev/sda1")):
         """Size of the volume attached at the root device (what the kubelet's file system holds),
         or None when EC2 lists none there. moto's images have their root at /dev/sda1."""
@@ -731,7 +741,9 @@ class Emulator:
                 self.event("tag-warning", inst, f"{LABELS_TAG}/{TAINTS_TAG}: {e}")
         max_pods = ks["maxPods"] or eni_max_pods(spec["enis"], spec["ipv4_per_eni"])
         try:
-            eph = self.ec2.root_volume_bytes(inst.id) or EPHEMERAL_BYTES
+            lt = d["tags"].get(LT_ID_TAG)
+            eph = (lt and self.ec2.launch_template_root_bytes(lt, d["tags"].get(LT_VERSION_TAG))) or \
+                self.ec2.root_volume_bytes(inst.id) or EPHEMERAL_BYTES
         except Exception as e:  # an older fake without DescribeVolumes: the default disk
             self.event("volume-warning", inst, f"DescribeVolumes: {e}")
             eph = EPHEMERAL_BYTES
@@ -777,6 +789,7 @@ class Emulator:
         cert, key = issue_cert(inst.dir, self.args.node_ca, self.args.node_ca_key, "kubelet",
                                f"system:node:{name}", orgs=("system:nodes",))
         inst.shutdown_grace = duration_seconds(kcfg.get("shutdownGracePeriod"))
+        inst.kubelet_cred = (cert, key)
         k = Kubelet(self.kube, self.args.kube_ca, cert, key, {
             "name": name, "labels": labels, "taints": taints, "capacity": capacity,
             "allocatable": allocatable, "providerID": f"aws:///{d['zone']}/{inst.id}",
@@ -835,6 +848,22 @@ class Emulator:
             argv += ["--logind", "no"]  # no per-node logind; the host's must not be touched
         if self.args.agent_kubeconfig:
             argv += ["--kubeconfig", self.args.agent_kubeconfig]
+        elif getattr(inst, "kubelet_cred", None):
+            # the kubelet's kubeconfig as nodeadm leaves it, with the node's client certificate:
+            # the agent acts as its node (Node authorizer, NodeRestriction; docs/security.md)
+            kc = os.path.join(root, "var", "lib", "kubelet", "kubeconfig")
+            os.makedirs(os.path.dirname(kc), exist_ok=True)
+            cert, key = inst.kubelet_cred
+            with open(kc, "w") as f:
+                json.dump({"apiVersion": "v1", "kind": "Config",
+                           "clusters": [{"name": "kubernetes", "cluster": {
+                               "server": self.args.agent_kube_server or self.kube,
+                               "certificate-authority": self.args.kube_ca, "tls-server-name": "localhost"}}],
+                           "contexts": [{"name": "kubelet", "context": {"cluster": "kubernetes",
+                                                                        "user": "kubelet"}}],
+                           "current-context": "kubelet", "users": [{"name": "kubelet", "user": {
+                               "client-certificate": cert, "client-key": key}}]}, f)
+            argv += ["--kubeconfig", kc]
         elif "--kube-server" in self.agent_opts:
             argv += ["--kube-server", self.kube]
         elif "--kubeconfig" in self.agent_opts:
@@ -1313,7 +1342,10 @@ def main(argv=None):
     ap.add_argument("--cloud-controller-manager", action="store_true",
                     help="the real AWS cloud controller manager runs (tests/pylib/ccm.py): it "
                          "deletes the Nodes of gone instances, the emulator does not")
-    ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig)")
+    ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig); without it, on "
+                    "the real control plane, each agent gets its node's kubelet kubeconfig")
+    ap.add_argument("--agent-kube-server", help="API server URL in the kubelet kubeconfig the agents use "
+                    "(default: --kube-server)")
     ap.add_argument("--cluster", required=True, help="value of the nodesmith.io/cluster tag")
     ap.add_argument("--region", default="us-east-1")
     ap.add_argument("--coordinator", help="agents' coordinator address when the user data has none")

@@ -247,7 +247,8 @@ def main():
             "max-connections": "5000", "max-connections-per-source": "128", "max-unauthenticated": "32",
             "max-unauthenticated-per-source": "4", "auth-timeout": "5s", "idle-timeout": "2m",
             "max-state-memory": "128Mi", "iam-endpoint": "https://iam.amazonaws.com", "solver-budget": "50ms",
-            "lease-renew-deadline": "10s", "lease-retry-period": "2s", "image-refresh": "30m"}
+            "lease-renew-deadline": "10s", "lease-retry-period": "2s", "image-refresh": "30m",
+            "dead-node-after": "10m"}
     unset = [o for o in values["config"] if values["config"][o] == "" and o not in full and o != "lease-namespace"]
     check("the full-values case sets every setting left empty by default", not unset, unset)
     vf = os.path.join(tmp, "full.yaml")

@@ -15,9 +15,9 @@ proceeds on "locks released", long before the 60 s delay, and not before the las
 and the instance goes. Checked: the
 user data A booted with has shutdownGracePeriod 0s and the logind drop-in; the emulated kubelet
 (honouring that 0) kills nothing; every web pod Running on B; kube-apiserver's audit log shows
-only evictions, at least one refused by the PDB, and no PDB violation.
+only evictions (none of them leaving the PDB below its desiredHealthy: no violation).
 
-Run time here: about 1 minute (51 s, control plane start-up included).
+Run time here: 50-85 s (control plane start-up included).
 """
 import base64
 import json
@@ -40,7 +40,9 @@ from workload import (ON_DEMAND_M6I_LARGE, NO_CONSOLIDATION, deployment, node_cl
 CLUSTER = "shutdown-test"
 DELAY_MS = 60000
 HOLD = {"key": "test.nodesmith.io/hold", "value": "true", "effect": "NoSchedule"}
-OBJECTS = node_class_yaml(CLUSTER) + nodepool_yaml(requirements=ON_DEMAND_M6I_LARGE, spec=NO_CONSOLIDATION)
+# two nodes at most (A and B): a third one's agent would take a lock on the same stand-in logind
+OBJECTS = node_class_yaml(CLUSTER) + nodepool_yaml(requirements=ON_DEMAND_M6I_LARGE,
+                                                   spec=NO_CONSOLIDATION + "  limits: {cpu: '4'}\n")
 
 
 def node_of(s, app):
@@ -130,11 +132,13 @@ def run(s, d, sock, procs):
     took = time.monotonic() - t0
     ev = [e for e in s.audit.evictions() if e["pod"].startswith("web-")]
     evicted = [e for e in ev if e["decision"] == "evicted"]
-    refused = [e for e in ev if e["decision"] == "refused"]
+    refused = [e for e in ev if e["decision"] == "denied"]
     deleted = [e for e in ev if e["decision"] == "deleted" and not e["user"].startswith("system:")]
     print(f"web pods moved to {b} {took:.1f}s after the shutdown began: {len(evicted)} evicted, "
           f"{len(refused)} refused by the PDB, {violations(s)} PDB violation(s)")
-    assert len(evicted) == 3 and refused and not deleted, ev
+    # (a refusal shows as a 429 here only when the agent posted before the PDB's status caught up:
+    # the agent waits for disruptionsAllowed itself)
+    assert len(evicted) == 3 and not deleted, ev
     # the lock held the shutdown until the drain was done, not merely until the notice was known
     proceeded = t0_wall + float(m.group(2))
     last = max(e["unix"] for e in evicted)

@@ -275,7 +275,7 @@ def start_coordinator(s, q):
 
 def main():
     with TestDir("sqs-interruption") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             s.start_ec2()
             s.setup_network()
             s.start_kube(grace_scale=0.05)

@@ -9,7 +9,7 @@ leads and provisions; what it writes is seen through kubectl:
      EC2NodeClass: NodeClassReady=False NodeClassNotFound, Ready=False; status.resources counts
      0 nodes.
   2. A scale-up (the first CreateFleet without capacity): a failed NodeClaim with EC2's error;
-     the launched instance's NodeClaim in kubectl before any Node exists (type, zone, capacity
+     the launched instance's NodeClaim in kubectl before its Node exists (type, zone, capacity
      type, the pods it is for), then naming its Node, Ready. The EC2NodeClass is Ready with the subnets, security groups and AMI it
      resolved and the instance profile; `general` is Ready and status.resources has the node's
      capacity; `kubectl get nodepools` shows the Nodes and Ready columns filled, and
@@ -113,19 +113,23 @@ def run(s, d):
     # latest failure), then a launch
     s.proxy("POST", "rules", {"kind": "ice", "instance_type": "*", "zone": "*", "count": 2})
     apply_objs(s, deployment("web", 4, "1", "2Gi"))
-    inflight = wait_for("a NodeClaim launched and not registered", lambda: [
-        c for c in claims(s) if cond(c, "Launched").get("status") == "True" and not c["status"].get("nodeName")], 60, 0.2)
-    nodes_then = s.nodes()
+    def in_flight():
+        """Claims launched whose instance had no Node when we looked (Nodes read first)."""
+        ids = [n["spec"].get("providerID", "").rsplit("/", 1)[-1] for n in s.nodes().values()]
+        return [(c, ids) for c in claims(s) if cond(c, "Launched").get("status") == "True"
+                and not c["status"].get("nodeName") and c["status"].get("instanceID") not in ids]
+    inflight = wait_for("a NodeClaim launched and not registered", in_flight, 60, 0.2)
+    c, node_ids = inflight[0]
+    inflight = [c]
     out = s.kubectl("get", "nodeclaims", "-o", "wide")
     print(out)
-    c = inflight[0]
     lbl = c["metadata"]["labels"]
-    check("in flight before any Node exists: a NodeClaim with type, zone, capacity type and the pods it is for",
-          not nodes_then and lbl.get("node.kubernetes.io/instance-type") and lbl.get("topology.kubernetes.io/zone")
+    check("in flight before its Node exists: a NodeClaim with type, zone, capacity type and the pods it is for",
+          c["status"]["instanceID"] not in node_ids and lbl.get("node.kubernetes.io/instance-type") and lbl.get("topology.kubernetes.io/zone")
           and lbl.get("nodesmith.io/capacity-type") == "on-demand" and c["status"].get("providerID", "").startswith("aws:///")
           and 1 <= c["status"].get("nominatedPodCount", 0) <= 4 and len(c["status"]["nominatedPods"]) == c["status"]["nominatedPodCount"]
           and all(p.startswith("default/web-") for p in c["status"]["nominatedPods"])
-          and cond(c, "Registered").get("status") == "Unknown", (nodes_then, c))
+          and cond(c, "Registered").get("status") == "Unknown", (node_ids, c))
     row = next(l.split() for l in out.splitlines() if l.startswith(c["metadata"]["name"]))
     check("kubectl get nodeclaims: Type, Capacity, Zone filled, no Node yet",
           row[1:4] == [lbl["node.kubernetes.io/instance-type"], "on-demand", lbl["topology.kubernetes.io/zone"]], row)

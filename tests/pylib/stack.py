@@ -180,7 +180,7 @@ class LocalStack:
         self.fault_proxy = None         # cluster.FaultProxy: the product's clients go through it
         self.ccm = None                 # ccm.CloudControllerManager after start_ccm()
         self.coordinator_kubeconfig = None
-        self.agent_kubeconfig = None
+        self.agent_kube_server = None
         self.grace_scale = 1.0
         self.workdir = os.path.abspath(workdir)
         self.build = os.path.abspath(build)
@@ -462,8 +462,8 @@ class LocalStack:
             server = self.fault_proxy.server
         self.coordinator_kubeconfig = c.service_account_kubeconfig(
             "nodesmith", "nodesmith-coordinator", server=server)
-        self.agent_kubeconfig = c.service_account_kubeconfig("nodesmith", "nodesmith-agent",
-                                                             server=server)
+        # agents use their node's kubelet identity (the emulator writes each node's kubeconfig)
+        self.agent_kube_server = server or c.server
         return self.kube_server
 
     def kube_get(self, path, timeout=10):
@@ -707,7 +707,7 @@ class LocalStack:
                      "--kube-client-key", emu_id.key, "--node-ca", c.pki.ca,
                      "--node-ca-key", c.pki.ca_key, "--ready-delay", str(ready_delay),
                      "--grace-factor", str(self.grace_scale),
-                     "--agent-kubeconfig", self.agent_kubeconfig]
+                     "--agent-kube-server", self.agent_kube_server]
             if c.external_cloud_provider:
                 argv.append("--external-cloud-provider")
             if self.ccm is not None:

@@ -290,6 +290,25 @@ static void test_node_patch(void **state) {
 
         /* no resourceVersion to guard the patch with */
         node_patch("{\"metadata\":{\"name\":\"n1\"},\"spec\":{}}", true, -ENOENT);
+
+        /* the node's own identity may not touch taints (NodeRestriction): cordon only, the
+         * Node's taints left out of the patch altogether, and nothing to do once cordoned */
+        cJSON *n = cJSON_Parse("{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"11\"},\"spec\":{"
+                               "\"taints\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"}]}}");
+        char *body = NULL;
+        assert_int_equal(drain_node_patch_with(n, true, false, &body), 1);
+        p = cJSON_Parse(body);
+        free(body);
+        spec = cJSON_GetObjectItemCaseSensitive(p, "spec");
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable")));
+        assert_null(cJSON_GetObjectItemCaseSensitive(spec, "taints"));
+        cJSON_Delete(p);
+        cJSON_Delete(n);
+        n = cJSON_Parse("{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"12\"},\"spec\":{\"unschedulable\":true}}");
+        body = (char *) "unset";
+        assert_int_equal(drain_node_patch_with(n, true, false, &body), 0);
+        assert_null(body);
+        cJSON_Delete(n);
 }
 
 int main(void) {

@@ -566,6 +566,10 @@ static void test_userdata_merge(void **state) {
         assert_non_null(strstr(ud, "\"maxPods\":\t42"));
         assert_non_null(strstr(ud, "\"clusterDNS\":"));
         assert_non_null(strstr(ud, "\"strategy\":\t\"RAID0\""));
+        /* graceful shutdown is the agent's: the kubelet's off, logind's delay raised and reloaded */
+        assert_non_null(strstr(ud, "\"shutdownGracePeriod\":\t\"0s\""));
+        assert_non_null(strstr(ud, "\"path\":\t\"/etc/systemd/logind.conf.d/50-nodesmith-shutdown.conf\""));
+        assert_non_null(strstr(ud, "\"systemctl kill --signal=SIGHUP systemd-logind.service\""));
         free(ud);
 
         s.user_data = "#!/bin/bash\necho plain\n";

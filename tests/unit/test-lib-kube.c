@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "kube-exec.h"
 #include "kube-internal.h"
 #include "log.h"
 
@@ -299,7 +302,7 @@ static void test_kubeconfig(void **state) {
         free(text);
 
         log_set_max_level(LOG_EMERG);
-        /* exec credentials are not supported: said, not ignored */
+        /* an exec plugin without an apiVersion we speak is refused, not ignored */
         const char *exec = "current-context: x\nclusters: [{name: c, cluster: {server: 'https://k'}}]\n"
                            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
                            "users: [{name: u, user: {exec: {command: aws}}}]\n";
@@ -330,6 +333,144 @@ static void write_file(const char *dir, const char *name, const char *text) {
         assert_non_null(f);
         fputs(text, f);
         fclose(f);
+}
+
+/* A fake exec credential plugin: counts its runs in DIR/count, keeps KUBERNETES_EXEC_INFO in
+ * DIR/info, answers a token made of its first argument, $FAKE_ENV and the run number, valid
+ * until $FAKE_EXPIRY; "fail" as first argument exits 3, "slow" sleeps, "cert" answers a client
+ * certificate, "v1beta1" answers another apiVersion. */
+static const char FAKE_PLUGIN[] =
+        "#!/bin/sh\n"
+        "d=$(dirname \"$0\")\n"
+        "n=$(cat \"$d/count\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$d/count\"\n"
+        "printf '%s' \"$KUBERNETES_EXEC_INFO\" > \"$d/info\"\n"
+        "case \"$1\" in fail) echo oops >&2; exit 3;; slow) sleep 5;; esac\n"
+        "api=client.authentication.k8s.io/v1; [ \"$1\" = v1beta1 ] && api=client.authentication.k8s.io/v1beta1\n"
+        "extra=; [ \"$1\" = cert ] && extra=',\"clientCertificateData\":\"x\",\"clientKeyData\":\"y\"'\n"
+        "printf '{\"apiVersion\":\"%s\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s-%s-%s\","
+        "\"expirationTimestamp\":\"%s\"%s}}' \"$api\" \"$1\" \"$FAKE_ENV\" \"$n\" \"$FAKE_EXPIRY\" \"$extra\"\n";
+
+static char *exec_kubeconfig(const char *arg, const char *mode) {
+        char *text = NULL;
+        assert_true(asprintf(&text,
+                             "current-context: x\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:8080'}}]\n"
+                             "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                             "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+                             "command: ./plugin.sh, args: [%s, ignored], env: [{name: FAKE_ENV, value: from-env}], "
+                             "interactiveMode: %s}}}]\n", arg, mode) > 0);
+        return text;
+}
+
+static int count_runs(const char *dir) {
+        char p[512], buf[32] = "";
+        snprintf(p, sizeof p, "%s/count", dir);
+        FILE *f = fopen(p, "re");
+        if (!f)
+                return 0;
+        if (!fgets(buf, sizeof buf, f))
+                buf[0] = 0;
+        fclose(f);
+        return atoi(buf);
+}
+
+static int run_plugin(const char *dir, const char *arg, uint64_t timeout, char **token, int64_t *expiry) {
+        _cleanup_free_ char *text = exec_kubeconfig(arg, "Never");
+        KubeConfig *c = NULL;
+        assert_int_equal(kube_config_parse_kubeconfig(text, strlen(text), dir, NULL, &c), 0);
+        assert_non_null(c->exec);
+        int r = kube_exec_run(c->exec, timeout, token, expiry);
+        kube_config_free(c);
+        return r;
+}
+
+static void test_exec_plugin(void **state) {
+        char dir[] = "/tmp/test-kube-exec-XXXXXX", p[512];
+        char *token = NULL;
+        int64_t expiry = 0;
+        assert_non_null(mkdtemp(dir));
+        write_file(dir, "plugin.sh", FAKE_PLUGIN);
+        snprintf(p, sizeof p, "%s/plugin.sh", dir);
+        assert_int_equal(chmod(p, 0700), 0);
+        setenv("FAKE_EXPIRY", "2099-01-02T03:04:05Z", 1);
+        setenv("FAKE_ENV", "from-our-environment", 1);
+        log_set_max_level(LOG_EMERG);
+
+        /* args and env reach the plugin (env over ours), the relative command is the kubeconfig
+         * directory's, the token and expiry are read */
+        assert_int_equal(run_plugin(dir, "first", 0, &token, &expiry), 0);
+        assert_string_equal(token, "first-from-env-1");
+        assert_int_equal(expiry, (int64_t) 4071006245 * 1000000);
+        free(token);
+        token = NULL;
+        char info[512] = "";
+        snprintf(p, sizeof p, "%s/info", dir);
+        FILE *f = fopen(p, "re");
+        assert_non_null(f);
+        assert_non_null(fgets(info, sizeof info, f));
+        fclose(f);
+        assert_non_null(strstr(info, "\"apiVersion\":\"client.authentication.k8s.io/v1\""));
+        assert_non_null(strstr(info, "\"interactive\":false"));
+
+        /* failures: exit status, a slow plugin killed at its time-out, a client certificate, a
+         * different apiVersion than the kubeconfig asked for */
+        assert_int_equal(run_plugin(dir, "fail", 0, &token, &expiry), -EIO);
+        assert_int_equal(run_plugin(dir, "slow", 300 * 1000, &token, &expiry), -ETIMEDOUT);
+        assert_int_equal(run_plugin(dir, "cert", 0, &token, &expiry), -EOPNOTSUPP);
+        assert_int_equal(run_plugin(dir, "v1beta1", 0, &token, &expiry), -EBADMSG);
+        assert_null(token);
+        assert_int_equal(count_runs(dir), 5);
+
+        /* refused in the kubeconfig: interactiveMode Always, provideClusterInfo */
+        KubeConfig *c = NULL;
+        _cleanup_free_ char *always = exec_kubeconfig("x", "Always");
+        assert_int_equal(kube_config_parse_kubeconfig(always, strlen(always), dir, NULL, &c), -EOPNOTSUPP);
+        const char *pci = "current-context: x\nclusters: [{name: c, cluster: {server: 'https://k'}}]\n"
+                          "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                          "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+                          "command: aws, provideClusterInfo: true}}}]\n";
+        assert_int_equal(kube_config_parse_kubeconfig(pci, strlen(pci), dir, NULL, &c), -EOPNOTSUPP);
+        assert_null(c);
+
+        /* the client: one run while the token is valid, a new one when forced (after a 401) and
+         * when the expiry is near */
+        sd_event *e = NULL;
+        KubeClient *kc = NULL;
+        HttpRequest *req = NULL;
+        _cleanup_free_ char *text = exec_kubeconfig("client", "IfAvailable");
+        assert_int_equal(sd_event_new(&e), 0);
+        assert_int_equal(kube_config_parse_kubeconfig(text, strlen(text), dir, NULL, &c), 0);
+        assert_int_equal(kube_client_new(e, c, &kc), 0);
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(kube_client_http_request(kc, "GET", "http://127.0.0.1:8080/api", false, &req), 0);
+                req = http_request_free(req);
+        }
+        assert_int_equal(count_runs(dir), 6);
+        assert_int_equal(kube_client_http_request(kc, "GET", "http://127.0.0.1:8080/api", true, &req), 0);
+        req = http_request_free(req);
+        assert_int_equal(count_runs(dir), 7);
+        kube_client_free(kc);
+        char soon[32];
+        time_t t = time(NULL) + 30; /* within the renewal margin */
+        struct tm tm;
+        strftime(soon, sizeof soon, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+        setenv("FAKE_EXPIRY", soon, 1);
+        assert_int_equal(kube_client_new(e, c, &kc), 0);
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(kube_client_http_request(kc, "GET", "http://127.0.0.1:8080/api", false, &req), 0);
+                req = http_request_free(req);
+        }
+        assert_int_equal(count_runs(dir), 9);
+        kube_client_free(kc);
+        kube_config_free(c);
+        sd_event_unref(e);
+        log_set_max_level(LOG_INFO);
+
+        const char *names[] = { "plugin.sh", "count", "info" };
+        for (size_t i = 0; i < 3; i++) {
+                snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+                unlink(p);
+        }
+        rmdir(dir);
 }
 
 static void test_in_cluster(void **state) {
@@ -460,6 +601,7 @@ int main(void) {
                 cmocka_unit_test(test_lines),
                 cmocka_unit_test(test_kubeconfig),
                 cmocka_unit_test(test_in_cluster),
+                cmocka_unit_test(test_exec_plugin),
                 cmocka_unit_test(test_client_refuses_token_over_http),
                 cmocka_unit_test(test_finalizer_patch),
                 cmocka_unit_test(test_object_trim),

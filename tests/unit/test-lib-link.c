@@ -196,6 +196,39 @@ static void test_fast_path(void **state) {
         assert_int_equal(link_server_handled(x->server), 2);
 }
 
+/* A replica that stops leading closes its agents' connections: each closed, the client dials
+ * again by itself and its next report is answered. */
+static void test_close_peers(void **state) {
+        Exchange *x = *state;
+        LinkLimits limits = { .max_pipes = 16, .max_pipes_per_source = 16, .max_unauthenticated = 16,
+                              .max_unauthenticated_per_source = 16 };
+
+        assert_int_equal(link_server_new(x->event, x->url, NULL, MAX_MSG, &limits, on_request, x, &x->server), 0);
+        assert_int_equal(link_client_new(x->event, x->url, NULL, MAX_MSG, 500, on_reply, x, &x->client), 0);
+        assert_int_equal(exchange(x, x->client, "before", 6, 10 * 1000000ULL), 0);
+        assert_int_equal(x->error, 0);
+        assert_int_equal(link_server_close_peers(x->server), 1);
+        assert_int_equal(link_server_close_peers(x->server), 0);
+        /* a request sent as its pipe closed is lost (it times out: the agent's next report
+         * follows); within three tries one is answered on the new connection */
+        for (unsigned i = 0; i < 3; i++) {
+                assert_int_equal(exchange(x, x->client, "after", 5, 3 * 1000000ULL), 0);
+                if (x->error == 0)
+                        break;
+                assert_int_equal(x->error, -ETIMEDOUT);
+        }
+        assert_int_equal(x->error, 0);
+        assert_string_equal(x->reply, "loop:after");
+}
+
+static void test_close_peers_untracked(void **state) {
+        Exchange *x = *state;
+
+        link_open(x, NULL, MAX_MSG);
+        assert_int_equal(link_server_close_peers(x->server), -EOPNOTSUPP);
+        assert_int_equal(link_server_close_peers(NULL), -EOPNOTSUPP);
+}
+
 static void test_no_reply_times_out(void **state) {
         Exchange *x = *state;
 
@@ -240,6 +273,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_tls_needs_ca, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_round_trip_on_loop, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fast_path, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_close_peers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_close_peers_untracked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_reply_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_oversized_request_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_refuses_plain_url_of_unknown_scheme, setup, teardown),

@@ -7,10 +7,6 @@
 {{- include "nodesmith.prefix" . }}-coordinator
 {{- end -}}
 
-{{- define "nodesmith.agent" -}}
-{{- include "nodesmith.prefix" . }}-agent
-{{- end -}}
-
 {{/* The Lease the replicas elect a leader with. */}}
 {{- define "nodesmith.leaseName" -}}
 {{- default (include "nodesmith.coordinator" .) (index .Values.config "lease-name") -}}
