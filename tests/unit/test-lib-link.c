@@ -209,13 +209,12 @@ static void test_close_peers(void **state) {
         assert_int_equal(x->error, 0);
         assert_int_equal(link_server_close_peers(x->server), 1);
         assert_int_equal(link_server_close_peers(x->server), 0);
-        /* a request sent as its pipe closed is lost (it times out: the agent's next report
-         * follows); within three tries one is answered on the new connection */
-        for (unsigned i = 0; i < 3; i++) {
+        /* a request sent as its pipe closed is lost (it times out or fails: the agent's next
+         * report follows); within five tries one is answered on the new connection */
+        for (unsigned i = 0; i < 5; i++) {
                 assert_int_equal(exchange(x, x->client, "after", 5, 3 * 1000000ULL), 0);
                 if (x->error == 0)
                         break;
-                assert_int_equal(x->error, -ETIMEDOUT);
         }
         assert_int_equal(x->error, 0);
         assert_string_equal(x->reply, "loop:after");
