@@ -86,8 +86,10 @@ def run(s):
     net = s.setup_network()
     s.start_kube(grace_scale=0.05)
     # This test is about the emulator, so the coordinator only watches: notices drain nothing
-    # (a drained node would be terminated by the coordinator before EC2 reclaims it).
-    s.start_coordinator("--drain-on", "none")
+    # (a drained node would be terminated by the coordinator before EC2 reclaims it), and no
+    # disruption pass runs (the test's NodePools exist only as tags: a pass would drain their
+    # nodes as "NodePool deleted").
+    s.start_coordinator("--drain-on", "none", "--consolidation-interval", "0")
     s.start_emulator(boot_delay=BOOT_DELAY, spot_grace=SPOT_GRACE,
                      agent_args=["--imds-poll-interval", "250ms"])
     step(f"stack up: EC2 {s.ec2_endpoint}, API {s.kube_server}, coordinator {s.coordinator_url}, "
