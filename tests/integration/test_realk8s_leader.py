@@ -250,8 +250,7 @@ def run(s, d, seeds):
     replicas["coord-b"] = (pb, s.coordinator_http)
     # the agents reach the API server directly: the faults are the coordinators' (an agent's drain
     # through the fault proxy stalls, a separate finding)
-    s.agent_kubeconfig = s.cluster_cp.service_account_kubeconfig(
-        "nodesmith", "nodesmith-agent", path=os.path.join(d, "agent.kubeconfig"))
+    s.agent_kube_server = s.cluster_cp.server
     s.start_emulator(boot_delay=0.3, ready_delay=0.5)
     for seed in seeds:
         seeded_run(s, replicas, seed)
