@@ -232,12 +232,25 @@ static cJSON *nodeclass_spec_from_template(const cJSON *t, Notes *notes, const c
         if (!spec)
                 return NULL;
         const cJSON *v;
-        if ((v = json_get(t, "amiFamily")))
-                cJSON_AddItemToObject(spec, "amiFamily", cJSON_Duplicate(v, true));
-        else
-                cJSON_AddStringToObject(spec, "amiFamily", "AL2");
+        /* the legacy default family was AL2, which nodesmith does not run (its nodes are AL2023
+         * or Bottlerocket): AL2 becomes AL2023, said in a note */
+        const cJSON *fam = json_get(t, "amiFamily");
+        const char *family = cJSON_IsString(fam) ? fam->valuestring : "AL2";
+        if (streq(family, "AL2")) {
+                addnote(notes, "%s: amiFamily AL2%s is not supported; converted to AL2023 (check any user data)", what,
+                        fam ? "" : " (the legacy default)");
+                family = "AL2023";
+        }
+        cJSON_AddStringToObject(spec, "amiFamily", family);
         if ((v = json_get(t, "amiSelector")))
                 cJSON_AddItemToObject(spec, "amiSelectorTerms", selector_terms(v, "id", notes, what));
+        else if (streq(family, "AL2023")) {
+                /* no selector: the family's latest image, which v1 spells as an alias */
+                cJSON *terms = cJSON_AddArrayToObject(spec, "amiSelectorTerms"), *term = cJSON_CreateObject();
+                cJSON_AddStringToObject(term, "alias", "al2023@latest");
+                cJSON_AddItemToArray(terms, term);
+        } else
+                addnote(notes, "%s: no amiSelector; spec.amiSelectorTerms must be added (v1 requires it)", what);
         if ((v = json_get(t, "subnetSelector")))
                 cJSON_AddItemToObject(spec, "subnetSelectorTerms", selector_terms(v, "id", notes, what));
         else
