@@ -45,9 +45,6 @@ def main():
                     help="longest wait for the system to settle once the faults stop [75]")
     ap.add_argument("--out-dir", default=os.path.join(BUILD, "chaos-out"))
     ap.add_argument("--agent-build", help="take nodesmith-agent from this build directory")
-    ap.add_argument("--agent-may-delete-pods", action="store_true",
-                    help="grant the agents' ServiceAccount pods delete (for a build that deletes "
-                         "pods instead of evicting them; the shipped RBAC refuses that)")
     ap.add_argument("--json", help="write every run's result there (default OUT-DIR/chaos.json)")
     ap.add_argument("--keep-logs", action="store_true", help="keep the logs of passing runs too")
     args = ap.parse_args()
@@ -60,7 +57,6 @@ def main():
         seed = args.seed + k
         workdir = tempfile.mkdtemp(prefix=f"nodesmith-chaos-{seed}-")
         run = chaoslib.Run(seed, workdir, BUILD, agent_build=args.agent_build,
-                           agent_may_delete_pods=args.agent_may_delete_pods,
                            chaos_seconds=args.chaos_seconds, settle_seconds=args.settle_seconds)
         print(f"== run {k + 1}/{args.runs}, seed {seed}", flush=True)
         try:

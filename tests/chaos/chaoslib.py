@@ -140,9 +140,8 @@ class Run:
     judge (setupError otherwise)."""
 
     def __init__(self, seed, workdir, build, agent_build=None, chaos_seconds=30.0, settle_seconds=75.0,
-                 log=print, agent_may_delete_pods=False):
+                 log=print):
         self.seed = seed
-        self.agent_may_delete_pods = agent_may_delete_pods
         self.rng = random.Random(seed)
         self.workdir = workdir
         self.build = build
@@ -191,14 +190,6 @@ class Run:
         s.start_ec2()
         s.setup_network()
         s.start_kube(grace_scale=0.05, fault_proxy=True)
-        if self.agent_may_delete_pods:
-            # a build that deletes pods instead of evicting them: the shipped RBAC refuses its
-            # deletes (403); granted here so that the invariants, not RBAC, have to catch it
-            s.kubectl("create", "clusterrole", "chaos-agent-deletes-pods", "--verb=delete",
-                      "--resource=pods")
-            s.kubectl("create", "clusterrolebinding", "chaos-agent-deletes-pods",
-                      "--clusterrole=chaos-agent-deletes-pods",
-                      "--serviceaccount=nodesmith:nodesmith-agent")
         s.apply(node_class_yaml(self.cluster) + NODEPOOL)
         # instances the coordinators must never terminate: no cluster tag, another cluster's
         self.decoys = {

@@ -67,6 +67,7 @@ class PodAudit:
         self.pods = {}       # (ns, name) -> {"uid", "node", "labels", "history": [(unix, healthy)]}
         self.pdbs = {}       # (ns, name) -> PDB
         self.records = []
+        self.removed = set()  # (namespace, name, uid) of pods the audit log saw evicted or deleted
         self.pos = 0
         self.stop_evt = threading.Event()
         self.informers = []
@@ -171,9 +172,12 @@ class PodAudit:
                 for (pns, pname), pdb in self.pdbs.items():
                     if pns != ns or not _selected(pdb["spec"].get("selector"), p["labels"]):
                         continue
-                    healthy = sum(1 for (qns, _), q in self.pods.items() if qns == ns
+                    # a pod the audit log already saw removed is not healthy any more, even
+                    # when the watch has not told it yet (deletions a few ms apart)
+                    healthy = sum(1 for (qns, qname), q in self.pods.items() if qns == ns
                                   and _selected(pdb["spec"].get("selector"), q["labels"])
-                                  and self._healthy_at(q, t))
+                                  and self._healthy_at(q, t)
+                                  and not (qns, qname, q["uid"]) in self.removed)
                     after = healthy - (1 if self._healthy_at(p, t) else 0)
                     desired = (pdb.get("status") or {}).get("desiredHealthy")
                     rec.update(pdb=pname, healthyAfter=after, desiredHealthy=desired)
@@ -182,6 +186,8 @@ class PodAudit:
                     if decision == "deleted" and desired is not None and after < desired and \
                             not exempt and self._healthy_at(p, t):
                         rec["violation"] = True
+            if p is not None and decision in ("evicted", "deleted"):
+                self.removed.add((ns, name, p["uid"]))
             self.records.append(rec)
 
     def sync(self):
