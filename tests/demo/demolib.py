@@ -217,6 +217,7 @@ class Observer:
         self.samples = []          # {t, nodes, cost, spot, onDemand}
         self.timeline = []
         self._emu_seq = 0
+        self.registered_at = {}  # instance -> (unix, node) of its registration, seen by the emulator
         self._log_seq = 0
         self._audit_n = 0
         self._threads = []
@@ -343,6 +344,8 @@ class Observer:
                 self.node_of[inst] = node
             i = self.instances.get(inst)
             if kind == "registered":
+                # the node may register before its CreateFleet shows in the EC2 log polled next
+                self.registered_at[inst] = (e["unix"], node)
                 if i is not None:
                     i["ready"] = e["unix"]
                     i["node"] = node
@@ -373,9 +376,10 @@ class Observer:
                     self.fleets.append(c)
                 for pool in c.get("pools", []):
                     for iid in pool.get("instances", []):
+                        ready, node = self.registered_at.get(iid, (None, None))
                         self.instances[iid] = {"type": pool["instance_type"], "zone": pool.get("zone"),
                                                "lifecycle": c.get("capacity_type") or "on-demand",
-                                               "launched": wall, "ready": None, "node": None}
+                                               "launched": wall, "ready": ready, "node": node}
                         self.note(wall, "launch (CreateFleet)", iid,
                                   f"{pool['instance_type']} {c.get('capacity_type')} {pool.get('zone')} "
                                   f"${self.price(pool['instance_type'], c.get('capacity_type')):.4f}/h", buffered=True)
