@@ -105,6 +105,9 @@ TOOL_SRCS  := $(wildcard tests/tools/*.c)
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS)) $(BUILD)/tools/kubeprobe-nng
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz-*.c)
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+# make test compiles the fuzz targets with the normal compiler too, so an API change that breaks
+# one fails at once rather than in the (clang-only) fuzz stage
+FUZZ_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(FUZZ_SRCS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/benchbin/%,$(BENCH_SRCS))
 
@@ -241,7 +244,7 @@ $(HELM): tools/helm/go.mod tools/helm/go.sum $(BUILD)/controlplane/go-version
 helm: $(HELM)
 
 # ---- entry points --------------------------------------------------------------------------
-test: all $(UNIT_BINS) $(TOOL_BINS) $(CONTROLPLANE) $(HELM)
+test: all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_OBJS) $(CONTROLPLANE) $(HELM)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
 test-unit: $(UNIT_BINS)

@@ -8,6 +8,7 @@
 
 #include "capacity.h"
 #include "log.h"
+#include "model/karpenter.h"
 #include "model/nodepool.h"
 #include "yaml-json.h"
 
@@ -30,9 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         cJSON *conv = NULL;
         char **notes = NULL, *err = NULL;
-        if (nodepool_convert(docs, &conv, &notes, &err) >= 0) {
+        if (karpenter_convert(docs, &conv, &notes, &err) >= 0) {
                 cJSON_Delete(conv);
-                nodepool_notes_free(notes);
+                karpenter_notes_free(notes);
         }
         free(err);
         cJSON_Delete(docs);
