@@ -316,6 +316,38 @@ def plan_patterns(model, plan):
     return out
 
 
+def cg_pattern(model, col):
+    x = np.zeros(model.S)
+    for i, v in col:
+        if i < model.S:
+            x[i] = v
+    return x
+
+
+def show_plans(model, ours, optimum):
+    """Both plans, node by node (identical nodes counted once): kind, zone, price, use, pods per shape."""
+    names = ["%s %s/%s" % (s["pods"][0].rsplit("-", 1)[0], s["requests"].get("cpu", 0),
+                           s["requests"].get("memory", 0) >> 20) for s in model.shapes]
+
+    def lines(nodes):
+        seen = {}
+        for k, z, x, n in nodes:
+            key = (k, z, tuple(int(v) for v in x))
+            seen[key] = seen.get(key, 0) + n
+        for (k, z, x), n in sorted(seen.items(), key=lambda e: (-model.price[e[0][0]], e[0])):
+            kind = model.kinds[k]
+            use = np.array(x, dtype=float) @ model.req
+            pct = " ".join("%s %3.0f%%" % (r[:3], 100 * use[i] / model.room[k][i])
+                           for i, r in enumerate(model.res) if r in ("cpu", "memory") and model.room[k][i])
+            pods = ", ".join("%s x%d" % (names[s], v) for s, v in enumerate(x) if v)
+            print("    %3d x %-14s %-10s %-11s $%7.4f  %s  %s" % (n, kind["instanceType"], kind["capacityType"],
+                                                             z or "-", model.price[k], pct, pods))
+    print("  nodesmith:")
+    lines([(k, z, x, 1) for k, z, x in ours])
+    print("  optimum:")
+    lines(optimum)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mix", help="only mixes whose name contains this")
@@ -324,6 +356,7 @@ def main():
     ap.add_argument("--cg-time", type=float, default=180, help="column generation, seconds per mix")
     ap.add_argument("--ctl", default=os.path.join(os.environ.get("BUILD", "build"), "nodesmithctl"))
     ap.add_argument("--plan-ctl", help="measure this nodesmithctl's plans (e.g. an older build) on --ctl's model")
+    ap.add_argument("--show", action="store_true", help="print both plans' nodes: kind, zone, pods per shape")
     a = ap.parse_args()
     rows = []
     print("mix                      pods  nodesmith $/h (nodes)  optimum $/h (nodes)  LP bound   gap    ratio  plan ms"
@@ -336,7 +369,7 @@ def main():
         cg = CG(model)
         seeds = plan_patterns(model, plan)
         lb, proven, lp_obj = cg.run(seed_plans=seeds, time_limit=a.cg_time)
-        opt, opt_nodes, status, _, _ = cg.integer(a.time_limit)
+        opt, opt_nodes, status, kind_of, xs = cg.integer(a.time_limit)
         cost = plan["summary"]["hourlyCost"]
         unsched = plan["summary"]["unschedulable"]
         opt = min(opt, cost) if unsched == 0 else opt
@@ -352,6 +385,9 @@ def main():
             mix["name"], row["pods"], cost, row["nodes"], opt, opt_nodes, lb, "*" if proven else " ", 100 * gap,
             row["ratio"], secs * 1000,
             "" if unsched == 0 else "  (%d unschedulable)" % unsched), flush=True)
+        if a.show:
+            show_plans(model, seeds, [(kind_of[i][0], kind_of[i][1], cg_pattern(model, cg.cols[i]), int(round(v)))
+                                      for i, v in enumerate(xs) if round(v) > 0])
     if rows:
         ratios = [r["ratio"] for r in rows]
         print("mean ratio %.3f, worst %.3f (%s)" % (sum(ratios) / len(ratios), max(ratios),
