@@ -639,6 +639,38 @@ static bool squeeze_pool(Solver *s, uint32_t pi) {
         return released;
 }
 
+/* A fresh planned node of pool pi: DaemonSets on it, no pods, no budget. */
+static int new_node(Solver *s, uint32_t pi, uint64_t sl, int z, const uint64_t *types, const VSetList *custom,
+                    uint32_t *ret) {
+        const Pool *p = &s->pools[pi];
+        int q = solver_grow_nodes(s, s->n_nodes + 1);
+        if (q < 0)
+                return q;
+        uint32_t ni = s->n_nodes;
+        Node *n = &s->nodes[ni];
+        *n = (Node) { .kind = NODE_NEW, .zone = z, .pool = pi, .slots = sl,
+                      .types = s->node_types + (size_t) ni * 3 * s->W, .custom = custom };
+        n->budget = n->types + s->W;
+        n->base = n->types + 2 * s->W;
+        bs_copy(n->types, types, s->W);
+        bs_copy(n->base, types, s->W);
+        for (int r = 0; r < R_MAX; r++)
+                n->used[r] = p->ds.v[r];
+        if (p->n_ds_ports > 0) {
+                n->ports = malloc(p->n_ds_ports * sizeof(SolverHostPort));
+                if (!n->ports)
+                        return -ENOMEM;
+                memcpy(n->ports, p->ds_ports, p->n_ds_ports * sizeof(SolverHostPort));
+                n->n_ports = n->cap_ports = p->n_ds_ports;
+        }
+        node_recompute_cap(s, n);
+        node_update_slack(s, n);
+        s->n_nodes++;
+        s->new_nodes++;
+        *ret = ni;
+        return 0;
+}
+
 static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
         if (!v->new_nodes_ok)
                 return 0;
@@ -689,42 +721,21 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                                 continue;
                         }
                 }
-                int q = solver_grow_nodes(s, s->n_nodes + 1);
-                if (q < 0)
-                        return q;
-                uint32_t ni = s->n_nodes++;
-                Node *n = &s->nodes[ni];
-                *n = (Node) { .kind = NODE_NEW, .zone = NO_ZONE, .pool = pi, .slots = sl,
-                              .types = s->node_types + (size_t) ni * 3 * s->W, .custom = pc->custom };
-                n->budget = n->types + s->W;
-                n->base = n->types + 2 * s->W;
-                bs_copy(n->types, types, s->W);
-                bs_copy(n->base, types, s->W);
-                /* what the node may cost (price.c); minValues counts on the types it holds */
-                n->has_budget = solver_budget_apply(s, pi, v, sl, types, n->budget);
-                for (int r = 0; r < R_MAX; r++)
-                        n->used[r] = p->ds.v[r];
-                if (z >= 0)
-                        n->zone = z;
-                else {
+                if (z < 0) {
                         uint32_t zm = zones_of_slots(sl);
                         if (zm && !(zm & (zm - 1)))
-                                n->zone = __builtin_ctz(zm);
+                                z = __builtin_ctz(zm);
                 }
-                if (p->n_ds_ports > 0) {
-                        n->ports = malloc(p->n_ds_ports * sizeof(SolverHostPort));
-                        if (!n->ports) {
-                                s->n_nodes--;
-                                return -ENOMEM;
-                        }
-                        memcpy(n->ports, p->ds_ports, p->n_ds_ports * sizeof(SolverHostPort));
-                        n->n_ports = n->cap_ports = p->n_ds_ports;
-                }
+                uint32_t ni;
+                int q = new_node(s, pi, sl, z, types, pc->custom, &ni);
+                if (q < 0)
+                        return q;
+                Node *n = &s->nodes[ni];
+                /* what the node may cost (price.c); minValues counts on the types it holds */
+                n->has_budget = solver_budget_apply(s, pi, v, sl, types, n->budget);
                 node_recompute_cap(s, n);
-                node_update_slack(s, n);
                 if (p->has_limits)
                         limits_reserve(s, n, false);
-                s->new_nodes++;
                 zero_host_min(v);
                 *ret = ni;
                 return 1;
@@ -753,6 +764,26 @@ static void discard_last_node(Solver *s, uint32_t ni) {
         free(n->ports);
         s->n_nodes--;
         s->new_nodes--;
+}
+
+void solver_place_discard_node(Solver *s, uint32_t ni) {
+        discard_last_node(s, ni);
+}
+
+int solver_place_open_beside(Solver *s, uint32_t a, uint32_t *ret) {
+        if (s->new_nodes >= s->opts->max_new_nodes)
+                return 0;
+        const Node *src = &s->nodes[a];
+        const Pool *p = &s->pools[src->pool];
+        if (src->kind != NODE_NEW || p->has_limits)
+                return 0;
+        uint64_t sl = src->slots & (src->zone >= 0 ? slots_of_zone(src->zone) : ~(uint64_t) 0);
+        uint64_t *types = s->scratch + 4 * s->W;
+        solver_offer_set(s, sl, types);
+        if (!bs_and_any(types, types, p->types, s->W))
+                return 0;
+        int q = new_node(s, src->pool, sl, src->zone, types, &p->custom, ret);
+        return q < 0 ? q : 1;
 }
 
 /* ---- preemption ----------------------------------------------------------------------------- */
@@ -1652,6 +1683,8 @@ int solver_place_all(Solver *s) {
         }
         if (!stopped && !s->out_of_time)
                 q = solver_repair(s);
+        if (q >= 0 && !stopped && !s->out_of_time)
+                q = solver_improve(s);
 out:
         solver_budget_done(s);
         free(rq);

@@ -17,13 +17,7 @@
 #define REPAIR_SHARE 4         /* ... that need at most a quarter of what its pods use moved */
 #define REPAIR_WORK 200000     /* receiving nodes examined per run, at most: a bounded pass */
 
-typedef struct PodOn {
-        uint32_t *start;  /* [n_nodes + 1] */
-        uint32_t *pods;
-        size_t work;
-} PodOn;
-
-static bool movable(const Solver *s, uint32_t pi) {
+bool solver_pod_movable(const Solver *s, uint32_t pi) {
         if (pi >= s->snap->n_pods)
                 return false;
         const SolverDecision *d = &s->decisions[pi];
@@ -33,16 +27,14 @@ static bool movable(const Solver *s, uint32_t pi) {
         return !sh->pod->n_host_ports && !sh->has_wffc && !sh->headroom;
 }
 
-/* What the node pays for type t: on-demand when it may not use spot. */
-static double type_price(const Solver *s, const Node *n, uint32_t t) {
+double solver_node_type_price(const Solver *s, const Node *n, uint32_t t) {
         const Pool *p = &s->pools[n->pool];
         if (t == NONE32)
                 return 0;
         return (n->slots & slots_of_ct(SOLVER_CAPACITY_SPOT)) ? p->tprice[t] : p->odprice[t];
 }
 
-/* Moves pod pi from node a to another planned node with room it already pays for. */
-static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret_to) {
+int solver_repair_move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, bool same_pool, uint32_t *ret_to) {
         Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
         if (!v)
                 return -ENOMEM;
@@ -53,6 +45,8 @@ static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret
         for (uint32_t b = s->n_existing; b < s->n_nodes && on->work < REPAIR_WORK; b++) {
                 on->work++;
                 if (b == a || s->nodes[b].n_pods == 0 || s->pools[s->nodes[b].pool].has_limits)
+                        continue;
+                if (same_pool && s->nodes[b].pool != s->nodes[a].pool)
                         continue;
                 if (v->zone_mode && s->nodes[b].zone != z)
                         continue;
@@ -76,6 +70,17 @@ static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret
         return 0;
 }
 
+int solver_repair_move_back(Solver *s, uint32_t pi, uint32_t from, uint32_t to) {
+        Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
+        if (!v)
+                return -ENOMEM;
+        int z = v->zone_mode ? s->nodes[to].zone : NO_ZONE;
+        int q = solver_place_uncommit(s, v, from);
+        if (q < 0)
+                return q;
+        return solver_place_commit(s, v, to, &pi, 1, z);
+}
+
 /* Tries to make node a fit type t by moving pods off it; undoes the moves when it cannot. */
 static int shrink_to(Solver *s, PodOn *on, uint32_t a, uint32_t t) {
         Node *n = &s->nodes[a];
@@ -89,7 +94,7 @@ static int shrink_to(Solver *s, PodOn *on, uint32_t a, uint32_t t) {
                 if (!over)
                         return 1;
                 uint32_t pi = on->pods[k];
-                if (!movable(s, pi) || s->decisions[pi].target != a || n_moved == ELEMENTSOF(moved_pod))
+                if (!solver_pod_movable(s, pi) || s->decisions[pi].target != a || n_moved == ELEMENTSOF(moved_pod))
                         continue;
                 const SolverResources *rq = &s->shapes[s->pod_shape[pi]].req;
                 bool helps = false;
@@ -98,7 +103,7 @@ static int shrink_to(Solver *s, PodOn *on, uint32_t a, uint32_t t) {
                 if (!helps)
                         continue;
                 uint32_t to;
-                q = move_pod(s, on, pi, a, &to);
+                q = solver_repair_move_pod(s, on, pi, a, false, &to);
                 if (q < 0)
                         return q;
                 if (q > 0) {
@@ -113,61 +118,63 @@ static int shrink_to(Solver *s, PodOn *on, uint32_t a, uint32_t t) {
                 return 1;
         /* not enough: every pod goes back where it was */
         while (n_moved-- > 0) {
-                uint32_t pi = moved_pod[n_moved], b = moved_to[n_moved];
-                Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
-                int z = v->zone_mode ? s->nodes[a].zone : NO_ZONE;
-                q = solver_place_uncommit(s, v, b);
-                if (q >= 0)
-                        q = solver_place_commit(s, v, a, &pi, 1, z);
+                q = solver_repair_move_back(s, moved_pod[n_moved], moved_to[n_moved], a);
                 if (q < 0)
                         return q;
         }
         return 0;
 }
 
+int solver_pod_on_build(Solver *s, PodOn *on) {
+        *on = (PodOn) {};
+        size_t np = s->snap->n_pods;
+        on->start = calloc((size_t) s->n_nodes + 2, sizeof(uint32_t));
+        on->pods = malloc((np + 1) * sizeof(uint32_t));
+        _cleanup_free_ uint32_t *fill = calloc((size_t) s->n_nodes + 1, sizeof(uint32_t));
+        if (!on->start || !on->pods || !fill) {
+                solver_pod_on_done(on);
+                return -ENOMEM;
+        }
+        for (size_t pi = 0; pi < np; pi++)
+                if (s->decisions[pi].kind == SOLVER_DECISION_LAUNCH)
+                        on->start[s->decisions[pi].target + 1]++;
+        for (uint32_t i = 0; i < s->n_nodes; i++)
+                on->start[i + 1] += on->start[i];
+        for (size_t pi = 0; pi < np; pi++)
+                if (s->decisions[pi].kind == SOLVER_DECISION_LAUNCH) {
+                        uint32_t t = s->decisions[pi].target;
+                        on->pods[on->start[t] + fill[t]++] = (uint32_t) pi;
+                }
+        on->n_nodes = s->n_nodes;
+        return 0;
+}
+
+void solver_pod_on_done(PodOn *on) {
+        free(on->start);
+        free(on->pods);
+        *on = (PodOn) {};
+}
+
 int solver_repair(Solver *s) {
         uint32_t first = s->n_existing, nn = s->n_nodes - s->n_existing;
         if (nn < 2 || nn > REPAIR_MAX_NODES)
                 return 0;
-        PodOn on = {};
-        on.start = calloc((size_t) s->n_nodes + 2, sizeof(uint32_t));
-        size_t np = s->snap->n_pods;
-        on.pods = malloc((np + 1) * sizeof(uint32_t));
-        int q = 0;
-        if (!on.start || !on.pods) {
-                q = -ENOMEM;
-                goto out;
-        }
-        for (size_t pi = 0; pi < np; pi++)
-                if (s->decisions[pi].kind == SOLVER_DECISION_LAUNCH)
-                        on.start[s->decisions[pi].target + 1]++;
-        for (uint32_t i = 0; i < s->n_nodes; i++)
-                on.start[i + 1] += on.start[i];
-        {
-                uint32_t *fill = calloc((size_t) s->n_nodes + 1, sizeof(uint32_t));
-                if (!fill) {
-                        q = -ENOMEM;
-                        goto out;
-                }
-                for (size_t pi = 0; pi < np; pi++)
-                        if (s->decisions[pi].kind == SOLVER_DECISION_LAUNCH) {
-                                uint32_t t = s->decisions[pi].target;
-                                on.pods[on.start[t] + fill[t]++] = (uint32_t) pi;
-                        }
-                free(fill);
-        }
+        PodOn on;
+        int q = solver_pod_on_build(s, &on);
+        if (q < 0)
+                return q;
         for (uint32_t a = first; a < s->n_nodes && !solver_out_of_time(s); a++) {
                 Node *n = &s->nodes[a];
                 if (n->n_pods == 0 || s->pools[n->pool].has_limits || s->pools[n->pool].has_min_values)
                         continue;
                 const Pool *p = &s->pools[n->pool];
                 uint32_t cur = solver_place_cheapest_type(s, n);
-                double price = type_price(s, n, cur);
+                double price = solver_node_type_price(s, n, cur);
                 uint32_t tries = 0;
                 /* the cheapest type first that needs only a few pods moved */
                 for (uint32_t i = 0; i < p->n_price_order && tries < REPAIR_TRIES && on.work < REPAIR_WORK; i++) {
                         uint32_t t = p->price_order[i];
-                        double pt = type_price(s, n, t);
+                        double pt = solver_node_type_price(s, n, t);
                         if (pt <= 0 || pt >= price || !bs_test(n->base, t))
                                 continue;
                         const int64_t *al = p->fit->alloc + (size_t) t * R_MAX;
@@ -187,7 +194,6 @@ int solver_repair(Solver *s) {
         }
         q = 0;
 out:
-        free(on.start);
-        free(on.pods);
+        solver_pod_on_done(&on);
         return q;
 }

@@ -450,8 +450,35 @@ int solver_place_uncommit(Solver *s, Variant *v, uint32_t ni);
 int64_t solver_place_free_room(const Solver *s, const Shape *sh, const Node *n);
 uint32_t solver_place_cheapest_type(const Solver *s, const Node *n);
 
+/* place.c, for improve.c: a fresh planned node beside planned node a (same pool, zone and
+ * offerings, no price budget), and dropping the last planned node while it is empty. */
+int solver_place_open_beside(Solver *s, uint32_t a, uint32_t *ret);
+void solver_place_discard_node(Solver *s, uint32_t ni);
+
 /* repair.c */
 int solver_repair(Solver *s);
+/* The planned pods by node at the time it was built (pods moved since keep their old slot:
+ * check decisions[pi].target), and moves between planned nodes. */
+typedef struct PodOn {
+        uint32_t *start;  /* [n_nodes + 1] */
+        uint32_t *pods;
+        uint32_t n_nodes; /* nodes when built */
+        size_t work;      /* receiving nodes examined so far */
+} PodOn;
+int solver_pod_on_build(Solver *s, PodOn *on);
+void solver_pod_on_done(PodOn *on);
+/* A pod planned on a new node that may move (no host ports, WaitForFirstConsumer claims, headroom). */
+bool solver_pod_movable(const Solver *s, uint32_t pi);
+/* What the node pays for type t: on-demand when it may not use spot; 0 for NONE32. */
+double solver_node_type_price(const Solver *s, const Node *n, uint32_t t);
+/* Moves pod pi from node a to another planned node (of a's NodePool with same_pool) with room
+ * it already pays for: 1 moved (*ret_to), 0 nowhere. */
+int solver_repair_move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, bool same_pool, uint32_t *ret_to);
+/* Moves pod pi back from node from to node to (where it was: it fits). */
+int solver_repair_move_back(Solver *s, uint32_t pi, uint32_t from, uint32_t to);
+
+/* improve.c */
+int solver_improve(Solver *s);
 
 /* result.c */
 int solver_build_result(Solver *s, SolverResult **ret);
