@@ -583,6 +583,66 @@ static size_t labelled(const char *prefix, int n, int cpu, int mem, const char *
         return first;
 }
 
+/* ---- improvement after placement ------------------------------------------------------------ */
+
+/* Three ingress pods (1 cpu, one per node) and seven app pods (0.5 cpu, spread over the three
+ * zones: 3/2/2). Placement gives zone-a a c.xlarge (0.170) for ingress + 3 app = 2.5 cpu; the
+ * improvement pass splits it into a c.large (the 3 app pods) and a c.medium (the ingress pod)
+ * beside it in zone-a: 0.340 -> 0.2975, every rule still held. With no fourth node allowed it
+ * stays as placed. */
+static void improve_split_pods(void) {
+        add_type("c.medium", "c", "amd64", 1, 2, 0, 0.0425, 0.015, "abc");
+        size_t f = labelled("ing", 3, 1000, 1024, "ing");
+        SolverPodAffinityTerm *t = solver_arena_alloc(F->a, sizeof(SolverPodAffinityTerm));
+        *t = (SolverPodAffinityTerm) { .topology_key = SOLVER_LABEL_HOSTNAME, .selector = app_selector("ing") };
+        F->pods[f].anti_affinity = t;
+        F->pods[f].n_anti_affinity = 1;
+        pod_selector(&F->pods[f], SOLVER_LABEL_ARCH, "amd64");
+        copy_constraints(f, f + 3);
+        size_t g = labelled("app", 7, 500, 1024, "app");
+        spread(&F->pods[g], SOLVER_LABEL_ZONE, 1, false, "app");
+        pod_selector(&F->pods[g], SOLVER_LABEL_ARCH, "amd64");
+        copy_constraints(g, g + 7);
+}
+
+static void test_improve_split(void **state) {
+        improve_split_pods();
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_launches, 4);
+        assert_true(r->total_price < 0.2976 && r->total_price > 0.2974);
+        for (int i = 0; i < 3; i++)
+                for (int j = i + 1; j < 3; j++)
+                        assert_int_not_equal(decision(solver_arena_printf(F->a, "ing-%d", i))->target,
+                                             decision(solver_arena_printf(F->a, "ing-%d", j))->target);
+        int per[3] = {};
+        for (int i = 0; i < 7; i++)
+                per[launch_zone_of(solver_arena_printf(F->a, "app-%d", i))[5] - 'a']++;
+        assert_int_equal(per[0] + per[1] + per[2], 7);
+        for (int z = 0; z < 3; z++)
+                assert_true(per[z] >= 2 && per[z] <= 3);
+        size_t medium = 0;
+        for (size_t i = 0; i < r->n_launches; i++)
+                if (strcmp(launch_type(i), "c.medium") == 0) {
+                        medium++;
+                        assert_string_equal(r->launches[i].zone, "zone-a");
+                }
+        assert_int_equal(medium, 1);
+        /* deterministic */
+        SolverOptions o = SOLVER_OPTIONS_DEFAULT;
+        double before = r->total_price;
+        r = solve_opts(&o);
+        assert_true(r->total_price == before);
+}
+
+static void test_improve_no_split_when_nodes_capped(void **state) {
+        improve_split_pods();
+        SolverOptions o = SOLVER_OPTIONS_DEFAULT;
+        o.max_new_nodes = 3;
+        const SolverResult *r = solve_opts(&o);
+        assert_int_equal(r->n_launches, 3);
+        assert_true(r->total_price > 0.3399 && r->total_price < 0.3401);
+}
+
 static void test_zone_spread(void **state) {
         /* 6 pods, maxSkew 1 over zones a, b, c: exactly 2 per zone */
         size_t f = labelled("s", 6, 1000, 1024, "s");
@@ -1286,6 +1346,8 @@ int main(void) {
                 T(test_preferred_affinity_honoured_then_relaxed),
                 T(test_custom_labels),
                 T(test_multi_valued_pool_label_narrows_per_node),
+                T(test_improve_split),
+                T(test_improve_no_split_when_nodes_capped),
                 T(test_taints_and_weights),
                 T(test_taint_not_tolerated_anywhere),
                 T(test_prefer_no_schedule_relaxed),
