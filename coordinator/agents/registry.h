@@ -51,6 +51,9 @@ typedef struct NodeEntry {
         uint64_t replace_round;               /* provisioning rounds when it started */
         char replace_reason[32];
         bool replace_on_demand;               /* the consolidation found an on-demand replacement */
+        double replace_price_cap;             /* USD/h: its replacement must cost less (0: no cap;
+                                               * nodes of one consolidation share it and
+                                               * replace_started_usec) */
         /* desired state handed back with every reply */
         /* the per-boot secret (proto: NodeDirective.boot_secret) and the boot it was issued to */
         char *secret_boot;

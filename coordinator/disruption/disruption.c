@@ -196,11 +196,14 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
 }
 
 /* Replace: its pods are planned elsewhere (a new node is launched for them); it drains once
- * the replacement is up. */
-static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char *why, bool on_demand) {
+ * the replacement is up. A consolidation's replacement must cost less than price_cap, what the
+ * node(s) it replaces cost (provision/pricecap.c); 0: no cap (drift). */
+static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char *why, bool on_demand,
+                    double price_cap) {
         if (!e)
                 return;
         e->replace_on_demand = on_demand;
+        e->replace_price_cap = price_cap;
         e->replace_started_usec = provisioner_now(p);
         e->replace_round = p->rounds;
         snprintf(e->replace_reason, sizeof e->replace_reason, "%s", reason);
@@ -377,7 +380,7 @@ static void act(Disruption *d, Method m, SolverConsolidationKind kind, char *con
         for (size_t i = 0; i < n; i++) {
                 NodeEntry *e = entry_for_node(p, nodes[i]);
                 if (kind == SOLVER_CONSOLIDATE_REPLACE)
-                        replace(p, e, reason, message, on_demand);
+                        replace(p, e, reason, message, on_demand, old_price);
                 else
                         drain(p, e, reason, message);
         }
@@ -688,7 +691,7 @@ int disruption_pass(Disruption *d) {
                         continue;
                 if (node_do_not_disrupt(p, n->name) || allowance(&s, k, DISRUPTION_DRIFTED) == 0)
                         continue;
-                replace(p, e, "drifted", why, false);
+                replace(p, e, "drifted", why, false, 0);
                 s.pool_disrupting[k]++;
                 record(d, METHOD_DRIFT, SOLVER_CONSOLIDATE_REPLACE, names, 1, n->price, 0, why);
                 acted++;

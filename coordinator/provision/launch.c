@@ -694,6 +694,9 @@ int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
                 const SolverLaunchOffering *o = &l->offerings[i];
                 if (o->capacity_type != l->capacity_type || !streq(provision_arch_of_type(&rd->snap.types[o->type]), arch))
                         continue;
+                /* a consolidation's replacement falls back only to offerings under its cap */
+                if (!provision_price_cap_allows(rd->price_cap, o->price))
+                        continue;
                 const Subnet *best = NULL;
                 for (size_t s = 0; s < res->n_subnets; s++)
                         if (streq(res->subnets[s].zone, o->zone) && (!best || res->subnets[s].free_ips > best->free_ips))

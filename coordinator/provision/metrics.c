@@ -49,6 +49,9 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
         strbuf_printf(b, "# HELP nodesmith_insufficient_capacity_total Offerings marked unavailable after insufficient capacity.\n"
                          "# TYPE nodesmith_insufficient_capacity_total counter\nnodesmith_insufficient_capacity_total %llu\n",
                       (unsigned long long) p->ice_total);
+        strbuf_printf(b, "# HELP nodesmith_replacements_abandoned_total Consolidation replacements given up: no offering cost less than the nodes they replace.\n"
+                         "# TYPE nodesmith_replacements_abandoned_total counter\nnodesmith_replacements_abandoned_total %llu\n",
+                      (unsigned long long) p->replacements_abandoned);
         strbuf_printf(b, "# HELP nodesmith_instances_in_flight Instances launched and not registered yet.\n"
                          "# TYPE nodesmith_instances_in_flight gauge\nnodesmith_instances_in_flight %zu\n", p->n_inflight);
         strbuf_printf(b, "# HELP nodesmith_decision_seconds Time the solver took in the last round.\n"

@@ -115,6 +115,8 @@ typedef struct Round {
         bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;
         char **pod_uids;            /* per snapshot pod */
+        double price_cap;           /* the launch under way replaces consolidated nodes: its
+                                     * offerings cost less than this (0: no cap; pricecap.c) */
 } Round;
 
 struct Provisioner {
@@ -154,6 +156,7 @@ struct Provisioner {
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
         uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
         uint64_t budget_cuts, pods_deferred;
+        uint64_t replacements_abandoned; /* consolidation replacements with no offering under their cap */
         uint64_t last_disruption_usec;
         Orphan orphans[64];
         size_t n_orphans;
@@ -195,6 +198,13 @@ const char *provisioner_acting_as(const Provisioner *p);
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
 /* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
 const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
+
+/* pricecap.c: a consolidation's replacement costs less than what it replaces. The cap of launch
+ * l (0: none, it is not only a replacement); whether an offering at price is within cap; and
+ * the replacements it serves given up (returns how many nodes stop being replaced). */
+double provision_price_cap(const Registry *reg, const SolverSnapshot *snap, const SolverLaunch *l);
+bool provision_price_cap_allows(double cap, double price);
+size_t provision_price_cap_abandon(Registry *reg, const SolverSnapshot *snap, const SolverLaunch *l);
 
 /* images.c: the class's resolved launch inputs (NULL: none yet), and the periodic look-up of the
  * images behind aliases. */

@@ -39,6 +39,16 @@ void provision_round_next(Provisioner *p) {
                 const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
                 switch (rd->step) {
                 case STEP_IDLE:
+                        rd->price_cap = provision_price_cap(p->registry, &rd->snap, l);
+                        if (!provision_price_cap_allows(rd->price_cap, l->price)) {
+                                size_t n = provision_price_cap_abandon(p->registry, &rd->snap, l);
+                                p->replacements_abandoned++;
+                                log_notice("Consolidation replacement for NodePool %s abandoned: its cheapest offering "
+                                           "now costs $%.4f/h, not less than the $%.4f/h of the %zu node(s) it "
+                                           "replaces; they stay.", pool->name, l->price, rd->price_cap, n);
+                                rd->next++;
+                                continue;
+                        }
                         rd->res = provision_resolved_get(p, pool->node_class);
                         if (!rd->res) {
                                 log_oom();
