@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "balanced.h"
+#include "churn.h"
 #include "disruption.h"
 #include "model/disruption-policy.h"
 #include "log.h"
@@ -526,19 +527,44 @@ static double threshold_of(Pass *s, const size_t *nodes, size_t n) {
         return t < 0 ? DEFAULT_THRESHOLD : t;
 }
 
+/* The replacements this coordinator launched, recorded on their Nodes (churn.c) so that a
+ * restarted or new leader keeps guarding them. */
+static void churn_record(Pass *s) {
+        int64_t wall = (int64_t) s->wall * (int64_t) USEC_PER_SEC;
+        for (size_t i = 0; i < N_RECENT; i++) {
+                const Recent *r = &s->d->churn[i];
+                NodeEntry *e = r->key[0] ? registry_get(s->p->registry, r->key) : NULL;
+                if (e)
+                        churn_annotate(s->p, provisioner_node_name(s->p, e), wall - (int64_t) (s->now - r->usec));
+        }
+}
+
+/* How long ago node i was launched as a replacement (µs): this coordinator's record, else its
+ * Node's annotation; false when it was not. */
+static bool churn_age(Pass *s, size_t i, uint64_t *ret_age) {
+        NodeEntry *e = entry_for_node(s->p, s->rd->snap.nodes[i].name);
+        const Recent *r = e ? recent_find(s->d->churn, e->instance_id) : NULL;
+        int64_t at, wall = (int64_t) s->wall * (int64_t) USEC_PER_SEC;
+        if (r)
+                *ret_age = s->now - r->usec;
+        else if (churn_annotated(s->p, s->rd->snap.nodes[i].name, &at) >= 0)
+                *ret_age = at < wall ? (uint64_t) (wall - at) : 0;
+        else
+                return false;
+        return true;
+}
+
 /* The churn guard: a replacement is not consolidated again for a while. */
 static void churn_guard(Pass *s) {
-        Provisioner *p = s->p;
         size_t k = 0;
         for (size_t c = 0; c < s->nc; c++) {
                 size_t i = s->cand[c];
-                NodeEntry *e = entry_for_node(p, s->rd->snap.nodes[i].name);
-                const Recent *r = e ? recent_find(s->d->churn, e->instance_id) : NULL;
+                uint64_t age;
                 int pk = pool_index(&s->rd->snap, s->rd->snap.nodes[i].nodepool);
                 int64_t guard = pk >= 0 ? s->rd->objects->extra[pk].churn_guard_s : -1;
                 if (guard < 0)
                         guard = DEFAULT_CHURN_GUARD_S;
-                if (r && s->now - r->usec < (uint64_t) guard * USEC_PER_SEC && s->podcount[i] > 0) {
+                if (churn_age(s, i, &age) && age < (uint64_t) guard * USEC_PER_SEC && s->podcount[i] > 0) {
                         cJSON_ReplaceItemInObjectCaseSensitive(s->node_j[i], "candidate", cJSON_CreateFalse());
                         cJSON_AddStringToObject(s->node_j[i], "why",
                                                 "launched by a consolidation lately (churnGuard): only emptiness may take it");
@@ -608,6 +634,7 @@ int disruption_pass(Disruption *d) {
                 return log_warning_errno(-ENOMEM, "Disruption pass failed: out of memory.");
         }
         Pass s = { .d = d, .p = p, .rd = rd, .now = now, .wall = time(NULL) };
+        churn_record(&s);
         r = provisioner_snapshot(p, rd, &pending);
         if (r < 0) {
                 step = "building the snapshot";
