@@ -106,7 +106,7 @@ static int try_split_to(Solver *s, PodOn *on, uint32_t a, uint32_t t, double pri
         size_t n;
         if (!pods_of(s, on, a, pods, cap, &n) || n < 2)
                 return 0;
-        /* in the order they were placed (the largest first), or the smallest first: the node
+        /* in the snapshot's order, or the smallest first: the node
          * then sheds no more than it must */
         if (smallest_first)
                 qsort_r(pods, n, sizeof(uint32_t), cmp_pod_size, s);
@@ -130,6 +130,16 @@ static int try_split_to(Solver *s, PodOn *on, uint32_t a, uint32_t t, double pri
                 int z = v->zone_mode ? s->nodes[a].zone : NO_ZONE;
                 if (v->zone_mode && z < 0)
                         continue;
+                /* room other nodes already pay for first, then the fresh node */
+                uint32_t dest;
+                q = solver_repair_move_pod(s, on, pi, a, true, &dest);
+                if (q < 0)
+                        return q;
+                if (q > 0) {
+                        pods[moved] = pi;
+                        to[moved++] = dest;
+                        continue;
+                }
                 on->work++;
                 q = solver_place_uncommit(s, v, a);
                 if (q < 0)
@@ -143,9 +153,12 @@ static int try_split_to(Solver *s, PodOn *on, uint32_t a, uint32_t t, double pri
                 if (q < 0)
                         return q;
         }
-        if (!over(&s->nodes[a], al) && s->nodes[b].n_pods > 0 &&
-            node_price(s, &s->nodes[a]) + node_price(s, &s->nodes[b]) < price * (1 - SPLIT_MARGIN))
+        if (!over(&s->nodes[a], al) &&
+            node_price(s, &s->nodes[a]) + (s->nodes[b].n_pods ? node_price(s, &s->nodes[b]) : 0) <
+                    price * (1 - SPLIT_MARGIN)) {
+                solver_place_discard_node(s, b); /* when the others took it all */
                 return 1;
+        }
         q = undo_moves(s, pods, to, moved, a);
         if (q < 0)
                 return q;

@@ -20,6 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import TestDir, binary, http_get, metric, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
+from workload import node_class_yaml, nodepool_yaml  # noqa: E402
 
 CLUSTER = "replace-test"
 ANNOTATION = "nodesmith.io/replacement-launched-at"
@@ -27,33 +28,12 @@ ANNOTATION = "nodesmith.io/replacement-launched-at"
 
 def pools():
     def pool(name, types):
-        return f"""
-apiVersion: nodesmith.io/v1
-kind: NodePool
-metadata: {{name: {name}}}
-spec:
-  template:
-    spec:
-      nodeClassRef: {{group: nodesmith.io, kind: EC2NodeClass, name: default}}
-      requirements:
-        - {{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}}
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: [{types}]}}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 0s
-    churnGuard: 1h
-"""
-    return f"""
-apiVersion: nodesmith.io/v1
-kind: EC2NodeClass
-metadata: {{name: default}}
-spec:
-  amiFamily: AL2023
-  amiSelectorTerms: [{{alias: al2023@latest}}]
-  role: nodesmith-node
-  subnetSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{nodesmith.io/discovery: {CLUSTER}}}}}]
----""" + pool("capped", "m6a.large, m6a.4xlarge") + "---" + pool("guarded", "c6a.large, c6a.4xlarge")
+        return nodepool_yaml(name, requirements=(
+            "{key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}",
+            f"{{key: node.kubernetes.io/instance-type, operator: In, values: [{types}]}}"),
+            spec="  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, "
+                 "churnGuard: 1h}\n")
+    return node_class_yaml(CLUSTER) + pool("capped", "m6a.large, m6a.4xlarge") + pool("guarded", "c6a.large, c6a.4xlarge")
 
 
 def deployment(name, pool, replicas, cpu):
