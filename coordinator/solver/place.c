@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "grow.h"
 #include "macro.h"
 #include "solver-internal.h"
 
@@ -1517,6 +1518,10 @@ static void defer_rest(Solver *s, const Batch *b, uint32_t from) {
                 s->n_deferred += b->pods[i] < s->snap->n_pods;
 }
 
+/* Rounds of retries for pods that failed on topology while others were still being placed
+ * (each round must place something; the last decides what is left). */
+#define RETRY_ROUNDS 16
+
 static int place_batch(Solver *s, const Batch *b) {
         Variant *v = solver_variant(s, b->shape, b->level);
         if (!v)
@@ -1530,6 +1535,7 @@ static int place_batch(Solver *s, const Batch *b) {
                 if (placed < 0)
                         return (int) placed;
         }
+        s->n_placed += (uint64_t) placed;
         if (placed == b->n)
                 return 0;
         if (s->out_of_time) {
@@ -1543,6 +1549,18 @@ static int place_batch(Solver *s, const Batch *b) {
                 nb.pods = b->pods + placed;
                 nb.n = b->n - (uint32_t) placed;
                 return heap_push(s, &nb);
+        }
+        if (s->fail_reason == SOLVER_REASON_TOPOLOGY && !s->retry_final) {
+                /* as Karpenter's scheduler queue: tried again once the other pods are placed,
+                 * which may be the ones its pod affinity (or spread) waits for */
+                Batch nb = *b;
+                nb.pods = b->pods + placed;
+                nb.n = b->n - (uint32_t) placed;
+                int q = GROW(s->retry, s->cap_retry, s->n_retry + 1, s->n_pods_all);
+                if (q < 0)
+                        return q;
+                s->retry[s->n_retry++] = nb;
+                return 0;
         }
         SolverReason reason;
         const char *msg;
@@ -1635,7 +1653,25 @@ int solver_place_all(Solver *s) {
         if (q < 0)
                 goto out;
         bool stopped = false;
-        while (s->n_heap > 0) {
+        s->n_retry = 0;
+        s->retry_final = false;
+        uint64_t placed_at_round = s->n_placed;
+        for (unsigned round = 0;;) {
+                if (s->n_heap == 0) {
+                        /* pods that failed on topology go round again while others get placed;
+                         * a last round without progress (or past the bound) decides them */
+                        if (s->n_retry == 0 || s->retry_final || stopped)
+                                break;
+                        s->retry_final = s->n_placed == placed_at_round || ++round >= RETRY_ROUNDS;
+                        placed_at_round = s->n_placed;
+                        for (size_t i = 0; i < s->n_retry; i++) {
+                                q = heap_push(s, &s->retry[i]);
+                                if (q < 0)
+                                        goto out;
+                        }
+                        s->n_retry = 0;
+                        continue;
+                }
                 Batch b = heap_pop(s);
                 if (solver_out_of_time(s)) {
                         defer_rest(s, &b, 0);

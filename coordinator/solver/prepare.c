@@ -1839,6 +1839,7 @@ Solver *solver_free(Solver *s) {
         free(s->shapes);
         free(s->undo);
         free(s->heap);
+        free(s->retry);
         free(s->stamp);
         free(s->scratch);
         free(s->claim_zone);

@@ -363,6 +363,10 @@ struct Solver {
         uint8_t *claim_zone_set;
         Batch *heap;
         size_t n_heap, cap_heap;
+        Batch *retry;                       /* failed on topology: tried again after the rest */
+        size_t n_retry, cap_retry;
+        bool retry_final;                   /* the last round: failures are decided */
+        uint64_t n_placed;                  /* pods placed so far (progress of the rounds) */
         uint64_t seq;
         size_t new_nodes;
         size_t headroom_unplaced;           /* headroom units that failed in this run */

@@ -793,6 +793,69 @@ static void test_inverse_anti_affinity(void **state) {
         assert_int_equal(r->n_launches, 1);
 }
 
+static void add_term(SolverPod *p, bool anti, const char *key, const char *app) {
+        SolverPodAffinityTerm *t = solver_arena_alloc(F->a, sizeof(SolverPodAffinityTerm));
+        *t = (SolverPodAffinityTerm) { .topology_key = key, .selector = app_selector(app) };
+        if (anti) {
+                p->anti_affinity = t;
+                p->n_anti_affinity = 1;
+        } else {
+                p->affinity = t;
+                p->n_affinity = 1;
+        }
+}
+
+static void test_affinity_to_pod_pending_in_same_batch(void **state) {
+        /* web (placed first: it is the larger) needs a node, then a zone, holding a pending db
+         * pod; as in Karpenter, it waits for db to be placed and follows it */
+        size_t w = labelled("web", 1, 1500, 1024, "web");
+        add_term(&F->pods[w], false, SOLVER_LABEL_HOSTNAME, "db");
+        labelled("db", 1, 300, 256, "db");
+        size_t a = labelled("api", 1, 1500, 1024, "api");
+        add_term(&F->pods[a], false, SOLVER_LABEL_ZONE, "cache");
+        size_t c = labelled("cache", 1, 300, 256, "cache");
+        pod_selector(&F->pods[c], SOLVER_LABEL_ZONE, "zone-c");
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_unschedulable, 0);
+        assert_int_equal(decision("web-0")->kind, SOLVER_DECISION_LAUNCH);
+        assert_int_equal(decision("web-0")->target, decision("db-0")->target);
+        assert_string_equal(launch_zone_of("cache-0"), "zone-c");
+        assert_string_equal(launch_zone_of("api-0"), "zone-c");
+}
+
+static void test_affinity_to_pending_pod_that_cannot_go(void **state) {
+        /* db cannot be placed (too big): web, waiting for it, stays pending and says why */
+        size_t w = labelled("web", 1, 500, 512, "web");
+        add_term(&F->pods[w], false, SOLVER_LABEL_HOSTNAME, "db");
+        labelled("db", 1, 64000, 256, "db");
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_unschedulable, 2);
+        assert_int_equal(decision("db-0")->reason, SOLVER_REASON_RESOURCES);
+        assert_int_equal(decision("web-0")->reason, SOLVER_REASON_TOPOLOGY);
+}
+
+static void test_anti_affinity_between_pending_pods(void **state) {
+        /* big (placed first) refuses app=small on its node, and other (placed first) refuses
+         * app=late on its zone; small and late are pending in the same batch: each keeps away */
+        size_t b = labelled("big", 1, 1200, 1024, "big");
+        add_term(&F->pods[b], true, SOLVER_LABEL_HOSTNAME, "small");
+        labelled("small", 1, 300, 256, "small");
+        size_t o = labelled("other", 1, 1200, 1024, "other");
+        add_term(&F->pods[o], true, SOLVER_LABEL_ZONE, "late");
+        pod_selector(&F->pods[o], SOLVER_LABEL_ZONE, "zone-a");
+        labelled("late", 1, 300, 256, "late");
+        /* and the other way round: the smaller pod carries the term */
+        size_t x = labelled("x", 1, 300, 256, "x");
+        add_term(&F->pods[x], true, SOLVER_LABEL_HOSTNAME, "y");
+        labelled("y", 1, 1200, 1024, "y");
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_unschedulable, 0);
+        assert_int_not_equal(decision("big-0")->target, decision("small-0")->target);
+        assert_int_not_equal(decision("x-0")->target, decision("y-0")->target);
+        assert_string_equal(launch_zone_of("other-0"), "zone-a");
+        assert_string_not_equal(launch_zone_of("late-0"), "zone-a");
+}
+
 static void test_unsupported_topology_key(void **state) {
         size_t f = labelled("r", 1, 500, 512, "r");
         spread(&F->pods[f], "topology.kubernetes.io/region", 1, false, "r");
@@ -1301,6 +1364,9 @@ int main(void) {
                 T(test_hostname_affinity),
                 T(test_anti_affinity),
                 T(test_inverse_anti_affinity),
+                T(test_affinity_to_pod_pending_in_same_batch),
+                T(test_affinity_to_pending_pod_that_cannot_go),
+                T(test_anti_affinity_between_pending_pods),
                 T(test_unsupported_topology_key),
                 T(test_host_ports),
                 T(test_daemonset_host_port),
