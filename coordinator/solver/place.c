@@ -323,8 +323,40 @@ static uint64_t new_node_slots(const Node *n, const PoolCompat *pc, int z) {
         return sl;
 }
 
+/* A pod retried for its required hostname affinity may make the planned node of the pods it
+ * needs bigger than that node's price budget (price.c) allows: the budget is a cost heuristic,
+ * the affinity a rule, and that node is the only place the pod may go. */
+static bool affinity_lifts_budget(const Solver *s, const Variant *v, uint32_t ni) {
+        const Node *n = &s->nodes[ni];
+        if (!s->retrying || n->kind != NODE_NEW || !n->has_budget)
+                return false;
+        for (uint32_t c = 0; c < v->n_cons; c++) {
+                const Constraint *k = &v->cons[c];
+                const Group *g = &s->groups[k->group];
+                if (k->kind == CON_AFFINITY && k->required && g->key == TOPO_HOST && g->hcount[ni] > 0)
+                        return true;
+        }
+        return false;
+}
+
+static void node_set_budget(Solver *s, Node *n, bool on) {
+        n->has_budget = on;
+        node_recompute_cap(s, n);
+}
+
+static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z);
+
 /* The largest m <= want such that the node can take m more pods of the variant (in zone z). */
 int64_t solver_place_fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z) {
+        if (!affinity_lifts_budget(s, v, ni))
+                return fit_count(s, v, ni, want, z);
+        node_set_budget(s, &s->nodes[ni], false);
+        int64_t m = fit_count(s, v, ni, want, z);
+        node_set_budget(s, &s->nodes[ni], true);
+        return m;
+}
+
+static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z) {
         Node *n = &s->nodes[ni];
         if (n->removed || n->closed || want <= 0)
                 return 0;
@@ -449,6 +481,8 @@ int solver_place_commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods
         const Shape *sh = &s->shapes[v->shape];
         int q;
         s->budget_progress |= m > 0; /* the time budget never ends a run before its first placement */
+        if (affinity_lifts_budget(s, v, ni))
+                node_set_budget(s, n, false);
         if (n->kind == NODE_NEW) {
                 PoolCompat *pc = solver_pool_compat(s, v, n->pool);
                 const Pool *p = &s->pools[n->pool];
@@ -656,6 +690,12 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 if (!pc->ok)
                         continue;
                 const Pool *p = &s->pools[pi];
+                if (p->nodes_left_run <= 0) {
+                        fail(s, SOLVER_REASON_LIMITS,
+                             solver_arena_printf(s->rarena, "NodePool %s has reached its limit of %lld nodes", p->np->name,
+                                                 (long long) p->np->node_limit));
+                        continue;
+                }
                 uint64_t sl = pc->slots & (z >= 0 ? slots_of_zone(z) : ~(uint64_t) 0);
                 if (s->opts->on_demand_only)
                         sl &= slots_of_ct(SOLVER_CAPACITY_ON_DEMAND);
@@ -725,6 +765,8 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 node_update_slack(s, n);
                 if (p->has_limits)
                         limits_reserve(s, n, false);
+                if (p->nodes_left_run != INT64_MAX)
+                        s->pools[pi].nodes_left_run--;
                 s->new_nodes++;
                 zero_host_min(v);
                 *ret = ni;
@@ -751,6 +793,8 @@ static void discard_last_node(Solver *s, uint32_t ni) {
         if (s->pools[n->pool].has_limits)
                 for (int r = 0; r < R_MAX; r++)
                         s->remaining[n->pool].v[r] += n->reserved[r];
+        if (s->pools[n->pool].nodes_left_run != INT64_MAX)
+                s->pools[n->pool].nodes_left_run++;
         free(n->ports);
         s->n_nodes--;
         s->new_nodes--;
@@ -1655,6 +1699,7 @@ int solver_place_all(Solver *s) {
         bool stopped = false;
         s->n_retry = 0;
         s->retry_final = false;
+        s->retrying = false;
         uint64_t placed_at_round = s->n_placed;
         for (unsigned round = 0;;) {
                 if (s->n_heap == 0) {
@@ -1663,6 +1708,7 @@ int solver_place_all(Solver *s) {
                         if (s->n_retry == 0 || s->retry_final || stopped)
                                 break;
                         s->retry_final = s->n_placed == placed_at_round || ++round >= RETRY_ROUNDS;
+                        s->retrying = true;
                         placed_at_round = s->n_placed;
                         for (size_t i = 0; i < s->n_retry; i++) {
                                 q = heap_push(s, &s->retry[i]);

@@ -525,6 +525,7 @@ static int compile_pools(Solver *s) {
                         if (np->limits.v[r] >= 0 && r != SOLVER_RES_OTHER)
                                 p->has_limits = true;
                 p->remaining = np->limits;
+                p->nodes_left = np->has_node_limit ? np->node_limit : INT64_MAX;
                 /* minValues on type keys */
                 for (size_t r = 0; r < np->n_requirements; r++) {
                         uint32_t k;
@@ -1159,6 +1160,8 @@ static int compile_nodes(Solver *s, Intern *names) {
                 if (sn->in_flight && pi >= 0)
                         for (int r = 0; r < R_MAX; r++)
                                 n->used[r] += s->pools[pi].ds.v[r];
+                if (pi >= 0 && s->pools[pi].nodes_left != INT64_MAX)
+                        s->pools[pi].nodes_left--;
                 /* limits: the pool's capacity in use */
                 if (pi >= 0 && s->pools[pi].has_limits) {
                         const SolverResources *capv = &sn->allocatable;

@@ -243,6 +243,8 @@ typedef struct Pool {
         uint32_t n_ds_ports;
         bool has_limits;
         SolverResources remaining;          /* limits - existing capacity (base) */
+        int64_t nodes_left;                 /* node limit - existing nodes (INT64_MAX: none) */
+        int64_t nodes_left_run;             /* the same during a run, new nodes taken off */
         bool has_min_values;
         uint32_t *price_order;              /* types by cheapest offering in the pool's slots */
         double *tprice;                     /* [T]: that cheapest offering, < 0 when none */
@@ -365,6 +367,7 @@ struct Solver {
         size_t n_heap, cap_heap;
         Batch *retry;                       /* failed on topology: tried again after the rest */
         size_t n_retry, cap_retry;
+        bool retrying;                      /* placing the pods that failed on topology */
         bool retry_final;                   /* the last round: failures are decided */
         uint64_t n_placed;                  /* pods placed so far (progress of the rounds) */
         uint64_t seq;

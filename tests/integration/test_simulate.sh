@@ -91,6 +91,50 @@ check "the Provisioner's taint keeps untolerating pods off" \
 check "what could not be carried over is reported" \
   'any("launchTemplate" in n for n in d["notes"])'
 
+echo "== simulate: limits.nodes, and pod affinity to a pod of the same plan"
+cat >"$tmp/limited.yaml" <<'EOF'
+apiVersion: nodesmith.io/v1
+kind: NodePool
+metadata: {name: small}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  limits: {nodes: 2}
+EOF
+cat >"$tmp/spread.yaml" <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ha, namespace: t}
+spec:
+  replicas: 3
+  template:
+    metadata: {labels: {app: ha}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: ha}}}
+      containers: [{name: a, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: t, labels: {app: web}}
+spec:
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: ha}}}
+  containers: [{name: a, resources: {requests: {cpu: '2', memory: 2Gi}}}]
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/spread.yaml" --nodepools "$tmp/limited.yaml" -o json >"$tmp/plan.json"
+check "limits.nodes 2: two nodes, one ha pod waits on the limit" \
+  'len(d["launches"]) == 2 and [u["reason"] for u in d["unschedulable"]] == ["Limits"] and "limit of 2 nodes" in d["unschedulable"][0]["message"]'
+check "web (placed first, larger) shares a node with an ha pod" \
+  'any("t/web" in l["pods"] and any(p.startswith("t/ha-") for p in l["pods"]) for l in d["launches"])'
+
 echo "== convert"
 "$CTL" convert examples/karpenter-nodepool.yaml >"$tmp/conv.yaml" 2>"$tmp/conv.err"
 grep -q '^apiVersion: nodesmith.io/v1' "$tmp/conv.yaml" || fail "apiVersion"

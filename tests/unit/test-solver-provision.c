@@ -805,6 +805,37 @@ static void add_term(SolverPod *p, bool anti, const char *key, const char *app) 
         }
 }
 
+static void test_limit_nodes(void **state) {
+        /* limits.nodes 2 with one node of the pool already there (in flight): one more node may
+         * come; 3 pods with hostname anti-affinity get n1 and one new node, the third waits */
+        F->pools[0].has_node_limit = true;
+        F->pools[0].node_limit = 2;
+        SolverNode *n1 = add_node("n1", "default", "c.xlarge", "zone-a", 4, 8);
+        n1->in_flight = true;
+        add_node("foreign", NULL, "c.xlarge", "zone-a", 0, 0); /* not the pool's: not counted */
+        size_t f = labelled("w", 3, 1000, 1024, "w");
+        add_term(&F->pods[f], true, SOLVER_LABEL_HOSTNAME, "w");
+        copy_constraints(f, f + 3);
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_launches, 1);
+        assert_int_equal(r->n_unschedulable, 1);
+        assert_int_equal(decision("w-2")->reason, SOLVER_REASON_LIMITS);
+        assert_non_null(strstr(decision("w-2")->message, "limit of 2 nodes"));
+        /* a limit of 0 launches nothing; without the limit all three are placed */
+        F->pools[0].node_limit = 0;
+        solver_free(F->solver);
+        F->solver = NULL;
+        r = solve();
+        assert_int_equal(r->n_launches, 0);
+        assert_int_equal(r->n_unschedulable, 2);
+        F->pools[0].has_node_limit = false;
+        solver_free(F->solver);
+        F->solver = NULL;
+        r = solve();
+        assert_int_equal(r->n_launches, 2);
+        assert_int_equal(r->n_unschedulable, 0);
+}
+
 static void test_affinity_to_pod_pending_in_same_batch(void **state) {
         /* web (placed first: it is the larger) needs a node, then a zone, holding a pending db
          * pod; as in Karpenter, it waits for db to be placed and follows it */
@@ -1354,6 +1385,7 @@ int main(void) {
                 T(test_prefer_no_schedule_relaxed),
                 T(test_limits),
                 T(test_limits_count_existing_nodes),
+                T(test_limit_nodes),
                 T(test_min_values),
                 T(test_zone_spread),
                 T(test_zone_spread_counts_existing_pods),
