@@ -135,6 +135,21 @@ check "limits.nodes 2: two nodes, one ha pod waits on the limit" \
 check "web (placed first, larger) shares a node with an ha pod" \
   'any("t/web" in l["pods"] and any(p.startswith("t/ha-") for p in l["pods"]) for l in d["launches"])'
 
+cat >"$tmp/sgp.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: sgp, namespace: t}
+spec:
+  containers:
+    - name: a
+      resources:
+        requests: {cpu: 500m, memory: 512Mi, vpc.amazonaws.com/pod-eni: '1'}
+        limits: {vpc.amazonaws.com/pod-eni: '1'}
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/sgp.yaml" --nodepools "$tmp/limited.yaml" -o json >"$tmp/plan.json"
+check "a pod of security groups for pods (pod-eni) gets a type with branch interfaces" \
+  'len(d["launches"]) == 1 and int(d["launches"][0]["allocatable"]["vpc.amazonaws.com/pod-eni"]) >= 1 and not d["launches"][0]["instanceType"].startswith("t")'
+
 echo "== convert"
 "$CTL" convert examples/karpenter-nodepool.yaml >"$tmp/conv.yaml" 2>"$tmp/conv.err"
 grep -q '^apiVersion: nodesmith.io/v1' "$tmp/conv.yaml" || fail "apiVersion"
