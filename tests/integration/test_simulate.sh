@@ -92,18 +92,12 @@ check "what could not be carried over is reported" \
   'any("launchTemplate" in n for n in d["notes"])'
 
 echo "== simulate: limits.nodes, and pod affinity to a pod of the same plan"
-cat >"$tmp/limited.yaml" <<'EOF'
-apiVersion: nodesmith.io/v1
-kind: NodePool
-metadata: {name: small}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: default}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-  limits: {nodes: 2}
-EOF
+nodepool() { # name, capacity types, more of spec
+  printf 'apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: %s}\nspec:\n  template:\n    spec:\n' "$1"
+  printf '      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: default}\n'
+  printf '      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [%s]}]\n%s\n' "$2" "$3"
+}
+nodepool small on-demand '  limits: {nodes: 2}' >"$tmp/limited.yaml"
 cat >"$tmp/spread.yaml" <<'EOF'
 apiVersion: apps/v1
 kind: Deployment
@@ -149,6 +143,25 @@ EOF
 "$CTL" simulate --catalog "$CATALOG" --pods "$tmp/sgp.yaml" --nodepools "$tmp/limited.yaml" -o json >"$tmp/plan.json"
 check "a pod of security groups for pods (pod-eni) gets a type with branch interfaces" \
   'len(d["launches"]) == 1 and int(d["launches"][0]["allocatable"]["vpc.amazonaws.com/pod-eni"]) >= 1 and not d["launches"][0]["instanceType"].startswith("t")'
+
+nodepool both 'spot, on-demand' '' >"$tmp/both.yaml"
+cat >"$tmp/ct.yaml" <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: mixed, namespace: t}
+spec:
+  replicas: 4
+  template:
+    metadata: {labels: {app: mixed}}
+    spec:
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: karpenter.sh/capacity-type, whenUnsatisfiable: DoNotSchedule,
+           labelSelector: {matchLabels: {app: mixed}}}
+      containers: [{name: a, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/ct.yaml" --nodepools "$tmp/both.yaml" -o json >"$tmp/plan.json"
+check "spread on karpenter.sh/capacity-type: 2 pods on spot, 2 on on-demand" \
+  'not d["unschedulable"] and sorted(l["capacityType"] for l in d["launches"] for p in l["pods"]) == ["on-demand"] * 2 + ["spot"] * 2'
 
 echo "== convert"
 "$CTL" convert examples/karpenter-nodepool.yaml >"$tmp/conv.yaml" 2>"$tmp/conv.err"

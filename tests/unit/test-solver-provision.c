@@ -887,6 +887,70 @@ static void test_anti_affinity_between_pending_pods(void **state) {
         assert_string_not_equal(launch_zone_of("late-0"), "zone-a");
 }
 
+static SolverCapacityType launch_ct_of(const char *pod) {
+        const SolverDecision *d = decision(pod);
+        assert_int_equal(d->kind, SOLVER_DECISION_LAUNCH);
+        return F->res->launches[d->target].capacity_type;
+}
+
+static void test_capacity_type_topology(void **state) {
+        /* a pool with spot and on-demand (tried first: heavier) */
+        add_pool("any", 10);
+        /* spread over capacity types, maxSkew 1: 4 pods, 2 spot and 2 on-demand */
+        size_t f = labelled("s", 4, 1000, 1024, "s");
+        spread(&F->pods[f], "karpenter.sh/capacity-type", 1, false, "s");
+        copy_constraints(f, f + 4);
+        /* anti-affinity on capacity type: one per type, the third cannot go */
+        size_t g = labelled("one", 3, 500, 512, "one");
+        add_term(&F->pods[g], true, "karpenter.sh/capacity-type", "one");
+        copy_constraints(g, g + 3);
+        /* affinity on capacity type to a pod on an existing spot node */
+        SolverNode *n1 = add_node("n1", "any", "c.large", "zone-a", 2, 4);
+        n1->capacity_type = SOLVER_CAPACITY_SPOT;
+        size_t c = labelled("cache", 1, 1900, 512, "cache");
+        F->pods[c].node_name = "n1";
+        size_t w = labelled("near", 1, 1000, 1024, "near");
+        add_term(&F->pods[w], false, "karpenter.sh/capacity-type", "cache");
+        const SolverResult *r = solve();
+        int per[2] = {};
+        for (int i = 0; i < 4; i++)
+                per[launch_ct_of(F->pods[f + (size_t) i].name)]++;
+        assert_int_equal(per[SOLVER_CAPACITY_SPOT], 2);
+        assert_int_equal(per[SOLVER_CAPACITY_ON_DEMAND], 2);
+        int placed = 0;
+        bool used[2] = {};
+        for (int i = 0; i < 3; i++) {
+                const SolverDecision *d = decision(F->pods[g + (size_t) i].name);
+                if (d->kind == SOLVER_DECISION_UNSCHEDULABLE) {
+                        assert_int_equal(d->reason, SOLVER_REASON_TOPOLOGY);
+                        continue;
+                }
+                SolverCapacityType ct = launch_ct_of(F->pods[g + (size_t) i].name);
+                assert_false(used[ct]);
+                used[ct] = true;
+                placed++;
+        }
+        assert_int_equal(placed, 2);
+        assert_int_equal(launch_ct_of("near-0"), SOLVER_CAPACITY_SPOT);
+        assert_int_equal(r->n_unschedulable, 1);
+}
+
+static void test_capacity_type_spread_counts_existing(void **state) {
+        /* two matching pods already run on an on-demand node: the next two go to spot */
+        SolverNodePool *p = add_pool("any", 10);
+        (void) p;
+        add_node("n1", "any", "c.xlarge", "zone-a", 4, 8); /* on-demand */
+        size_t b = labelled("old", 2, 1900, 512, "s");
+        F->pods[b].node_name = "n1";
+        F->pods[b + 1].node_name = "n1";
+        size_t f = labelled("s", 2, 1000, 1024, "s");
+        spread(&F->pods[f], "karpenter.sh/capacity-type", 1, false, "s");
+        copy_constraints(f, f + 2);
+        solve();
+        assert_int_equal(launch_ct_of("s-0"), SOLVER_CAPACITY_SPOT);
+        assert_int_equal(launch_ct_of("s-1"), SOLVER_CAPACITY_SPOT);
+}
+
 static void test_unsupported_topology_key(void **state) {
         size_t f = labelled("r", 1, 500, 512, "r");
         spread(&F->pods[f], "topology.kubernetes.io/region", 1, false, "r");
@@ -1399,6 +1463,8 @@ int main(void) {
                 T(test_affinity_to_pod_pending_in_same_batch),
                 T(test_affinity_to_pending_pod_that_cannot_go),
                 T(test_anti_affinity_between_pending_pods),
+                T(test_capacity_type_topology),
+                T(test_capacity_type_spread_counts_existing),
                 T(test_unsupported_topology_key),
                 T(test_host_ports),
                 T(test_daemonset_host_port),
