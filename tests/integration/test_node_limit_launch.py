@@ -45,7 +45,7 @@ def docs(*objs):
 
 def main():
     with TestDir("node-limit-launch") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             s.start_ec2()
             s.setup_network()
             s.client("iam").create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
