@@ -1281,6 +1281,30 @@ static void test_consolidate_multi_node_replace(void **state) {
         solver_consolidation_free(c);
 }
 
+static void test_consolidate_node_limit(void **state) {
+        /* limits.nodes is hard, as in Karpenter: the two nodes fill a limit of 2, so replacing
+         * them with one needs a third while they drain: not done; a delete still is */
+        F->pools[0].has_node_limit = true;
+        F->pools[0].node_limit = 2;
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        size_t cand[] = { 1, 0 };
+        SolverConsolidateOptions o = { .candidates = cand, .n_candidates = 2, .threshold = 0.15 };
+        SolverConsolidation *c = consolidate(&o);
+        assert_int_not_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        assert_null(c->replacement);
+        solver_consolidation_free(c);
+        /* room for one more: the replacement of test_consolidate_multi_node_replace */
+        solver_free(F->solver);
+        F->solver = NULL;
+        F->pools[0].node_limit = 3;
+        F->snap = (SolverSnapshot) { F->types, F->n_types, F->pools, F->n_pools, F->nodes, F->n_nodes,
+                                     F->pods,  F->n_pods,  F->ds,    F->n_ds };
+        assert_int_equal(solver_new(&F->snap, &F->solver, NULL), 0);
+        c = consolidate(&o);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        solver_consolidation_free(c);
+}
+
 static void test_consolidate_single_node_delete_first_by_cost(void **state) {
         two_nodes(SOLVER_CAPACITY_ON_DEMAND);
         size_t cand[] = { 1, 0 };
@@ -1479,6 +1503,7 @@ int main(void) {
                 T(test_remove_nodes_and_state_restored),
                 T(test_disruption_cost),
                 T(test_consolidate_multi_node_replace),
+                T(test_consolidate_node_limit),
                 T(test_consolidate_single_node_delete_first_by_cost),
                 T(test_consolidate_threshold),
                 T(test_consolidate_budgets),
