@@ -70,25 +70,24 @@ char *sqs_build_receive(const char *queue_url, unsigned max_messages, unsigned w
         return s;
 }
 
-char *sqs_build_delete(const char *queue_url, const char *receipt_handle) {
+/* A body naming the queue and one received message; visibility >= 0 adds VisibilityTimeout. */
+static char *build_for_message(const char *queue_url, const char *receipt_handle, int visibility) {
         cJSON *o = cJSON_CreateObject();
         char *s = NULL;
         if (o && cJSON_AddStringToObject(o, "QueueUrl", queue_url) &&
-            cJSON_AddStringToObject(o, "ReceiptHandle", receipt_handle))
+            cJSON_AddStringToObject(o, "ReceiptHandle", receipt_handle) &&
+            (visibility < 0 || cJSON_AddNumberToObject(o, "VisibilityTimeout", visibility)))
                 s = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         return s;
 }
 
+char *sqs_build_delete(const char *queue_url, const char *receipt_handle) {
+        return build_for_message(queue_url, receipt_handle, -1);
+}
+
 char *sqs_build_visibility(const char *queue_url, const char *receipt_handle, unsigned seconds) {
-        cJSON *o = cJSON_CreateObject();
-        char *s = NULL;
-        if (o && cJSON_AddStringToObject(o, "QueueUrl", queue_url) &&
-            cJSON_AddStringToObject(o, "ReceiptHandle", receipt_handle) &&
-            cJSON_AddNumberToObject(o, "VisibilityTimeout", seconds))
-                s = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        return s;
+        return build_for_message(queue_url, receipt_handle, (int) seconds);
 }
 
 void sqs_message_done(SqsMessage *m) {
@@ -324,11 +323,7 @@ static void on_delete_creds(AwsCredentialProvider *p, int error, const AwsCreden
 
         d->waiting_creds = false;
         if (r >= 0)
-                r = (body = d->visibility < 0 ? sqs_build_delete(c->queue_url, d->receipt_handle)
-                                              : sqs_build_visibility(c->queue_url, d->receipt_handle,
-                                                                     (unsigned) d->visibility))
-                            ? 0
-                            : -ENOMEM;
+                r = (body = build_for_message(c->queue_url, d->receipt_handle, d->visibility)) ? 0 : -ENOMEM;
         if (r >= 0) {
                 AwsRequestSpec spec = { .url = c->url, .sigv4 = c->sigv4, .content_type = CONTENT_TYPE,
                                         .target = d->visibility < 0 ? "AmazonSQS.DeleteMessage"
