@@ -24,6 +24,8 @@
  * IMPROVE_MAX_NODES planned nodes, and the run's time budget stops it. Deterministic: nodes in
  * a fixed order, pods in index order. */
 
+#include <math.h>
+
 #include "macro.h"
 #include "solver-internal.h"
 
@@ -41,14 +43,26 @@ static bool node_eligible(const Solver *s, const Node *n) {
         return n->kind == NODE_NEW && n->n_pods > 0 && n->headroom == 0 && !p->has_limits && !p->has_min_values;
 }
 
+/* A pod counted by capacity-type rules stays on the capacity type it was counted on. */
+static bool ct_bound(Solver *s, uint32_t pi) {
+        Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
+        if (!v || v->ct_mode)
+                return true;
+        const Shape *sh = &s->shapes[v->shape];
+        for (uint32_t m = 0; m < sh->n_matches; m++)
+                if (s->groups[sh->matches[m]].key == TOPO_CT)
+                        return true;
+        return false;
+}
+
 /* Every pod planned on node a that is still there, or false when one may not move. */
-static int pods_of(const Solver *s, const PodOn *on, uint32_t a, uint32_t *buf, size_t cap, size_t *ret_n) {
+static int pods_of(Solver *s, const PodOn *on, uint32_t a, uint32_t *buf, size_t cap, size_t *ret_n) {
         size_t k = 0;
         for (uint32_t i = on->start[a]; i < on->start[a + 1]; i++) {
                 uint32_t pi = on->pods[i];
                 if (s->decisions[pi].kind != SOLVER_DECISION_LAUNCH || s->decisions[pi].target != a)
                         continue;
-                if (!solver_pod_movable(s, pi) || k == cap)
+                if (!solver_pod_movable(s, pi) || ct_bound(s, pi) || k == cap)
                         return 0;
                 buf[k++] = pi;
         }
@@ -66,6 +80,99 @@ static int cmp_pod_size(const void *x, const void *y, void *userdata) {
         return u < v ? -1 : u > v;
 }
 
+/* What a commit may narrow on a planned node, to put back exactly when a trial is undone. */
+typedef struct Saved {
+        uint64_t slots;
+        int32_t zone;
+        const VSetList *custom;
+        uint64_t *types, *base; /* W words each */
+} Saved;
+
+#define REBALANCE_NODES 3
+
+typedef struct SplitCand {
+        double est;
+        uint32_t type;
+} SplitCand;
+
+/* The pass's state and scratch. */
+typedef struct Improve {
+        PodOn on;
+        uint32_t *pods, *to;    /* [cap]: one node's pods, where each went */
+        size_t cap;
+        uint32_t *group, *orig; /* [gcap]: a rebalanced group's pods, the node each was on */
+        size_t gcap;
+        SplitCand *cand;        /* [T] */
+        Saved sv, gsv[REBALANCE_NODES];
+} Improve;
+
+static void node_save(const Solver *s, const Node *n, Saved *sv) {
+        sv->slots = n->slots;
+        sv->zone = n->zone;
+        sv->custom = n->custom;
+        bs_copy(sv->types, n->types, s->W);
+        bs_copy(sv->base, n->base, s->W);
+}
+
+static void node_restore(const Solver *s, Node *n, const Saved *sv) {
+        n->slots = sv->slots;
+        n->zone = sv->zone;
+        n->custom = sv->custom;
+        bs_copy(n->types, sv->types, s->W);
+        bs_copy(n->base, sv->base, s->W);
+}
+
+/* Commits pod pi onto planned node b only if that narrows nothing on b (offerings, zone, labels,
+ * the types its pods allow) and b's price stays at most max_price; 1 done, 0 not (b as it was). */
+static int trial_commit(Solver *s, Variant *v, uint32_t b, uint32_t pi, int z, double max_price, Saved *sv) {
+        node_save(s, &s->nodes[b], sv);
+        int q = solver_place_commit(s, v, b, &pi, 1, z);
+        if (q < 0)
+                return q;
+        const Node *n = &s->nodes[b];
+        if (n->slots == sv->slots && n->zone == sv->zone && n->custom == sv->custom && bs_eq(n->base, sv->base, s->W) &&
+            node_price(s, n) <= max_price * (1 + 1e-9))
+                return 1;
+        q = solver_place_uncommit(s, v, b);
+        if (q < 0)
+                return q;
+        node_restore(s, &s->nodes[b], sv);
+        return 0;
+}
+
+/* Moves pod pi off node a onto another planned node of a's pool with room for it in what that
+ * node already costs: 1 moved (*ret_to), 0 nowhere (pi stays on a). */
+static int move_to_room(Solver *s, Improve *c, uint32_t pi, uint32_t a, uint32_t *ret_to) {
+        PodOn *on = &c->on;
+        Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
+        if (!v)
+                return -ENOMEM;
+        const Shape *sh = &s->shapes[v->shape];
+        int z = v->zone_mode ? s->nodes[a].zone : NO_ZONE;
+        if (v->zone_mode && z < 0)
+                return 0;
+        for (uint32_t b = s->n_existing; b < s->n_nodes && on->work < IMPROVE_WORK; b++) {
+                const Node *n = &s->nodes[b];
+                on->work++;
+                if (b == a || n->n_pods == 0 || n->pool != s->nodes[a].pool || s->pools[n->pool].has_limits ||
+                    (v->zone_mode && n->zone != z) || solver_place_free_room(s, sh, n) < 1)
+                        continue;
+                double price = node_price(s, n);
+                /* off a first: a hostname rule on a may be what keeps b from taking it */
+                int q = solver_place_uncommit(s, v, a);
+                if (q < 0)
+                        return q;
+                q = solver_place_fit_count(s, v, b, 1, z) > 0 ? trial_commit(s, v, b, pi, z, price, &c->sv) : 0;
+                if (q > 0) {
+                        *ret_to = b;
+                        return 1;
+                }
+                if (q < 0 || (q = solver_place_commit(s, v, a, &pi, 1, z)) < 0)
+                        return q;
+        }
+        return 0;
+}
+
 static int undo_moves(Solver *s, const uint32_t *pods, const uint32_t *to, size_t n, uint32_t back) {
         while (n-- > 0) {
                 int q = solver_repair_move_back(s, pods[n], to[n], back);
@@ -76,12 +183,13 @@ static int undo_moves(Solver *s, const uint32_t *pods, const uint32_t *to, size_
 }
 
 /* Gives every pod of node a to other planned nodes within what they cost: 1 done, 0 undone. */
-static int try_empty(Solver *s, PodOn *on, uint32_t a, uint32_t *pods, uint32_t *to, size_t cap) {
+static int try_empty(Solver *s, Improve *c, uint32_t a) {
+        uint32_t *pods = c->pods, *to = c->to;
         size_t n;
-        if (!pods_of(s, on, a, pods, cap, &n) || n == 0)
+        if (!pods_of(s, &c->on, a, pods, c->cap, &n) || n == 0)
                 return 0;
         for (size_t i = 0; i < n; i++) {
-                int q = solver_repair_move_pod(s, on, pods[i], a, true, &to[i]);
+                int q = move_to_room(s, c, pods[i], a, &to[i]);
                 if (q < 0)
                         return q;
                 if (q == 0) {
@@ -101,10 +209,11 @@ static bool over(const Node *n, const int64_t *al) {
 
 /* Makes node a fit type t by moving pods to a fresh node beside it; keeps it when the two cost
  * less than `price` by the margin. 1 kept, 0 undone. */
-static int try_split_to(Solver *s, PodOn *on, uint32_t a, uint32_t t, double price, bool smallest_first,
-                        uint32_t *pods, uint32_t *to, size_t cap) {
+static int try_split_to(Solver *s, Improve *c, uint32_t a, uint32_t t, double price, bool smallest_first) {
+        PodOn *on = &c->on;
+        uint32_t *pods = c->pods, *to = c->to;
         size_t n;
-        if (!pods_of(s, on, a, pods, cap, &n) || n < 2)
+        if (!pods_of(s, on, a, pods, c->cap, &n) || n < 2)
                 return 0;
         /* in the snapshot's order, or the smallest first: the node
          * then sheds no more than it must */
@@ -132,7 +241,7 @@ static int try_split_to(Solver *s, PodOn *on, uint32_t a, uint32_t t, double pri
                         continue;
                 /* room other nodes already pay for first, then the fresh node */
                 uint32_t dest;
-                q = solver_repair_move_pod(s, on, pi, a, true, &dest);
+                q = move_to_room(s, c, pi, a, &dest);
                 if (q < 0)
                         return q;
                 if (q > 0) {
@@ -166,11 +275,6 @@ static int try_split_to(Solver *s, PodOn *on, uint32_t a, uint32_t t, double pri
         return 0;
 }
 
-typedef struct SplitCand {
-        double est;
-        uint32_t type;
-} SplitCand;
-
 static int cmp_cand(const void *x, const void *y) {
         const SplitCand *u = x, *v = y;
         if (u->est != v->est)
@@ -193,7 +297,9 @@ static double cheapest_for(Solver *s, const Node *n, const uint64_t *offered, co
         return 0;
 }
 
-static int try_split(Solver *s, PodOn *on, uint32_t a, uint32_t *pods, uint32_t *to, size_t cap, SplitCand *cand) {
+static int try_split(Solver *s, Improve *c, uint32_t a) {
+        PodOn *on = &c->on;
+        SplitCand *cand = c->cand;
         const Node *n = &s->nodes[a];
         const Pool *p = &s->pools[n->pool];
         double price = node_price(s, n), limit = price * (1 - SPLIT_MARGIN);
@@ -227,7 +333,7 @@ static int try_split(Solver *s, PodOn *on, uint32_t a, uint32_t *pods, uint32_t 
         if (nc > 1)
                 qsort(cand, nc, sizeof(SplitCand), cmp_cand);
         for (size_t i = 0; i < 2 * nc && i < 2 * SPLIT_TRIES && on->work < IMPROVE_WORK; i++) {
-                int q = try_split_to(s, on, a, cand[i / 2].type, price, i % 2, pods, to, cap);
+                int q = try_split_to(s, c, a, cand[i / 2].type, price, i % 2);
                 if (q != 0)
                         return q;
         }
@@ -259,47 +365,218 @@ static double node_use(const Solver *s, const Node *n) {
         return u;
 }
 
+/* Rebalance: node d and up to two nodes of its pool and zone with the most room left in what
+ * they cost give up their pods, which are placed again node by node (the dearest first), each
+ * time the pod that keeps the node's cpu and memory use most even, within what the node cost
+ * before; kept when the nodes then cost less (d, or another, ends empty or smaller). First-fit
+ * puts pods of one shape together, leaving memory-bound nodes with idle cpu beside cpu-bound
+ * ones with idle memory; this mixes them. 1 kept, 0 undone. */
+static double slack_share(const Solver *s, const Node *n) {
+        uint32_t t = solver_place_cheapest_type(s, n);
+        if (t == NONE32)
+                return 0;
+        const int64_t *al = s->pools[n->pool].fit->alloc + (size_t) t * R_MAX;
+        double x = 0;
+        for (int r = SOLVER_RES_CPU; r <= SOLVER_RES_MEMORY; r++)
+                if (al[r] > 0)
+                        x += (double) MAX(al[r] - n->used[r], (int64_t) 0) / (double) al[r];
+        return x;
+}
+
+static int recommit(Solver *s, uint32_t pi, uint32_t from, uint32_t to) {
+        Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
+        if (!v)
+                return -ENOMEM;
+        int z = v->zone_mode ? s->nodes[to].zone : NO_ZONE;
+        int q = from == NONE32 ? 0 : solver_place_uncommit(s, v, from);
+        return q < 0 ? q : solver_place_commit(s, v, to, &pi, 1, z);
+}
+
+static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
+        PodOn *on = &c->on;
+        uint32_t *pods = c->group, *orig = c->orig;
+        size_t cap = c->gcap;
+        const Node *nd = &s->nodes[d];
+        uint32_t g[REBALANCE_NODES] = { d }, k = 1;
+        double gs[REBALANCE_NODES] = {};
+        for (uint32_t b = s->n_existing; b < on->n_nodes; b++) {
+                const Node *n = &s->nodes[b];
+                if (b == d || n->pool != nd->pool || n->zone != nd->zone || !node_eligible(s, n))
+                        continue;
+                double x = slack_share(s, n);
+                uint32_t at = k;
+                while (at > 1 && x > gs[at - 1])
+                        at--;
+                if (at >= REBALANCE_NODES || x <= 0)
+                        continue;
+                for (uint32_t j = MIN(k, REBALANCE_NODES - 1); j > at; j--)
+                        g[j] = g[j - 1], gs[j] = gs[j - 1];
+                g[at] = b, gs[at] = x;
+                k = MIN(k + 1, REBALANCE_NODES);
+        }
+        if (k < 2)
+                return 0;
+        /* the pods, each with the node it was on */
+        size_t n = 0;
+        double before = 0, price[REBALANCE_NODES];
+        const int64_t *al0[REBALANCE_NODES];
+        for (uint32_t j = 0; j < k; j++) {
+                size_t m;
+                const Node *x = &s->nodes[g[j]];
+                if (!pods_of(s, on, g[j], pods + n, cap - n, &m))
+                        return 0;
+                for (size_t i = n; i < n + m; i++)
+                        orig[i] = g[j];
+                n += m;
+                price[j] = node_price(s, x);
+                before += price[j];
+                node_save(s, x, &c->gsv[j]);
+                al0[j] = s->pools[x->pool].fit->alloc + (size_t) solver_place_cheapest_type(s, x) * R_MAX;
+        }
+        int q;
+        for (size_t i = 0; i < n; i++)
+                if ((q = solver_place_uncommit(s, solver_variant(s, s->pod_shape[pods[i]], s->decisions[pods[i]].relaxed),
+                                               orig[i])) < 0)
+                        return q;
+        /* placed again: the dearest node first; pods[0..placed) are placed */
+        size_t placed = 0;
+        for (uint32_t round = 0; round < k && placed < n; round++) {
+                uint32_t j = 0;
+                for (uint32_t x = 1; x < k; x++)
+                        if (price[x] > price[j] || (price[x] == price[j] && g[x] < g[j]))
+                                j = x;
+                double pj = price[j];
+                price[j] = -1; /* done after this round */
+                uint32_t b = g[j];
+                for (;;) {
+                        size_t best = SIZE_MAX;
+                        double best_score = INFINITY;
+                        for (size_t i = placed; i < n && on->work < IMPROVE_WORK; i++) {
+                                if (i > placed && s->pod_shape[pods[i]] == s->pod_shape[pods[i - 1]] &&
+                                    s->decisions[pods[i]].relaxed == s->decisions[pods[i - 1]].relaxed)
+                                        continue; /* one of each shape is enough to judge */
+                                const SolverResources *rq = &s->shapes[s->pod_shape[pods[i]]].req;
+                                double score = 0;
+                                for (int r = SOLVER_RES_CPU; r <= SOLVER_RES_MEMORY; r++)
+                                        if (al0[j][r] > 0)
+                                                score = MAX(score, (double) (s->nodes[b].used[r] + rq->v[r]) / (double) al0[j][r]);
+                                if (score >= best_score)
+                                        continue;
+                                Variant *v = solver_variant(s, s->pod_shape[pods[i]], s->decisions[pods[i]].relaxed);
+                                if (!v)
+                                        return -ENOMEM;
+                                on->work++;
+                                if (solver_place_fit_count(s, v, b, 1, v->zone_mode ? s->nodes[b].zone : NO_ZONE) <= 0)
+                                        continue;
+                                best = i, best_score = score;
+                        }
+                        if (best == SIZE_MAX)
+                                break;
+                        uint32_t pi = pods[best];
+                        node_save(s, &s->nodes[b], &c->sv);
+                        if ((q = recommit(s, pi, NONE32, b)) < 0)
+                                return q;
+                        if (node_price(s, &s->nodes[b]) > pj * (1 + 1e-9)) {
+                                Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
+                                if ((q = solver_place_uncommit(s, v, b)) < 0)
+                                        return q;
+                                node_restore(s, &s->nodes[b], &c->sv);
+                                break; /* the node would cost more than before: the next one */
+                        }
+                        /* keep pods[0..placed) placed, pods of a shape together */
+                        memmove(pods + placed + 1, pods + placed, (best - placed) * sizeof(uint32_t));
+                        uint32_t o = orig[best];
+                        memmove(orig + placed + 1, orig + placed, (best - placed) * sizeof(uint32_t));
+                        pods[placed] = pi, orig[placed] = o;
+                        placed++;
+                }
+        }
+        double after = 0;
+        for (uint32_t j = 0; j < k; j++)
+                after += s->nodes[g[j]].n_pods ? node_price(s, &s->nodes[g[j]]) : 0;
+        if (placed == n && after < before * (1 - SPLIT_MARGIN))
+                return 1;
+        /* undone: every pod back where it was */
+        for (size_t i = 0; i < placed; i++)
+                if ((q = solver_place_uncommit(s, solver_variant(s, s->pod_shape[pods[i]], s->decisions[pods[i]].relaxed),
+                                               s->decisions[pods[i]].target)) < 0)
+                        return q;
+        for (size_t i = 0; i < n; i++)
+                if ((q = recommit(s, pods[i], NONE32, orig[i])) < 0)
+                        return q;
+        for (uint32_t j = 0; j < k; j++)
+                node_restore(s, &s->nodes[g[j]], &c->gsv[j]);
+        return 0;
+}
+
+static void improve_done(Improve *c) {
+        solver_pod_on_done(&c->on);
+        free(c->pods);
+        free(c->to);
+        free(c->group);
+        free(c->orig);
+        free(c->cand);
+        free(c->sv.types);
+        for (size_t j = 0; j < REBALANCE_NODES; j++)
+                free(c->gsv[j].types);
+}
+
+static int improve_init(Solver *s, Improve *c) {
+        *c = (Improve) {};
+        int q = solver_pod_on_build(s, &c->on);
+        if (q < 0)
+                return q;
+        for (uint32_t a = s->n_existing; a < c->on.n_nodes; a++)
+                c->cap = MAX(c->cap, (size_t) (c->on.start[a + 1] - c->on.start[a]));
+        c->gcap = REBALANCE_NODES * c->cap + 1;
+        c->pods = malloc((c->cap + 1) * sizeof(uint32_t));
+        c->to = malloc((c->cap + 1) * sizeof(uint32_t));
+        c->group = malloc(c->gcap * sizeof(uint32_t));
+        c->orig = malloc(c->gcap * sizeof(uint32_t));
+        c->cand = malloc(((size_t) s->T + 1) * sizeof(SplitCand));
+        bool ok = c->pods && c->to && c->group && c->orig && c->cand;
+        Saved *all[REBALANCE_NODES + 1] = { &c->sv, &c->gsv[0], &c->gsv[1], &c->gsv[2] };
+        for (size_t j = 0; j < ELEMENTSOF(all) && ok; j++) {
+                all[j]->types = malloc(2 * (size_t) s->W * sizeof(uint64_t) + 1);
+                all[j]->base = all[j]->types ? all[j]->types + s->W : NULL;
+                ok = all[j]->types;
+        }
+        if (!ok) {
+                improve_done(c);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 int solver_improve(Solver *s) {
         uint32_t first = s->n_existing, nn = s->n_nodes - s->n_existing;
         if (nn == 0 || nn > IMPROVE_MAX_NODES)
                 return 0;
-        PodOn on;
-        int q = solver_pod_on_build(s, &on);
+        Improve c;
+        int q = improve_init(s, &c);
         if (q < 0)
                 return q;
-        size_t cap = 0;
-        for (uint32_t a = first; a < on.n_nodes; a++)
-                cap = MAX(cap, (size_t) (on.start[a + 1] - on.start[a]));
-        _cleanup_free_ uint32_t *pods = malloc((cap + 1) * sizeof(uint32_t));
-        _cleanup_free_ uint32_t *to = malloc((cap + 1) * sizeof(uint32_t));
         _cleanup_free_ ByUse *order = malloc((size_t) nn * sizeof(ByUse));
-        _cleanup_free_ SplitCand *cand = malloc(((size_t) s->T + 1) * sizeof(SplitCand));
-        if (!pods || !to || !order || !cand) {
+        if (!order) {
                 q = -ENOMEM;
                 goto out;
         }
-        /* empty the least used nodes first */
+        /* the least used nodes first */
         for (uint32_t i = 0; i < nn; i++)
                 order[i] = (ByUse) { node_use(s, &s->nodes[first + i]), first + i };
         qsort(order, nn, sizeof(ByUse), cmp_use);
-        for (uint32_t i = 0; i < nn && on.work < IMPROVE_WORK && !solver_out_of_time(s); i++) {
-                uint32_t a = order[i].node;
-                if (!node_eligible(s, &s->nodes[a]))
-                        continue;
-                q = try_empty(s, &on, a, pods, to, cap);
-                if (q < 0)
+        for (uint32_t i = 0; i < nn && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
+                if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_empty(s, &c, order[i].node)) < 0)
                         goto out;
-        }
+        for (uint32_t i = 0; i < nn && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
+                if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_rebalance(s, &c, order[i].node)) < 0)
+                        goto out;
         bool may_split = s->opts->target_nodes == 0;
-        for (uint32_t a = first; may_split && a < on.n_nodes && on.work < IMPROVE_WORK && !solver_out_of_time(s); a++) {
-                if (!node_eligible(s, &s->nodes[a]))
-                        continue;
-                q = try_split(s, &on, a, pods, to, cap, cand);
-                if (q < 0)
+        for (uint32_t a = first; may_split && a < c.on.n_nodes && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
+                if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, &c, a)) < 0)
                         goto out;
-        }
         q = 0;
 out:
-        solver_pod_on_done(&on);
+        improve_done(&c);
         return q;
 }

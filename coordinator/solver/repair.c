@@ -34,7 +34,8 @@ double solver_node_type_price(const Solver *s, const Node *n, uint32_t t) {
         return (n->slots & slots_of_ct(SOLVER_CAPACITY_SPOT)) ? p->tprice[t] : p->odprice[t];
 }
 
-int solver_repair_move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, bool same_pool, uint32_t *ret_to) {
+/* Moves pod pi from node a to another planned node with room it already pays for. */
+static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret_to) {
         Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
         if (!v)
                 return -ENOMEM;
@@ -51,8 +52,6 @@ int solver_repair_move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, bool s
         for (uint32_t b = s->n_existing; b < s->n_nodes && on->work < REPAIR_WORK; b++) {
                 on->work++;
                 if (b == a || s->nodes[b].n_pods == 0 || s->pools[s->nodes[b].pool].has_limits)
-                        continue;
-                if (same_pool && s->nodes[b].pool != s->nodes[a].pool)
                         continue;
                 if (v->zone_mode && s->nodes[b].zone != z)
                         continue;
@@ -109,7 +108,7 @@ static int shrink_to(Solver *s, PodOn *on, uint32_t a, uint32_t t) {
                 if (!helps)
                         continue;
                 uint32_t to;
-                q = solver_repair_move_pod(s, on, pi, a, false, &to);
+                q = move_pod(s, on, pi, a, &to);
                 if (q < 0)
                         return q;
                 if (q > 0) {

@@ -487,9 +487,6 @@ void solver_pod_on_done(PodOn *on);
 bool solver_pod_movable(const Solver *s, uint32_t pi);
 /* What the node pays for type t: on-demand when it may not use spot; 0 for NONE32. */
 double solver_node_type_price(const Solver *s, const Node *n, uint32_t t);
-/* Moves pod pi from node a to another planned node (of a's NodePool with same_pool) with room
- * it already pays for: 1 moved (*ret_to), 0 nowhere. */
-int solver_repair_move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, bool same_pool, uint32_t *ret_to);
 /* Moves pod pi back from node from to node to (where it was: it fits). */
 int solver_repair_move_back(Solver *s, uint32_t pi, uint32_t from, uint32_t to);
 
