@@ -144,13 +144,11 @@ static int trial_commit(Solver *s, Variant *v, uint32_t b, uint32_t pi, int z, d
  * node already costs: 1 moved (*ret_to), 0 nowhere (pi stays on a). */
 static int move_to_room(Solver *s, Improve *c, uint32_t pi, uint32_t a, uint32_t *ret_to) {
         PodOn *on = &c->on;
-        Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
-        if (!v)
-                return -ENOMEM;
+        Variant *v;
+        int z, q = solver_pod_variant_on(s, pi, a, &v, &z);
+        if (q <= 0)
+                return q;
         const Shape *sh = &s->shapes[v->shape];
-        int z = v->zone_mode ? s->nodes[a].zone : NO_ZONE;
-        if (v->zone_mode && z < 0)
-                return 0;
         for (uint32_t b = s->n_existing; b < s->n_nodes && on->work < IMPROVE_WORK; b++) {
                 const Node *n = &s->nodes[b];
                 on->work++;
@@ -159,7 +157,7 @@ static int move_to_room(Solver *s, Improve *c, uint32_t pi, uint32_t a, uint32_t
                         continue;
                 double price = node_price(s, n);
                 /* off a first: a hostname rule on a may be what keeps b from taking it */
-                int q = solver_place_uncommit(s, v, a);
+                q = solver_place_uncommit(s, v, a);
                 if (q < 0)
                         return q;
                 q = solver_place_fit_count(s, v, b, 1, z) > 0 ? trial_commit(s, v, b, pi, z, price, &c->sv) : 0;
@@ -233,11 +231,11 @@ static int try_split_to(Solver *s, Improve *c, uint32_t a, uint32_t t, double pr
                         helps |= r != SOLVER_RES_PODS && rq->v[r] > 0 && s->nodes[a].used[r] > al[r];
                 if (!helps)
                         continue;
-                Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
-                if (!v)
-                        return -ENOMEM;
-                int z = v->zone_mode ? s->nodes[a].zone : NO_ZONE;
-                if (v->zone_mode && z < 0)
+                Variant *v;
+                int z;
+                if ((q = solver_pod_variant_on(s, pi, a, &v, &z)) < 0)
+                        return q;
+                if (q == 0)
                         continue;
                 /* room other nodes already pay for first, then the fresh node */
                 uint32_t dest;

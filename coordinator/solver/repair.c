@@ -34,15 +34,25 @@ double solver_node_type_price(const Solver *s, const Node *n, uint32_t t) {
         return (n->slots & slots_of_ct(SOLVER_CAPACITY_SPOT)) ? p->tprice[t] : p->odprice[t];
 }
 
-/* Moves pod pi from node a to another planned node with room it already pays for. */
-static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret_to) {
+int solver_pod_variant_on(Solver *s, uint32_t pi, uint32_t a, Variant **ret_v, int *ret_z) {
         Variant *v = solver_variant(s, s->pod_shape[pi], s->decisions[pi].relaxed);
         if (!v)
                 return -ENOMEM;
-        const Shape *sh = &s->shapes[v->shape];
         int z = v->zone_mode ? s->nodes[a].zone : NO_ZONE;
         if (v->zone_mode && z < 0)
                 return 0;
+        *ret_v = v;
+        *ret_z = z;
+        return 1;
+}
+
+/* Moves pod pi from node a to another planned node with room it already pays for. */
+static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret_to) {
+        Variant *v;
+        int z, q = solver_pod_variant_on(s, pi, a, &v, &z);
+        if (q <= 0)
+                return q;
+        const Shape *sh = &s->shapes[v->shape];
         /* capacity-type rules: the pod stays on the type it was counted on */
         if (v->ct_mode)
                 return 0;
@@ -58,7 +68,7 @@ static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret
                 if (solver_place_free_room(s, sh, &s->nodes[b]) < 1)
                         continue;
                 /* off a first: a hostname rule on a may be what keeps b from taking it */
-                int q = solver_place_uncommit(s, v, a);
+                q = solver_place_uncommit(s, v, a);
                 if (q < 0)
                         return q;
                 if (solver_place_fit_count(s, v, b, 1, z) > 0) {

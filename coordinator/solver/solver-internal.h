@@ -487,6 +487,9 @@ void solver_pod_on_done(PodOn *on);
 bool solver_pod_movable(const Solver *s, uint32_t pi);
 /* What the node pays for type t: on-demand when it may not use spot; 0 for NONE32. */
 double solver_node_type_price(const Solver *s, const Node *n, uint32_t t);
+/* The variant pod pi was placed with and the zone it must keep moving off node a (NO_ZONE: any):
+ * 1, or 0 when a zonal pod's node has no zone yet (it may not move). */
+int solver_pod_variant_on(Solver *s, uint32_t pi, uint32_t a, Variant **ret_v, int *ret_z);
 /* Moves pod pi back from node from to node to (where it was: it fits). */
 int solver_repair_move_back(Solver *s, uint32_t pi, uint32_t from, uint32_t to);
 
