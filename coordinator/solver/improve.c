@@ -30,9 +30,10 @@
 #include "solver-internal.h"
 
 #define IMPROVE_MAX_NODES 4096 /* beyond this many planned nodes the pass is skipped */
-#define IMPROVE_WORK 400000    /* receiving-node checks per run, at most */
+#define IMPROVE_WORK 200000    /* node checks per run, at most */
 #define SPLIT_MARGIN 0.02      /* a split saves more than 2 % of the node's price */
 #define SPLIT_TRIES 4          /* cheaper types tried per node */
+#define REBALANCE_TRIES 64     /* nodes (the least used) whose group is rebalanced, at most */
 
 static double node_price(const Solver *s, const Node *n) {
         return solver_node_type_price(s, n, solver_place_cheapest_type(s, n));
@@ -103,6 +104,7 @@ typedef struct Improve {
         uint32_t *group, *orig; /* [gcap]: a rebalanced group's pods, the node each was on */
         size_t gcap;
         SplitCand *cand;        /* [T] */
+        double *slack;          /* [planned nodes]: room left in what each costs (slack_share) */
         Saved sv, gsv[REBALANCE_NODES];
 } Improve;
 
@@ -149,26 +151,27 @@ static int move_to_room(Solver *s, Improve *c, uint32_t pi, uint32_t a, uint32_t
         if (q <= 0)
                 return q;
         const Shape *sh = &s->shapes[v->shape];
+        /* off a while looking: a hostname rule on a may be what keeps b from taking it */
+        q = solver_place_uncommit(s, v, a);
+        if (q < 0)
+                return q;
         for (uint32_t b = s->n_existing; b < s->n_nodes && on->work < IMPROVE_WORK; b++) {
                 const Node *n = &s->nodes[b];
                 on->work++;
                 if (b == a || n->n_pods == 0 || n->pool != s->nodes[a].pool || s->pools[n->pool].has_limits ||
-                    (v->zone_mode && n->zone != z) || solver_place_free_room(s, sh, n) < 1)
+                    (v->zone_mode && n->zone != z) || solver_place_free_room(s, sh, n) < 1 ||
+                    solver_place_fit_count(s, v, b, 1, z) <= 0)
                         continue;
-                double price = node_price(s, n);
-                /* off a first: a hostname rule on a may be what keeps b from taking it */
-                q = solver_place_uncommit(s, v, a);
+                q = trial_commit(s, v, b, pi, z, node_price(s, n), &c->sv);
                 if (q < 0)
                         return q;
-                q = solver_place_fit_count(s, v, b, 1, z) > 0 ? trial_commit(s, v, b, pi, z, price, &c->sv) : 0;
                 if (q > 0) {
                         *ret_to = b;
                         return 1;
                 }
-                if (q < 0 || (q = solver_place_commit(s, v, a, &pi, 1, z)) < 0)
-                        return q;
         }
-        return 0;
+        q = solver_place_commit(s, v, a, &pi, 1, z);
+        return q < 0 ? q : 0;
 }
 
 static int undo_moves(Solver *s, const uint32_t *pods, const uint32_t *to, size_t n, uint32_t back) {
@@ -397,11 +400,12 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
         const Node *nd = &s->nodes[d];
         uint32_t g[REBALANCE_NODES] = { d }, k = 1;
         double gs[REBALANCE_NODES] = {};
-        for (uint32_t b = s->n_existing; b < on->n_nodes; b++) {
+        for (uint32_t b = s->n_existing; b < on->n_nodes && on->work < IMPROVE_WORK; b++) {
                 const Node *n = &s->nodes[b];
+                on->work++;
                 if (b == d || n->pool != nd->pool || n->zone != nd->zone || !node_eligible(s, n))
                         continue;
-                double x = slack_share(s, n);
+                double x = c->slack[b - s->n_existing];
                 uint32_t at = k;
                 while (at > 1 && x > gs[at - 1])
                         at--;
@@ -492,8 +496,11 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
         double after = 0;
         for (uint32_t j = 0; j < k; j++)
                 after += s->nodes[g[j]].n_pods ? node_price(s, &s->nodes[g[j]]) : 0;
-        if (placed == n && after < before * (1 - SPLIT_MARGIN))
+        if (placed == n && after < before * (1 - SPLIT_MARGIN)) {
+                for (uint32_t j = 0; j < k; j++)
+                        c->slack[g[j] - s->n_existing] = slack_share(s, &s->nodes[g[j]]);
                 return 1;
+        }
         /* undone: every pod back where it was */
         for (size_t i = 0; i < placed; i++)
                 if ((q = solver_place_uncommit(s, solver_variant(s, s->pod_shape[pods[i]], s->decisions[pods[i]].relaxed),
@@ -514,6 +521,7 @@ static void improve_done(Improve *c) {
         free(c->group);
         free(c->orig);
         free(c->cand);
+        free(c->slack);
         free(c->sv.types);
         for (size_t j = 0; j < REBALANCE_NODES; j++)
                 free(c->gsv[j].types);
@@ -532,7 +540,8 @@ static int improve_init(Solver *s, Improve *c) {
         c->group = malloc(c->gcap * sizeof(uint32_t));
         c->orig = malloc(c->gcap * sizeof(uint32_t));
         c->cand = malloc(((size_t) s->T + 1) * sizeof(SplitCand));
-        bool ok = c->pods && c->to && c->group && c->orig && c->cand;
+        c->slack = malloc(((size_t) c->on.n_nodes - s->n_existing + 1) * sizeof(double));
+        bool ok = c->pods && c->to && c->group && c->orig && c->cand && c->slack;
         Saved *all[REBALANCE_NODES + 1] = { &c->sv, &c->gsv[0], &c->gsv[1], &c->gsv[2] };
         for (size_t j = 0; j < ELEMENTSOF(all) && ok; j++) {
                 all[j]->types = malloc(2 * (size_t) s->W * sizeof(uint64_t) + 1);
@@ -566,9 +575,15 @@ int solver_improve(Solver *s) {
         for (uint32_t i = 0; i < nn && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
                 if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_empty(s, &c, order[i].node)) < 0)
                         goto out;
-        for (uint32_t i = 0; i < nn && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_rebalance(s, &c, order[i].node)) < 0)
-                        goto out;
+        for (uint32_t i = 0; i < nn; i++)
+                c.slack[i] = slack_share(s, &s->nodes[first + i]);
+        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c.on.work < IMPROVE_WORK &&
+                                        !solver_out_of_time(s); i++)
+                if (node_eligible(s, &s->nodes[order[i].node])) {
+                        tries++;
+                        if ((q = try_rebalance(s, &c, order[i].node)) < 0)
+                                goto out;
+                }
         bool may_split = s->opts->target_nodes == 0;
         for (uint32_t a = first; may_split && a < c.on.n_nodes && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
                 if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, &c, a)) < 0)
