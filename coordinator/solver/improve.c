@@ -514,6 +514,108 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
         return 0;
 }
 
+/* Absorb: node a takes every pod of other nodes of its pool and zone, the dearest first, growing
+ * into a larger type (its price budget set aside) as long as they fit; kept, for the number of
+ * nodes that saves most, when that saves more than SPLIT_MARGIN of what they cost. Four GPU
+ * pods on four 1-GPU nodes cost more than one 4-GPU node; three small nodes of a few pods each
+ * more than one node twice their size. 1 kept, 0 undone. */
+#define ABSORB_NODES 8
+
+/* Puts back on node b its pods that are on node a. */
+static int unabsorb_node(Solver *s, Improve *c, uint32_t a, uint32_t b) {
+        for (uint32_t j = c->on.start[b]; j < c->on.start[b + 1]; j++) {
+                uint32_t pi = c->on.pods[j];
+                if (s->decisions[pi].kind == SOLVER_DECISION_LAUNCH && s->decisions[pi].target == a) {
+                        int q = solver_repair_move_back(s, pi, a, b);
+                        if (q < 0)
+                                return q;
+                }
+        }
+        return 0;
+}
+
+/* Moves every pod of node b onto node a: 1, or 0 (nothing moved) when one does not fit or b
+ * would not end empty. */
+static int absorb_node(Solver *s, Improve *c, uint32_t a, uint32_t b) {
+        size_t n;
+        if (!pods_of(s, &c->on, b, c->pods, c->cap, &n) || n == 0 || n != s->nodes[b].n_pods)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                Variant *v;
+                int z, q = solver_pod_variant_on(s, c->pods[i], b, &v, &z);
+                if (q < 0)
+                        return q;
+                c->on.work++;
+                bool fits = q > 0;
+                if (fits && (q = solver_place_uncommit(s, v, b)) < 0)
+                        return q;
+                if (fits) {
+                        fits = solver_place_fit_count(s, v, a, 1, z) > 0;
+                        q = solver_place_commit(s, v, fits ? a : b, &c->pods[i], 1, z);
+                        if (q < 0)
+                                return q;
+                }
+                if (!fits) {
+                        q = unabsorb_node(s, c, a, b);
+                        return q < 0 ? q : 0;
+                }
+        }
+        return 1;
+}
+
+static int try_absorb(Solver *s, Improve *c, uint32_t a, const ByUse *order, uint32_t nn) {
+        Node *na = &s->nodes[a];
+        uint32_t taken[ABSORB_NODES], k = 0, best_k = 0;
+        double before = node_price(s, na), saved = 0, best = 0, best_total = 0;
+        bool had_budget = na->has_budget;
+        node_save(s, na, &c->gsv[0]);
+        solver_place_use_budget(s, a, false); /* it may grow: what it absorbs pays for it */
+        /* a trial absorbing greedily (the most used nodes first), remembering the best count */
+        for (uint32_t i = nn; i-- > 0 && k < ABSORB_NODES && c->on.work < IMPROVE_WORK;) {
+                uint32_t b = order[i].node;
+                const Node *nb = &s->nodes[b];
+                if (b == a || nb->pool != na->pool || nb->zone != na->zone || !node_eligible(s, nb))
+                        continue;
+                double pb = node_price(s, nb);
+                int q = absorb_node(s, c, a, b);
+                if (q < 0)
+                        return q;
+                if (q == 0)
+                        continue;
+                taken[k++] = b;
+                saved += pb;
+                double gain = before + saved - node_price(s, &s->nodes[a]);
+                if (gain > best) {
+                        best = gain;
+                        best_k = k;
+                        best_total = before + saved;
+                }
+        }
+        /* undone, then done again for the best count only */
+        while (k > 0) {
+                int q = unabsorb_node(s, c, a, taken[--k]);
+                if (q < 0)
+                        return q;
+        }
+        node_restore(s, &s->nodes[a], &c->gsv[0]);
+        if (best_k == 0 || best <= SPLIT_MARGIN * best_total) {
+                solver_place_use_budget(s, a, had_budget);
+                return 0;
+        }
+        for (k = 0; k < best_k; k++) {
+                int q = absorb_node(s, c, a, taken[k]);
+                if (q <= 0) { /* cannot happen: the same moves from the same state */
+                        while (q == 0 && k > 0)
+                                if ((q = unabsorb_node(s, c, a, taken[--k])) < 0)
+                                        return q;
+                        node_restore(s, &s->nodes[a], &c->gsv[0]);
+                        solver_place_use_budget(s, a, had_budget);
+                        return q;
+                }
+        }
+        return 1;
+}
+
 static void improve_done(Improve *c) {
         solver_pod_on_done(&c->on);
         free(c->pods);
@@ -582,6 +684,13 @@ int solver_improve(Solver *s) {
                 if (node_eligible(s, &s->nodes[order[i].node])) {
                         tries++;
                         if ((q = try_rebalance(s, &c, order[i].node)) < 0)
+                                goto out;
+                }
+        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c.on.work < IMPROVE_WORK &&
+                                        !solver_out_of_time(s); i++)
+                if (node_eligible(s, &s->nodes[order[i].node])) {
+                        tries++;
+                        if ((q = try_absorb(s, &c, order[i].node, order, nn)) < 0)
                                 goto out;
                 }
         bool may_split = s->opts->target_nodes == 0;

@@ -833,6 +833,12 @@ static void discard_last_node(Solver *s, uint32_t ni) {
         s->new_nodes--;
 }
 
+void solver_place_use_budget(Solver *s, uint32_t ni, bool on) {
+        Node *n = &s->nodes[ni];
+        n->has_budget = on;
+        node_recompute_cap(s, n);
+}
+
 void solver_place_discard_node(Solver *s, uint32_t ni) {
         discard_last_node(s, ni);
 }

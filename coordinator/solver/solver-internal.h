@@ -470,6 +470,8 @@ uint32_t solver_place_cheapest_type(const Solver *s, const Node *n);
  * offerings, no price budget), and dropping the last planned node while it is empty. */
 int solver_place_open_beside(Solver *s, uint32_t a, uint32_t *ret);
 void solver_place_discard_node(Solver *s, uint32_t ni);
+/* Whether planned node ni keeps to its price budget (off: it may grow into any type it may be). */
+void solver_place_use_budget(Solver *s, uint32_t ni, bool on);
 
 /* repair.c */
 int solver_repair(Solver *s);

@@ -634,6 +634,27 @@ static void test_improve_split(void **state) {
         assert_true(r->total_price == before);
 }
 
+/* Four 1-GPU pods: placement opens a g.xlarge (1 GPU, 0.526) for each; the improvement pass has
+ * one node take the others' pods and become a g.4xlarge (4 GPUs, 1.50 < 4 x 0.526). */
+static void test_improve_absorb(void **state) {
+        add_type("g.4xlarge", "g", "amd64", 16, 64, 4, 1.50, 0, "a");
+        for (size_t i = labelled("gpu", 4, 1000, 2048, "gpu"); i < F->n_pods; i++)
+                F->pods[i].requests.v[SOLVER_RES_NVIDIA_GPU] = 1;
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_launches, 1);
+        assert_string_equal(launch_type(0), "g.4xlarge");
+        assert_int_equal(r->launches[0].n_pods, 4);
+        assert_true(r->total_price > 1.4999 && r->total_price < 1.5001);
+        /* with no g.4xlarge offered, four g.xlarge as before */
+        solver_result_free(F->res);
+        solver_free(F->solver);
+        F->res = NULL;
+        F->solver = NULL;
+        F->types[F->n_types - 1].n_offerings = 0;
+        r = solve();
+        assert_int_equal(r->n_launches, 4);
+}
+
 static void test_improve_no_split_when_nodes_capped(void **state) {
         improve_split_pods();
         SolverOptions o = SOLVER_OPTIONS_DEFAULT;
@@ -1530,6 +1551,7 @@ int main(void) {
                 T(test_multi_valued_pool_label_narrows_per_node),
                 T(test_improve_split),
                 T(test_improve_no_split_when_nodes_capped),
+                T(test_improve_absorb),
                 T(test_taints_and_weights),
                 T(test_taint_not_tolerated_anywhere),
                 T(test_prefer_no_schedule_relaxed),
