@@ -314,6 +314,27 @@ class TestDir:
         return False
 
 
+def pdb_object(ns, name, match_labels, min_available=None, max_unavailable=None):
+    """A policy/v1 PodDisruptionBudget selecting match_labels."""
+    spec = {"selector": {"matchLabels": match_labels}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def daemonset_object(ns, name, image, cpu="10m", tolerations=None):
+    """An apps/v1 DaemonSet of one container (pods labelled ds=NAME)."""
+    spec = {"containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": cpu}}}]}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"ds": name}},
+                     "template": {"metadata": {"labels": {"ds": name}}, "spec": spec}}}
+
+
 class FakeKube:
     """tests/fakes/kubeapi.py on 127.0.0.1, with small JSON helpers for the API and /_fake/."""
 
@@ -392,13 +413,8 @@ class FakeKube:
         return self.req("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body)
 
     def daemonset(self, ns, name, cpu="10m", tolerations=None):
-        spec = {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
-        if tolerations:
-            spec["tolerations"] = tolerations
-        body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
-                "spec": {"selector": {"matchLabels": {"ds": name}},
-                         "template": {"metadata": {"labels": {"ds": name}}, "spec": spec}}}
-        return self.req("POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets", body)
+        return self.req("POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets",
+                        daemonset_object(ns, name, "pause", cpu, tolerations))
 
     def mirror_pod(self, ns, name, node):
         body = {"apiVersion": "v1", "kind": "Pod",
@@ -414,14 +430,8 @@ class FakeKube:
                         ok=(200, 201, 409))
 
     def pdb(self, ns, name, match_labels, min_available=None, max_unavailable=None):
-        spec = {"selector": {"matchLabels": match_labels}}
-        if min_available is not None:
-            spec["minAvailable"] = min_available
-        if max_unavailable is not None:
-            spec["maxUnavailable"] = max_unavailable
         return self.req("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-                        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                         "metadata": {"name": name, "namespace": ns}, "spec": spec})
+                        pdb_object(ns, name, match_labels, min_available, max_unavailable))
 
     def audit(self):
         return self.fake("GET", "evictions")
