@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cluster import Cluster  # noqa: E402
 from kubeaudit import PodAudit  # noqa: E402
 from kubelet import Kubelet  # noqa: E402
-from nsharness import daemonset_object, pdb_object, wait_for  # noqa: E402
+from nsharness import wait_for  # noqa: E402
 
 PAUSE = "registry.k8s.io/pause:3.10"
 
@@ -43,6 +43,27 @@ def node_spec(name, instance=None, capacity=None, labels=None, zone="us-east-1a"
                             "node.kubernetes.io/instance-type": "m5.large"}, **(labels or {})),
             "capacity": capacity, "allocatable": capacity,
             "providerID": f"aws:///{zone}/{instance or 'i-' + name}", "internalIP": "10.0.0.1"}
+
+
+def pdb_object(ns, name, match_labels, min_available=None, max_unavailable=None):
+    """A policy/v1 PodDisruptionBudget selecting match_labels."""
+    spec = {"selector": {"matchLabels": match_labels}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def daemonset_object(ns, name, image, cpu="10m", tolerations=None):
+    """An apps/v1 DaemonSet of one container (pods labelled ds=NAME)."""
+    spec = {"containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": cpu}}}]}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"ds": name}},
+                     "template": {"metadata": {"labels": {"ds": name}}, "spec": spec}}}
 
 
 class RealKube:
