@@ -335,8 +335,9 @@ class Cluster:
         return True
 
     def stop(self):
-        """Stops the fault proxy, scheduler, controller manager, API server, etcd (in order)."""
-        for name in ("kubeproxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        """Stops the fault proxies, scheduler, controller manager, API server, etcd (in order)."""
+        core = ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+        for name in [n for n in self.procs if n not in core] + list(core):
             p = self.procs.pop(name, None)
             if p is not None:
                 if p.alive():
