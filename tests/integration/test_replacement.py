@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Consolidation replacements on the local stack (moto behind tests/fakes/ec2proxy.py, the node
-emulator with a real agent per node, the fake API server):
+emulator with a real agent per node, the real Kubernetes control plane):
   1. Price cap: a node whose pods fit a far cheaper type is replaced, but EC2 has no capacity for
      that type (the EC2 proxy answers InsufficientInstanceCapacity). The replacement's CreateFleet
      lists only offerings cheaper than the node it replaces, so EC2 cannot fall back to a type as
@@ -74,7 +74,7 @@ def explain(s, node):
 
 def main():
     with TestDir("replacement") as d:
-        with LocalStack(d, cluster=CLUSTER) as s:
+        with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             run(s)
     print("test_replacement: OK")
 
