@@ -574,7 +574,8 @@ static int try_absorb(Solver *s, Improve *c, uint32_t a, const ByUse *order, uin
         for (uint32_t i = nn; i-- > 0 && k < ABSORB_NODES && c->on.work < IMPROVE_WORK;) {
                 uint32_t b = order[i].node;
                 const Node *nb = &s->nodes[b];
-                if (b == a || nb->pool != na->pool || nb->zone != na->zone || !node_eligible(s, nb))
+                if (b == a || nb->pool != na->pool || nb->zone != na->zone || nb->slots != na->slots ||
+                    !node_eligible(s, nb))
                         continue;
                 double pb = node_price(s, nb);
                 int q = absorb_node(s, c, a, b);
