@@ -2,9 +2,10 @@
 /* lib/http.h on NNG's HTTP client: the agent's backend (docs/http.md). The agent already carries
  * NNG and its mbedTLS for the link; with this backend it maps neither libcurl nor OpenSSL.
  *
- * Requests are HTTP/1.1 with keep-alive: one idle connection per origin is kept for the next
- * request (a stale one is noticed on use and the request goes once more on a new connection,
- * as libcurl does). Every request is driven step by step from the loop: NNG's aio callbacks, which run on NNG's threads, only queue the request and
+ * Requests are HTTP/1.1 with keep-alive: up to 4 idle connections per origin are kept for the
+ * next requests (a stale one is noticed on use and the request goes once more on a new
+ * connection, as libcurl does; over TLS, one the server ended is found through the kernel before
+ * use, see socks_find()). Every request is driven step by step from the loop: NNG's aio callbacks, which run on NNG's threads, only queue the request and
  * wake the loop through an eventfd; the loop reads the step's result and starts the next one.
  * A plain request is one nng_http_conn_transact() (Content-Length or chunked bodies, both
  * decoded by NNG). A streamed request (watches) is sent as HTTP/1.0, so that the server sends
