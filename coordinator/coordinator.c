@@ -109,7 +109,7 @@ const Option coord_options[] = {
         { "max-proxy-drains", OPTION_UINT, OPT(max_proxy_drains), "16",
           "drains the coordinator runs at once for silent agents (two watches each)" },
         { "image-refresh", OPTION_MSEC, OPT(image_refresh_ms), "5m",
-          "how often the image behind an EC2NodeClass's AMI alias is looked up again (a new one drifts the nodes)" },
+          "how often EC2NodeClasses' images, subnets and security groups are looked up again (a change drifts the nodes)" },
         { "consolidation-interval", OPTION_MSEC, OPT(consolidation_interval_ms), "10s",
           "how often to look for nodes to remove (0: never)" },
         { "consolidation-validation-delay", OPTION_MSEC, OPT(consolidation_validation_ms), "15s",

@@ -254,7 +254,7 @@ static bool has_key(const SolverLabel *l, size_t n, const char *key) {
 }
 
 /* Why the node no longer matches its NodePool, or NULL. */
-static bool drifted(Provisioner *p, Round *rd, size_t i, int k, char *why, size_t size) {
+static bool drifted(Provisioner *p, Round *rd, size_t i, int k, const NodeEntry *e, char *why, size_t size) {
         const SolverSnapshot *sn = &rd->snap;
         const SolverNode *n = &sn->nodes[i];
         const SolverNodePool *pool = &sn->nodepools[k];
@@ -283,6 +283,9 @@ static bool drifted(Provisioner *p, Round *rd, size_t i, int k, char *why, size_
                 snprintf(why, size, "EC2NodeClass %s's image is now %s (node has %s)", nc, res->ami[arch], img);
                 return true;
         }
+        /* its instance's subnet and security groups against what the class's terms match now */
+        if (nc && provisioner_network_drifted(p, nc, e->instance_id, why, size))
+                return true;
         /* requirements, against the node's labels and its instance type's */
         size_t nl = n->n_labels, nt = 0;
         const SolverInstanceType *types = catalog_types(p->catalog, &nt);
@@ -684,7 +687,7 @@ int disruption_pass(Disruption *d) {
                         acted++;
                         continue;
                 }
-                if (!drifted(p, rd, i, k, why, sizeof why))
+                if (!drifted(p, rd, i, k, e, why, sizeof why))
                         continue;
                 if (node_do_not_disrupt(p, n->name) || allowance(&s, k, DISRUPTION_DRIFTED) == 0)
                         continue;

@@ -30,7 +30,6 @@
 void provision_round_next(Provisioner *p) {
         Round *rd = p->round;
         int r = 0;
-        char ssm[256];
 
         for (;;) {
                 if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
@@ -79,10 +78,7 @@ void provision_round_next(Provisioner *p) {
                         }
                         break;
                 case STEP_AMI:
-                        rd->ami_term = 0;
-                        free(rd->ami_best);
-                        rd->ami_best = NULL;
-                        r = provision_ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
+                        r = provision_ami_lookup(p, rd, pool->node_class);
                         break;
                 case STEP_TEMPLATE: {
                         Ec2LaunchTemplateSpec spec;
@@ -121,7 +117,6 @@ void provision_round_next(Provisioner *p) {
 void provisioner_round_free(Round *rd) {
         if (!rd)
                 return;
-        free(rd->ami_best);
         solver_result_free(rd->result);
         solver_free(rd->solver);
         nodepool_objects_free(rd->objects);
