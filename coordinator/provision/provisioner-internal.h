@@ -148,6 +148,7 @@ struct Provisioner {
         size_t n_ice;
         Resolved **resolved;
         size_t n_resolved;
+        uint64_t static_checked_usec;    /* static NodePools last counted (staticpools.c) */
         Ec2InstanceList *seen_instances; /* running, as last listed for drift (classnet.c) */
         bool seeing_instances;
         uint64_t networks_checked_usec;
@@ -206,6 +207,8 @@ void provisioner_images_refresh(Provisioner *p);
  * running instances', looked up again every --image-refresh; whether instance_id's subnet or
  * groups no longer match node_class's (why written then). Not known: false. */
 void provisioner_networks_refresh(Provisioner *p);
+/* staticpools.c: a provisioning round when a static NodePool lacks nodes. */
+void provisioner_static_check(Provisioner *p);
 bool provisioner_network_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
                                  size_t size);
 /* TerminateInstances of one instance of this cluster, if this replica is acting; the Node of a

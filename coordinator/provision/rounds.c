@@ -172,9 +172,12 @@ void provision_round_start(Provisioner *p) {
 
         r = provisioner_snapshot(p, rd, &pending);
         p->pending_unschedulable = pending;
-        if (r >= 0 && pending == 0)
+        size_t missing = 0; /* nodes static NodePools lack: launched without pending pods */
+        for (size_t k = 0; r >= 0 && k < rd->snap.n_nodepools; k++)
+                missing += solver_static_missing(&rd->snap, k);
+        if (r >= 0 && pending == 0 && missing == 0)
                 log_debug("Provisioning round %llu: no pod is pending.", (unsigned long long) p->rounds);
-        if (r < 0 || pending == 0) {
+        if (r < 0 || (pending == 0 && missing == 0)) {
                 p->round = NULL;
                 provisioner_round_free(rd);
                 return;
@@ -232,6 +235,8 @@ void provision_round_start(Provisioner *p) {
                  "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
                  res->n_unschedulable, p->last_decision_seconds * 1000);
+        if (missing > 0)
+                log_info("Provisioning: static NodePools lack %zu node(s), launched whatever the pods.", missing);
         if (res->budget_exhausted) {
                 /* a partial plan: launch it, and plan the rest in the next round */
                 rd->budget_cut = true;

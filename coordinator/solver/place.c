@@ -655,6 +655,12 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 if (!pc->ok)
                         continue;
                 const Pool *p = &s->pools[pi];
+                if (p->np->is_static) { /* its nodes are its replicas (static.c), never opened for pods */
+                        fail(s, SOLVER_REASON_LIMITS,
+                             solver_arena_printf(s->rarena, "NodePool %s is static: it keeps %u node(s) and launches none "
+                                                 "for pods", p->np->name, p->np->replicas));
+                        continue;
+                }
                 uint64_t sl = pc->slots & (z >= 0 ? slots_of_zone(z) : ~(uint64_t) 0);
                 if (s->opts->on_demand_only)
                         sl &= slots_of_ct(SOLVER_CAPACITY_ON_DEMAND);

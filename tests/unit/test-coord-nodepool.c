@@ -484,11 +484,40 @@ static void test_karpenter_refusals(void **state) {
         expect_error(NC_HEAD "spec:\n  role: r\n  amiSelectorTerms: [{id: ami-1, name: x}]\n  amiFamily: AL2023\n"
                      "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
                      "'id' is mutually exclusive");
-        expect_error(NP_HEAD "  replicas: 3\n", "spec.replicas: is not supported: static NodePools");
+        /* static NodePools: Karpenter's rules, and nodesmith's dynamic-only fields */
+        expect_error(NP_HEAD "  replicas: -1\n", "spec.replicas");
+        expect_error(NP_HEAD "  replicas: 3\n  weight: 10\n", "spec.weight: is not supported on static NodePools");
+        expect_error(NP_HEAD "  replicas: 3\n  limits: {cpu: 100}\n",
+                     "spec.limits.cpu: only limits.nodes is supported on static NodePools");
+        expect_error(NP_HEAD "  replicas: 3\n  headroom: {cpu: 1}\n", "spec.headroom: has no meaning on a static NodePool");
+        expect_error(NP_HEAD "  replicas: 3\n  disruption: {churnGuard: 5m}\n",
+                     "spec.disruption.churnGuard: has no meaning on a static NodePool");
         expect_error(NP_HEAD "  disruption: {consolidationThreshold: 3}\n",
                      "spec.disruption.consolidationThreshold: an integer goes with consolidationPolicy Balanced");
         expect_error(NP_HEAD "  limits: {nodes: 10}\n", "spec.limits.nodes: is not supported");
         expect_error(NP_HEAD "  weights: 3\n", "spec.weights: is not a field of Karpenter v1's NodePool");
+}
+
+/* spec.replicas makes a static NodePool; Karpenter's consolidation fields are accepted (and
+ * ignored there, as Karpenter documents). */
+static void test_static_nodepool(void **state) {
+#define POOL(name, rest) "apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: " name "}\nspec:\n" rest \
+        "  template:\n    spec:\n      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: c}\n---\n"
+        NodepoolObjects *o = load(POOL("fixed", "  replicas: 3\n  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, "
+                                       "consolidateAfter: 0s}\n")
+                                  POOL("zero", "  replicas: 0\n") POOL("dynamic", "") NC_HEAD NC_BASE,
+                                  NULL);
+#undef POOL
+        size_t seen = 0;
+        for (size_t i = 0; i < o->n_pools; i++) {
+                const SolverNodePool *p = &o->pools[i];
+                bool fixed = streq(p->name, "fixed"), zero = streq(p->name, "zero");
+                assert_int_equal(p->is_static, fixed || zero);
+                assert_int_equal(p->replicas, fixed ? 3 : 0);
+                seen++;
+        }
+        assert_int_equal(seen, 3);
+        nodepool_objects_free(o);
 }
 
 /* Gte and Lte, percentage eviction thresholds, ephemeral reservations, RAID0, the root volume. */
@@ -596,6 +625,7 @@ int main(void) {
                 cmocka_unit_test(test_yaml_anchors_and_emitter),
                 cmocka_unit_test(test_karpenter_refusals),
                 cmocka_unit_test(test_karpenter_accepted),
+                cmocka_unit_test(test_static_nodepool),
                 cmocka_unit_test(test_userdata_merge),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
