@@ -14,7 +14,7 @@ else
 Q := @
 endif
 
-PKGS := libsystemd libcurl libprotobuf-c libcjson libxml-2.0 yaml-0.1 openssl
+PKGS := libsystemd libcurl libprotobuf-c libcjson libxml-2.0 yaml-0.1 openssl tomlplusplus
 DEPS_OK := $(shell pkg-config --exists $(PKGS) cmocka 2>/dev/null && test -e /usr/include/nng/nng.h \
              && test -e /usr/include/mbedtls/base64.h && command -v protoc-c >/dev/null && echo yes)
 
@@ -65,7 +65,10 @@ layer_of = $(firstword $(if $(filter coordinator/solver/%,$(1)),solver) \
              $(foreach l,lib node agent coordinator,$(if $(filter $(l)/%,$(1)),$(l))) test)
 layer_inc = $(LAYER_INC_$(call layer_of,$(1)))
 ALL_LDFLAGS := -pthread -Wl,--as-needed $(SAN_LDFLAGS) $(LDFLAGS)
-LIBS        := -lnng -lmbedx509 -lmbedcrypto $(PKG_LIBS) -lm
+LIBS        := -lnng -lmbedx509 -lmbedcrypto $(PKG_LIBS) -lstdc++ -lm
+# C++ only where a library has no C interface (coordinator/model/toml.cc: toml++)
+ALL_CXXFLAGS := -std=c++17 $(OPT) -Wall -Wextra -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror) \
+                -D_GNU_SOURCE -MMD -MP -pthread $(PKG_CFLAGS) $(CXXFLAGS)
 
 # ---- sources -------------------------------------------------------------------------------
 PROTO_SRC := proto/nodesmith.proto
@@ -81,9 +84,9 @@ SOLVER_SRCS := $(wildcard coordinator/solver/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 CTL_SRCS    := $(wildcard coordinator/ctl/*.c)
 COORD_SRCS  := $(filter-out coordinator/main.c $(SOLVER_SRCS) $(CTL_SRCS), \
-                 $(wildcard coordinator/*.c coordinator/*/*.c))
+                 $(wildcard coordinator/*.c coordinator/*/*.c)) $(wildcard coordinator/*/*.cc)
 
-obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+obj = $(patsubst %.cc,$(BUILD)/%.o,$(patsubst %.c,$(BUILD)/%.o,$(1)))
 
 LIB_A    := $(BUILD)/libnodesmith.a
 NODE_A   := $(BUILD)/libnode.a
@@ -131,6 +134,11 @@ $(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CFLAGS) $(call layer_inc,$<) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(@D)
+	@echo "  CXX     $<"
+	$(Q)$(CXX) $(ALL_CXXFLAGS) $(call layer_inc,$<) -c -o $@ $<
 
 $(PROTO_O): $(PROTO_C)
 	@echo "  CC      $<"

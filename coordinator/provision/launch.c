@@ -434,9 +434,16 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
         uds.kubelet = lc->kubelet;
         uds.user_data = lc->user_data;
         uds.raid0 = lc->raid0;
+        uds.agent_image = cfg->agent_image;
         if (streq(lc->ami_family, "Custom"))
                 r = (ud = strdup(strempty(lc->user_data))) ? 0 : -ENOMEM; /* as given, as Karpenter does */
-        else
+        else if (streq(lc->ami_family, "Bottlerocket")) {
+                if (isempty(cfg->agent_image))
+                        return log_warning_errno(-EINVAL, "EC2NodeClass %s is Bottlerocket: its nodes run nodesmith-agent as "
+                                                          "a host container, and --agent-image names none.",
+                                                 strempty(pool->node_class));
+                r = userdata_render_bottlerocket(&uds, &ud);
+        } else
                 r = userdata_render(&uds, &ud);
         if (r < 0)
                 return r;

@@ -43,6 +43,7 @@ typedef struct ProvisionerConfig {
         uint64_t stale_after_ms;           /* an agent silent this long no longer counts */
         /* user data of the nodes launched */
         const char *kubernetes_version, *instance_profile;
+        const char *agent_image;           /* Bottlerocket nodes' agent host container (NULL: none) */
         const char *cluster_endpoint, *cluster_ca, *cluster_cidr;
         const char *agent_endpoint, *agent_ca, *agent_tls_server_name;
         const char *token;                 /* the agents' bootstrap token */

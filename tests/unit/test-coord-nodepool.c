@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "coordinator/model/karpenter.h"
+#include "base64.h"
 #include "coordinator/model/nodepool.h"
+#include "coordinator/model/toml.h"
 #include "coordinator/model/userdata.h"
 #include "yaml-json.h"
 
@@ -611,6 +613,75 @@ static void test_userdata_merge(void **state) {
         cJSON_Delete(kubelet);
 }
 
+static const cJSON *at(const cJSON *j, const char *path) {
+        char buf[256], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", path);
+        for (char *k = strtok_r(buf, "/", &save); k && j; k = strtok_r(NULL, "/", &save))
+                j = cJSON_GetObjectItemCaseSensitive(j, k);
+        return j;
+}
+
+/* Bottlerocket: the user's TOML kept but where Karpenter overwrites it; the agent as a host
+ * container. */
+static void test_userdata_bottlerocket(void **state) {
+        const char *labels[] = { "nodesmith.io/nodepool=p", "team=web", NULL };
+        const char *taints[] = { "dedicated=web:NoSchedule", "gpu:NoExecute", NULL };
+        cJSON *kubelet = cJSON_Parse("{\"maxPods\": 50, \"clusterDNS\": [\"10.0.0.10\"], \"imageGCHighThresholdPercent\": 85,"
+                                     " \"evictionHard\": {\"memory.available\": \"5%\"}, \"cpuCFSQuota\": false}");
+        UserDataSpec s = { .cluster_name = "c", .api_server_endpoint = "https://k", .certificate_authority = "Q0E=",
+                           .labels = labels, .taints = taints, .coordinator = "tls+tcp://x:1",
+                           .coordinator_ca_pem = "-----BEGIN CERTIFICATE-----\n", .token = "secret", .nodepool = "p",
+                           .kubelet = kubelet, .raid0 = true, .agent_image = "registry.example/agent:1",
+                           .user_data = "[settings.kubernetes]\ncluster-name = \"theirs\"\nkube-api-qps = 30\n"
+                                        "[settings.kubernetes.node-labels]\nteam = \"db\"\nowner = \"me\"\n"
+                                        "[settings.kubernetes.node-taints]\nold = [\"x:NoSchedule\"]\n"
+                                        "[settings.kubernetes.eviction-hard]\n\"nodefs.available\" = \"10%\"\n"
+                                        "[settings.autoscaling]\nshould-wait = true\n"
+                                        "[settings.kernel]\nlockdown = \"integrity\"\n" };
+        char *ud = NULL, *err = NULL;
+        assert_int_equal(userdata_render_bottlerocket(&s, &ud), 0);
+        cJSON *j = NULL;
+        assert_int_equal(toml_parse_json(ud, &j, &err), 0);
+        const cJSON *k = at(j, "settings/kubernetes");
+        assert_string_equal(cJSON_GetStringValue(at(k, "cluster-name")), "c");       /* Karpenter's */
+        assert_string_equal(cJSON_GetStringValue(at(k, "api-server")), "https://k");
+        assert_int_equal(at(k, "kube-api-qps")->valueint, 30);                         /* the user's */
+        assert_string_equal(cJSON_GetStringValue(at(j, "settings/kernel/lockdown")), "integrity");
+        assert_string_equal(cJSON_GetStringValue(at(k, "node-labels/team")), "web");  /* merged, the pool's win */
+        assert_string_equal(cJSON_GetStringValue(at(k, "node-labels/owner")), "me");
+        assert_null(at(k, "node-taints/old"));                                           /* replaced */
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetArrayItem(at(k, "node-taints/dedicated"), 0)), "web:NoSchedule");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetArrayItem(at(k, "node-taints/gpu"), 0)), ":NoExecute");
+        assert_int_equal(at(k, "max-pods")->valueint, 50);
+        assert_string_equal(cJSON_GetStringValue(at(k, "cluster-dns-ip")), "10.0.0.10");
+        assert_string_equal(cJSON_GetStringValue(at(k, "image-gc-high-threshold-percent")), "85");
+        assert_true(cJSON_IsFalse(at(k, "cpu-cfs-quota-enforced")));
+        /* the class's evictionHard replaces the user's table, as Karpenter's does */
+        assert_string_equal(cJSON_GetStringValue(at(k, "eviction-hard/memory.available")), "5%");
+        assert_null(at(k, "eviction-hard/nodefs.available"));
+        assert_true(cJSON_IsFalse(at(j, "settings/autoscaling/should-wait")));
+        assert_non_null(at(j, "settings/bootstrap-commands/000-mount-instance-storage/commands"));
+        const cJSON *hc = at(j, "settings/host-containers/nodesmith");
+        assert_string_equal(cJSON_GetStringValue(at(hc, "source")), "registry.example/agent:1");
+        assert_true(cJSON_IsTrue(at(hc, "superpowered")));
+        char *conf = NULL;
+        size_t n = 0;
+        const char *b64 = cJSON_GetStringValue(at(hc, "user-data"));
+        assert_int_equal(base64_decode(b64, strlen(b64), 0, (void **) &conf, &n), 0);
+        assert_non_null(strstr(conf, "token = secret\nnodepool = p\nroot = /.bottlerocket/rootfs\n"));
+        assert_non_null(strstr(conf, "-----BEGIN CERTIFICATE-----"));
+        free(conf);
+        cJSON_Delete(j);
+        free(ud);
+
+        s.user_data = "[settings.kubernetes\n";
+        assert_int_equal(userdata_render_bottlerocket(&s, &ud), -EBADMSG);
+        s.user_data = NULL;
+        s.agent_image = NULL;
+        assert_int_equal(userdata_render_bottlerocket(&s, &ud), -EINVAL);
+        cJSON_Delete(kubelet);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nodepool),
@@ -627,6 +698,7 @@ int main(void) {
                 cmocka_unit_test(test_karpenter_accepted),
                 cmocka_unit_test(test_static_nodepool),
                 cmocka_unit_test(test_userdata_merge),
+                cmocka_unit_test(test_userdata_bottlerocket),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
