@@ -197,6 +197,7 @@ $(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LINK_LIBS)
 #   make BUILD=build/fuzz CC=clang SAN=1 FUZZ=1 fuzz
 ifeq ($(FUZZ),1)
 ALL_CFLAGS += -fsanitize=fuzzer-no-link
+ALL_CXXFLAGS += -fsanitize=fuzzer-no-link
 endif
 $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ALL_LINK_LIBS)
 	@mkdir -p $(@D)
@@ -278,7 +279,7 @@ demo: all $(TOOL_BINS) $(CONTROLPLANE)
 # crashes are saved in $(BUILD)/fuzz/crashes and fail the run.
 fuzz-build: $(FUZZ_BINS)
 fuzz:
-	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang SAN=1 FUZZ=1 fuzz-build
+	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang CXX=clang++ SAN=1 FUZZ=1 fuzz-build
 	$(Q)BUILD=build/fuzz bash tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 install: all

@@ -161,6 +161,15 @@ static void on_instances(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *l
         p->seen_instances = list;
 }
 
+/* Every class a NodePool names is looked at, launched from lately or not (after a restart,
+ * before any launch, its nodes may have drifted too). */
+static int class_of_pool(const cJSON *pool, void *userdata) {
+        const char *nc = jstr(jget(jget(jget(jget(pool, "spec"), "template"), "spec"), "nodeClassRef"), "name");
+        if (nc && !provision_resolved_get(userdata, nc))
+                return -ENOMEM;
+        return 0;
+}
+
 void provisioner_networks_refresh(Provisioner *p) {
         static const char *const states[] = { "running", NULL };
         uint64_t now = provisioner_now(p), every = p->cfg.image_refresh_ms * USEC_PER_MSEC;
@@ -169,6 +178,8 @@ void provisioner_networks_refresh(Provisioner *p) {
         p->networks_checked_usec = now;
         if (!p->seeing_instances && ec2_describe_cluster_instances(p->ec2, states, NULL, 0, on_instances, p) >= 0)
                 p->seeing_instances = true;
+        if (p->nodepools)
+                (void) kube_watch_foreach(p->nodepools, class_of_pool, p);
         for (size_t i = 0; i < p->n_resolved; i++) {
                 Resolved *res = p->resolved[i];
                 if (res->net_checking)

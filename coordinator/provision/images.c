@@ -16,6 +16,7 @@
 typedef struct Lookup {
         char *node_class;
         int arch;
+        bool first;   /* the class had no image of the architecture yet */
 } Lookup;
 
 const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class) {
@@ -29,10 +30,16 @@ static void on_image(Provisioner *p, const Ec2Error *err, const char *what, char
         Lookup *l = userdata;
         Resolved *res = (Resolved *) provisioner_resolved_find(p, l->node_class);
         const char *name = isempty(l->node_class) ? "(default)" : l->node_class;
-        if (err)
+        if (err && !l->first)
                 log_warning("EC2NodeClass %s: looking its image up again failed (%s): %s %s", name, what, err->code,
                             err->message);
-        else if (res && res->ami[l->arch] && value && !streq(res->ami[l->arch], value)) {
+        else if (err) /* none yet for this architecture: a class for one architecture only */
+                log_debug("EC2NodeClass %s: no %s image (%s): %s %s", name, l->arch ? "arm64" : "amd64", what,
+                          err->code, err->message);
+        else if (res && !res->ami[l->arch] && value) {
+                res->ami[l->arch] = TAKE_PTR(value); /* known before the class's first launch: drift can be told */
+                res->image_checked_usec[l->arch] = provisioner_now(p);
+        } else if (res && res->ami[l->arch] && value && !streq(res->ami[l->arch], value)) {
                 log_notice("EC2NodeClass %s: image %s replaces %s for %s; nodes on the old one drift.", name, value,
                            res->ami[l->arch], l->arch ? "arm64" : "amd64");
                 free(res->ami[l->arch]);
@@ -50,7 +57,7 @@ void provisioner_images_refresh(Provisioner *p) {
         for (size_t i = 0; i < p->n_resolved; i++) {
                 Resolved *res = p->resolved[i];
                 for (int a = 0; a < 2; a++) {
-                        if (!res->ami[a] || now - res->image_checked_usec[a] < every)
+                        if (res->image_checked_usec[a] && now - res->image_checked_usec[a] < every)
                                 continue;
                         res->image_checked_usec[a] = now;
                         Lookup *l = calloc(1, sizeof *l);
@@ -59,6 +66,7 @@ void provisioner_images_refresh(Provisioner *p) {
                                 return;
                         }
                         l->arch = a;
+                        l->first = !res->ami[a];
                         if (provision_image_resolve(p, res->node_class, a, on_image, l) < 0) {
                                 free(l->node_class);
                                 free(l);
