@@ -199,6 +199,10 @@ ifeq ($(FUZZ),1)
 ALL_CFLAGS += -fsanitize=fuzzer-no-link
 ALL_CXXFLAGS += -fsanitize=fuzzer-no-link
 endif
+# binaries are linked by the C driver, without UBSan's C++ runtime: no vptr checks
+ifeq ($(SAN),1)
+ALL_CXXFLAGS += -fno-sanitize=vptr
+endif
 $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ALL_LINK_LIBS)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
