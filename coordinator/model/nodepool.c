@@ -155,7 +155,9 @@ static int parse_static(Ctx *c, const cJSON *spec, SolverNodePool *p) {
                         snprintf(path, sizeof path, "spec.limits.%s", k->string);
                         return model_fail(c, path, "only limits.nodes is supported on static NodePools (spec.replicas), "
                                                    "as in Karpenter");
-                }
+                } else /* the static nodes are not counted against it yet */
+                        return model_fail(c, "spec.limits.nodes", "is not supported on static NodePools yet: their "
+                                                                  "replicas are launched without it");
         const cJSON *dis = json_get(spec, "disruption");
         const struct {
                 const char *path;

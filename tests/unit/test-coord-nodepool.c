@@ -491,6 +491,7 @@ static void test_karpenter_refusals(void **state) {
         expect_error(NP_HEAD "  replicas: 3\n  weight: 10\n", "spec.weight: is not supported on static NodePools");
         expect_error(NP_HEAD "  replicas: 3\n  limits: {cpu: 100}\n",
                      "spec.limits.cpu: only limits.nodes is supported on static NodePools");
+        expect_error(NP_HEAD "  replicas: 3\n  limits: {nodes: 4}\n", "spec.limits.nodes: is not supported");
         expect_error(NP_HEAD "  replicas: 3\n  headroom: {cpu: 1}\n", "spec.headroom: has no meaning on a static NodePool");
         expect_error(NP_HEAD "  replicas: 3\n  disruption: {churnGuard: 5m}\n",
                      "spec.disruption.churnGuard: has no meaning on a static NodePool");
