@@ -407,8 +407,8 @@ int nodeclass_check(const cJSON *spec, const char *what, char **ret_error) {
                                              "metadataOptions", "enclaveOptions", "context", "ipPrefixCount", NULL };
         static const Refused refused[] = {
                 { "capacityReservationSelectorTerms",
-                  "nodesmith does not launch into capacity reservations yet; without the field instances launch as "
-                  "on-demand or spot outside any reservation" },
+                  "nodesmith does not launch into capacity reservations yet (it has no 'reserved' capacity type); "
+                  "without the field instances launch as on-demand or spot outside any reservation" },
                 {}
         };
         static const char *const subnet_keys[] = { "tags", "id", NULL }, *const subnet_excl[] = { "id", NULL };
