@@ -5,7 +5,7 @@
 2. pods on the cluster go onto them (kube-scheduler), and the empty static nodes are never
    consolidated (consolidation runs every 2 s here, its policy WhenEmpty with consolidateAfter 0s,
    which Karpenter ignores on static pools);
-3. scaled up to 3 (kubectl patch): a third node;
+3. scaled up to 3 (kubectl scale, the CRD's scale subresource): a third node;
 4. scaled down to 1: two nodes drain and are terminated, the one with the pods stays;
 5. the API server refuses turning the pool dynamic (Karpenter's transition rule).
 
@@ -51,7 +51,7 @@ def wait_count(s, n, what, timeout=120):
 
 
 def scale(s, n):
-    s.kubectl("patch", "nodepool", "fixed", "--type", "merge", "-p", f'{{"spec":{{"replicas":{n}}}}}')
+    s.kubectl("scale", "nodepool", "fixed", f"--replicas={n}")  # the CRD's scale subresource
 
 
 def main():
@@ -94,6 +94,8 @@ def run(s):
     if len(busy) == 1:
         assert node in busy, (node, busy)
     wait_for("the pods Running", lambda: len(running_of(s, "web")) == 2, 90, interval=0.5)
+    wait_for("status.nodes 1 (the scale subresource's replicas)", lambda: s.kubectl(
+        "get", "nodepool", "fixed", "--subresource=scale", "-o", "jsonpath={.status.replicas}").strip() == "1", 60, 1)
 
     try:
         s.kubectl("patch", "nodepool", "fixed", "--type", "json", "-p", '[{"op":"remove","path":"/spec/replicas"}]')
