@@ -88,7 +88,6 @@ typedef struct PoolRefusal {
 } PoolRefusal;
 
 static const PoolRefusal pool_refused[] = {
-        { "spec.limits.nodes", "a limit on the number of nodes is not supported yet; limit cpu or memory instead" },
         { "spec.template.spec.kubelet", "belongs to the EC2NodeClass in v1 (spec.kubelet); `nodesmithctl convert` moves it" },
         {}
 };
@@ -155,9 +154,7 @@ static int parse_static(Ctx *c, const cJSON *spec, SolverNodePool *p) {
                         snprintf(path, sizeof path, "spec.limits.%s", k->string);
                         return model_fail(c, path, "only limits.nodes is supported on static NodePools (spec.replicas), "
                                                    "as in Karpenter");
-                } else /* the static nodes are not counted against it yet */
-                        return model_fail(c, "spec.limits.nodes", "is not supported on static NodePools yet: their "
-                                                                  "replicas are launched without it");
+                }
         const cJSON *dis = json_get(spec, "disruption");
         const struct {
                 const char *path;
@@ -171,6 +168,35 @@ static int parse_static(Ctx *c, const cJSON *spec, SolverNodePool *p) {
                 if (model_present(dynamic_only[i].v))
                         return model_fail(c, dynamic_only[i].path, "has no meaning on a static NodePool (spec.replicas): "
                                                                    "its nodes are never consolidated and it launches for no pod");
+        return 0;
+}
+
+/* spec.limits: resources, and `nodes` (Karpenter's well-known key for the number of nodes). */
+static int parse_limits(Ctx *c, const cJSON *limits, SolverNodePool *p) {
+        cJSON *rest = NULL; /* the limits without nodes */
+        const cJSON *nodes = cJSON_IsObject(limits) ? json_get(limits, "nodes") : NULL;
+        if (nodes) {
+                int64_t n;
+                int r = model_parse_quantity(c, nodes, SOLVER_RES_PODS, "spec.limits.nodes", &n);
+                if (r < 0)
+                        return r;
+                p->has_node_limit = true;
+                p->node_limit = n;
+                rest = cJSON_Duplicate(limits, true);
+                if (!rest)
+                        return -ENOMEM;
+                cJSON_DeleteItemFromObjectCaseSensitive(rest, "nodes");
+                limits = rest;
+        }
+        SolverResources lim = {};
+        bool set[_SOLVER_RES_MAX];
+        int r = model_parse_resource_map(c, limits, "spec.limits", &lim, set);
+        cJSON_Delete(rest);
+        if (r < 0)
+                return r;
+        for (int i = 0; i < _SOLVER_RES_MAX; i++)
+                if (set[i])
+                        p->limits.v[i] = lim.v[i];
         return 0;
 }
 
@@ -350,14 +376,10 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         x->budgets = budgets ? cJSON_Duplicate(budgets, true) : NULL;
         if (budgets && !x->budgets)
                 return -ENOMEM;
-        SolverResources lim = {};
-        bool lim_set[_SOLVER_RES_MAX];
-        r = model_parse_resource_map(&c, json_get(spec, "limits"), "spec.limits", &lim, lim_set);
+        r = parse_limits(&c, json_get(spec, "limits"), p);
         if (r < 0)
                 return r;
-        for (int i = 0; i < _SOLVER_RES_MAX; i++)
-                if (lim_set[i])
-                        p->limits.v[i] = lim.v[i];
+        bool lim_set[_SOLVER_RES_MAX];
         const cJSON *hr = json_get(spec, "headroom");
         r = model_parse_resource_map(&c, hr, "spec.headroom", &p->headroom, lim_set);
         if (r < 0)

@@ -15,10 +15,18 @@ size_t solver_static_missing(const SolverSnapshot *snap, size_t k) {
         if (!snap || k >= snap->n_nodepools || !snap->nodepools[k].is_static)
                 return 0;
         const SolverNodePool *np = &snap->nodepools[k];
-        size_t have = 0;
+        size_t have = 0, all = 0;
         for (size_t i = 0; i < snap->n_nodes; i++)
-                have += streq_ptr(snap->nodes[i].nodepool, np->name) && !snap->nodes[i].deleting;
-        return have < np->replicas ? np->replicas - have : 0;
+                if (streq_ptr(snap->nodes[i].nodepool, np->name)) {
+                        all++;
+                        have += !snap->nodes[i].deleting;
+                }
+        size_t missing = have < np->replicas ? np->replicas - have : 0;
+        /* limits.nodes counts every node of the pool, leaving ones too (Karpenter: set it above
+         * replicas to let a drifted node's replacement come up before it goes) */
+        if (np->has_node_limit)
+                missing = MIN(missing, np->node_limit > (int64_t) all ? (size_t) (np->node_limit - (int64_t) all) : 0);
+        return missing;
 }
 
 /* The pool's types offered in slots sl that hold its DaemonSets, into out; false: none. */

@@ -28,6 +28,7 @@ kind: NodePool
 metadata: {name: fixed}
 spec:
   replicas: 2
+  limits: {nodes: 4}  # room for a replacement beside the replicas, as Karpenter advises
   disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 0s}
   template:
     spec:

@@ -491,13 +491,13 @@ static void test_karpenter_refusals(void **state) {
         expect_error(NP_HEAD "  replicas: 3\n  weight: 10\n", "spec.weight: is not supported on static NodePools");
         expect_error(NP_HEAD "  replicas: 3\n  limits: {cpu: 100}\n",
                      "spec.limits.cpu: only limits.nodes is supported on static NodePools");
-        expect_error(NP_HEAD "  replicas: 3\n  limits: {nodes: 4}\n", "spec.limits.nodes: is not supported");
         expect_error(NP_HEAD "  replicas: 3\n  headroom: {cpu: 1}\n", "spec.headroom: has no meaning on a static NodePool");
         expect_error(NP_HEAD "  replicas: 3\n  disruption: {churnGuard: 5m}\n",
                      "spec.disruption.churnGuard: has no meaning on a static NodePool");
         expect_error(NP_HEAD "  disruption: {consolidationThreshold: 3}\n",
                      "spec.disruption.consolidationThreshold: an integer goes with consolidationPolicy Balanced");
-        expect_error(NP_HEAD "  limits: {nodes: 10}\n", "spec.limits.nodes: is not supported");
+        expect_error(NP_HEAD "  limits: {nodes: -1}\n", "spec.limits.nodes: \"-1\" is out of range");
+        expect_error(NP_HEAD "  limits: {nodes: few}\n", "spec.limits.nodes: \"few\" is not a quantity");
         expect_error(NP_HEAD "  weights: 3\n", "spec.weights: is not a field of Karpenter v1's NodePool");
 }
 
@@ -506,8 +506,8 @@ static void test_karpenter_refusals(void **state) {
 static void test_static_nodepool(void **state) {
 #define POOL(name, rest) "apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: " name "}\nspec:\n" rest \
         "  template:\n    spec:\n      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: c}\n---\n"
-        NodepoolObjects *o = load(POOL("fixed", "  replicas: 3\n  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, "
-                                       "consolidateAfter: 0s}\n")
+        NodepoolObjects *o = load(POOL("fixed", "  replicas: 3\n  limits: {nodes: 4}\n"
+                                       "  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}\n")
                                   POOL("zero", "  replicas: 0\n") POOL("dynamic", "") NC_HEAD NC_BASE,
                                   NULL);
 #undef POOL
@@ -517,6 +517,8 @@ static void test_static_nodepool(void **state) {
                 bool fixed = streq(p->name, "fixed"), zero = streq(p->name, "zero");
                 assert_int_equal(p->is_static, fixed || zero);
                 assert_int_equal(p->replicas, fixed ? 3 : 0);
+                assert_int_equal(p->has_node_limit, fixed);
+                assert_int_equal(p->node_limit, fixed ? 4 : 0);
                 seen++;
         }
         assert_int_equal(seen, 3);
@@ -569,6 +571,18 @@ static void test_karpenter_accepted(void **state) {
                  NULL);
         assert_string_equal(o->extra[0].consolidation_policy, "Balanced");
         assert_int_equal(o->extra[0].balanced_k, 3);
+        nodepool_objects_free(o);
+        /* limits.nodes: Karpenter's node count, beside the resource limits */
+        o = load(NP_HEAD "  limits: {nodes: 3, cpu: '16'}\n---\n" NC_HEAD NC_BASE, NULL);
+        assert_true(o->pools[0].has_node_limit);
+        assert_int_equal(o->pools[0].node_limit, 3);
+        assert_int_equal(o->pools[0].limits.v[SOLVER_RES_CPU], 16000);
+        assert_int_equal(o->pools[0].limits.v[SOLVER_RES_PODS], -1);
+        nodepool_objects_free(o);
+        o = load(NP_HEAD "  limits: {nodes: '0'}\n---\n" NC_HEAD NC_BASE, NULL);
+        assert_true(o->pools[0].has_node_limit);
+        assert_int_equal(o->pools[0].node_limit, 0);
+        assert_int_equal(o->pools[0].limits.v[SOLVER_RES_CPU], -1);
         nodepool_objects_free(o);
         o = load(NP_HEAD "  disruption: {consolidationPolicy: Balanced}\n---\n" NC_HEAD NC_BASE, NULL);
         assert_int_equal(o->extra[0].balanced_k, 2); /* Karpenter's BalancedK */
