@@ -242,8 +242,9 @@ def check_launch(s, case, inst, types):
     if bad:
         problems.append(f"{inst['InstanceType']} breaks {bad}")
     # the template of the instance's pool (its name carries the pool's)
-    lts = [t for t in ec2.describe_launch_templates()["LaunchTemplates"]
-           if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
+    # by name: moto answers at most 15 templates and no NextToken
+    lts = [t for t in ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [
+           f"*-{pool['metadata']['name']}-*"]}])["LaunchTemplates"] if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
     data = ec2.describe_launch_template_versions(LaunchTemplateId=lts[-1]["LaunchTemplateId"])[
         "LaunchTemplateVersions"][-1]["LaunchTemplateData"] if lts else None
     if case.checks and not data:
