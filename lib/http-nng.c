@@ -42,7 +42,7 @@
 #define HTTP_MAX_ORIGINS 8
 #define HTTP_IDLE_MAX_USEC (30 * USEC_PER_SEC) /* below the usual servers' idle time-outs */
 #define HTTP_IDLE_PER_ORIGIN 4 /* the IMDS watcher asks for a few paths at once */
-#define HTTP_SOCKS_MAX 8        /* sockets that may be a TLS connection's own (socks_find()) */
+#define HTTP_SOCKS_MAX 32       /* sockets that may be a TLS connection's own (socks_find()) */
 
 /* System trust stores, for https:// without a CA of its own (Debian, then Amazon Linux). */
 static const char *const system_cas[] = { "/etc/ssl/certs/ca-certificates.crt",
