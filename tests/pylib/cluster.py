@@ -378,12 +378,13 @@ class Cluster:
         post("/v3/kv/compaction", {"revision": str(rev), "physical": True})
         return int(rev)
 
-    def start_fault_proxy(self, name="kubeproxy", idle_timeout=None):
+    def start_fault_proxy(self, name="kubeproxy", idle_timeout=None, idle_close=None):
         """tests/fakes/kubeproxy.py in front of this API server (TLS both sides, identities
         passed on through the front-proxy headers). Returns a FaultProxy: .server (https URL
         clients use instead of .server here), .control (its /_fake/ endpoint), .fault(...),
         .clear(), .drop_watches(), .stats(). idle_timeout: seconds after which the proxy closes
-        a client's idle kept-alive connection (default 120)."""
+        a client's idle kept-alive connection (default 120); idle_close: "fin" ends connections
+        with only the TCP FIN, no TLS close_notify (default "notify")."""
         cert, key = issue_cert(self.pki.dir, self.pki.fp_ca, self.pki.fp_ca_key,
                                "front-proxy-client", "front-proxy-client")
         p = Proc(name, [sys.executable, os.path.join(ROOT, "tests", "fakes", "kubeproxy.py"),
@@ -391,7 +392,8 @@ class Cluster:
                         "--tls-cert", self.serving[0], "--tls-key", self.serving[1],
                         "--client-ca", self.pki.ca, "--front-proxy-cert", cert,
                         "--front-proxy-key", key]
-                 + ([] if idle_timeout is None else ["--idle-timeout", str(idle_timeout)]), self.workdir)
+                 + ([] if idle_timeout is None else ["--idle-timeout", str(idle_timeout)])
+                 + ([] if idle_close is None else ["--idle-close", idle_close]), self.workdir)
         self.procs[name] = p
         ports = wait_for("the fault proxy to listen", lambda: self._alive(name) and (
             lambda m: m and (int(m.group(1)), int(m.group(2))))(re.search(
