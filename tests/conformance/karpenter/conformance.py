@@ -4,8 +4,14 @@ documentation (manifests/*.yaml, each naming its source) through `nodesmithctl c
 `nodesmithctl simulate` and an apply to the local stack, each accepted and honoured or refused with
 its message, as its "# Expect:" line (and docs/migrating-from-karpenter.md) says.
 
+The apply stage runs on the real control plane (tests/pylib/cluster.py), so the CRDs' schemas
+and CEL rules judge every object first, as on a cluster.
+
 Header lines of a manifest:
   # Expect: accepted | refused: MESSAGE     what nodesmith does with it
+  # API server: refused: MESSAGE            the apply is refused by the API server (the CRDs'
+                                            schema or CEL rules) with MESSAGE, before nodesmith
+                                            sees the object (needs Expect: refused)
   # Pod: arm64 | ephemeral-storage 200Gi   the pending pod's shape (default 500m cpu, 1Gi)
   # Apply: plan only                        not launched (e.g. AMIs that exist in no account)
   # Check: ...                              what is read back after the launch (see CHECKS)
@@ -44,13 +50,17 @@ class Case:
         text = open(path).read()
         head = {}
         for line in text.splitlines():
-            m = re.match(r"#\s*(Source|Expect|Pod|Apply|Check):\s*(.*)", line)
+            m = re.match(r"#\s*(Source|Expect|Pod|Apply|Check|API server):\s*(.*)", line)
             if m:
                 head.setdefault(m.group(1), []).append(m.group(2).strip())
         assert head.get("Source"), f"{self.name}: no '# Source:' line"
         expect = head["Expect"][0]
         self.accepted = expect == "accepted"
         self.message = None if self.accepted else expect.split(":", 1)[1].strip()
+        api = (head.get("API server") or [""])[0]
+        assert not api or (api.startswith("refused:") and not self.accepted), \
+            f"{self.name}: '# API server:' must say 'refused: MESSAGE' on a refused manifest"
+        self.api_message = api.split(":", 1)[1].strip() if api else None
         self.pod = (head.get("Pod") or [""])[0]
         self.apply_note = (head.get("Apply") or [""])[0]
         self.plan_only = self.apply_note.startswith("plan only")
@@ -320,7 +330,12 @@ def stage_apply(cases, d, types, rep):
             if not c.accepted:
                 line = next((l for l in log.splitlines() if c.message in l), None)
                 if r.returncode != 0:
-                    rep.result(c, "apply", True, "refused by the API server: " + r.stderr.strip()[-300:])
+                    # the API server refused it: with the message the manifest names
+                    want = c.api_message or c.message
+                    rep.result(c, "apply", want in r.stderr, ("refused by the API server: " if want in r.stderr
+                               else f"refused by the API server without \"{want}\": ") + r.stderr.strip()[-300:])
+                elif c.api_message:
+                    rep.result(c, "apply", False, f"the API server accepted it; expected \"{c.api_message}\"")
                 else:
                     rep.result(c, "apply", line is not None, ("refused by the coordinator: " +
                                line.split("] ", 1)[-1][:400]) if line else "no refusal in the coordinator's log")
