@@ -495,6 +495,11 @@ static bool port_instance_leaving(void *userdata, const char *instance_id) {
         return c->provisioner && provisioner_instance_leaving(c->provisioner, instance_id);
 }
 
+static bool port_launch_unanswered(void *userdata) {
+        Coordinator *c = userdata;
+        return c->provisioner && provisioner_launch_unanswered(c->provisioner);
+}
+
 static void port_notice_added(void *userdata, const NodeEntry *e, const NoticeRecord *n) {
         Coordinator *c = userdata;
         agent_server_notice_changed(e, n, true, c->agents);
@@ -678,6 +683,7 @@ int coordinator_start(Coordinator *c) {
                                           .endpoint = c->cfg.sqs_endpoint };
                 InterruptionSink is = { .registry = &c->registry, .userdata = c, .now = port_now,
                                         .find_node = port_find_node, .instance_leaving = port_instance_leaving,
+                                        .launch_unanswered = port_launch_unanswered,
                                         .notice_added = port_notice_added, .apply_notices = port_apply_notices };
                 r = interruption_new(c->event, &ic, &is, &c->interruption);
                 if (r < 0)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The SQS consumer: timer → credentials → ReceiveMessage (long poll) → handler per message →
- * DeleteMessage for those it is done with → the next ReceiveMessage at once (or after a
- * backoff, or after the idle minimum when nothing came). */
+ * DeleteMessage for those it is done with (ChangeMessageVisibility for those wanted back soon) →
+ * the next ReceiveMessage at once (or after a backoff, or after the idle minimum when nothing
+ * came). */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ struct SqsDelete {
         SqsDelete *prev, *next;
         char *receipt_handle;
         char *message_id;
+        int visibility;          /* -1: DeleteMessage; else ChangeMessageVisibility to it */
         HttpRequest *req;
         bool waiting_creds;
 };
@@ -68,14 +70,24 @@ char *sqs_build_receive(const char *queue_url, unsigned max_messages, unsigned w
         return s;
 }
 
-char *sqs_build_delete(const char *queue_url, const char *receipt_handle) {
+/* A body naming the queue and one received message; visibility >= 0 adds VisibilityTimeout. */
+static char *build_for_message(const char *queue_url, const char *receipt_handle, int visibility) {
         cJSON *o = cJSON_CreateObject();
         char *s = NULL;
         if (o && cJSON_AddStringToObject(o, "QueueUrl", queue_url) &&
-            cJSON_AddStringToObject(o, "ReceiptHandle", receipt_handle))
+            cJSON_AddStringToObject(o, "ReceiptHandle", receipt_handle) &&
+            (visibility < 0 || cJSON_AddNumberToObject(o, "VisibilityTimeout", visibility)))
                 s = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         return s;
+}
+
+char *sqs_build_delete(const char *queue_url, const char *receipt_handle) {
+        return build_for_message(queue_url, receipt_handle, -1);
+}
+
+char *sqs_build_visibility(const char *queue_url, const char *receipt_handle, unsigned seconds) {
+        return build_for_message(queue_url, receipt_handle, (int) seconds);
 }
 
 void sqs_message_done(SqsMessage *m) {
@@ -283,17 +295,20 @@ static void on_delete_done(HttpRequest *req, int error, long status, const char 
         SqsDelete *d = userdata;
         SqsClient *c = d->client;
         d->req = NULL;
-        if (error >= 0 && status == 200)
-                c->stats.deleted++;
-        else {
+        if (error >= 0 && status == 200) {
+                if (d->visibility < 0)
+                        c->stats.deleted++;
+        } else {
                 Ec2Error e = {};
                 if (error < 0)
                         snprintf(e.message, sizeof e.message, "%s", strerror(-error));
                 else
                         (void) ec2_json_error(body, status, &e);
                 c->stats.delete_errors++;
-                log_warning("SQS %s: DeleteMessage of %s failed: HTTP %ld %s %s; it comes back after the "
-                            "visibility timeout.", c->queue_url, d->message_id, status, e.code, e.message);
+                log_warning("SQS %s: %s of %s failed: HTTP %ld %s %s; it comes back after the "
+                            "visibility timeout.", c->queue_url,
+                            d->visibility < 0 ? "DeleteMessage" : "ChangeMessageVisibility", d->message_id, status,
+                            e.code, e.message);
                 if (e.kind == EC2_ERROR_AUTH_FAILURE)
                         aws_credentials_invalidate(c->creds);
         }
@@ -308,10 +323,12 @@ static void on_delete_creds(AwsCredentialProvider *p, int error, const AwsCreden
 
         d->waiting_creds = false;
         if (r >= 0)
-                r = (body = sqs_build_delete(c->queue_url, d->receipt_handle)) ? 0 : -ENOMEM;
+                r = (body = build_for_message(c->queue_url, d->receipt_handle, d->visibility)) ? 0 : -ENOMEM;
         if (r >= 0) {
                 AwsRequestSpec spec = { .url = c->url, .sigv4 = c->sigv4, .content_type = CONTENT_TYPE,
-                                        .target = "AmazonSQS.DeleteMessage", .body = body,
+                                        .target = d->visibility < 0 ? "AmazonSQS.DeleteMessage"
+                                                                    : "AmazonSQS.ChangeMessageVisibility",
+                                        .body = body,
                                         .body_len = strlen(body), .timeout_usec = DELETE_TIMEOUT_USEC,
                                         .max_body = DELETE_ANSWER_MAX };
                 HttpRequest *req = NULL;
@@ -330,7 +347,8 @@ static void on_delete_creds(AwsCredentialProvider *p, int error, const AwsCreden
         }
 }
 
-static void delete_start(SqsClient *c, const SqsMessage *m) {
+/* visibility < 0: DeleteMessage; else ChangeMessageVisibility to that many seconds. */
+static void delete_start(SqsClient *c, const SqsMessage *m, int visibility) {
         if (c->n_deletes >= MAX_DELETES) {
                 c->stats.delete_errors++;
                 log_warning("SQS %s: too many deletions under way; message %s comes back later.", c->queue_url,
@@ -348,6 +366,7 @@ static void delete_start(SqsClient *c, const SqsMessage *m) {
                 return;
         }
         d->client = c;
+        d->visibility = visibility;
         d->next = c->deletes;
         if (c->deletes)
                 c->deletes->prev = d;
@@ -388,8 +407,13 @@ static void on_receive_done(HttpRequest *req, int error, long status, const char
         c->stats.receives++;
         c->stats.messages += n;
         for (size_t i = 0; i < n; i++) {
-                if (c->handler(c, &msgs[i], c->userdata) == SQS_DELETE)
-                        delete_start(c, &msgs[i]);
+                SqsVerdict v = c->handler(c, &msgs[i], c->userdata);
+                if (v == SQS_DELETE)
+                        delete_start(c, &msgs[i], -1);
+                else if (v == SQS_SOON) {
+                        c->stats.soon++;
+                        delete_start(c, &msgs[i], SQS_SOON_SECONDS);
+                }
                 sqs_message_done(&msgs[i]);
         }
         /* more may wait: ask again at once; an empty answer that came quickly (a queue that does

@@ -47,14 +47,19 @@ typedef struct SqsStats {
         uint64_t deleted;         /* DeleteMessage answers 200 */
         uint64_t receive_errors;  /* ReceiveMessage failures (each retried after a backoff) */
         uint64_t delete_errors;   /* DeleteMessage failures (the message comes back) */
+        uint64_t soon;            /* messages asked back in SQS_SOON_SECONDS */
 } SqsStats;
 
-/* What to do with a message: delete it (handled, or never to be understood), or leave it to
- * come back after the queue's visibility timeout (it could not be handled yet). */
+/* What to do with a message: delete it (handled, or never to be understood), leave it to come
+ * back after the queue's visibility timeout (it could not be handled yet), or have it back in
+ * SQS_SOON_SECONDS (ChangeMessageVisibility: what it needs is on its way, e.g. a CreateFleet
+ * answer that names its instance). */
 typedef enum SqsVerdict {
         SQS_LEAVE,
         SQS_DELETE,
+        SQS_SOON,
 } SqsVerdict;
+#define SQS_SOON_SECONDS 2
 typedef SqsVerdict (*sqs_message_t)(SqsClient *c, const SqsMessage *m, void *userdata);
 
 int sqs_client_new(sd_event *e, HttpClient *http, AwsCredentialProvider *creds, const SqsConfig *config,
@@ -71,6 +76,8 @@ const SqsStats *sqs_client_stats(const SqsClient *c);
 /* JSON bodies of ReceiveMessage and DeleteMessage. */
 char *sqs_build_receive(const char *queue_url, unsigned max_messages, unsigned wait_seconds);
 char *sqs_build_delete(const char *queue_url, const char *receipt_handle);
+/* The JSON body of ChangeMessageVisibility. */
+char *sqs_build_visibility(const char *queue_url, const char *receipt_handle, unsigned seconds);
 /* A ReceiveMessage answer ({"Messages": [...]} or {}): at most SQS_MAX_MESSAGES messages into
  * ret (each with an id, a receipt handle and a body of at most SQS_MESSAGE_MAX); -EBADMSG for
  * anything else. */

@@ -152,6 +152,12 @@ int interruption_apply(const InterruptionSink *c, InterruptionStats *stats, cons
                                ev->notice_kind == NODESMITH__V1__NOTICE__KIND__KIND_SHUTDOWN;
                 if (r == -ENOENT && leaving && c->instance_leaving && c->instance_leaving(c->userdata, id))
                         return 0; /* launched, not registered yet: no capacity on the way any more */
+                if (r == -ENOENT && c->launch_unanswered && c->launch_unanswered(c->userdata)) {
+                        /* EC2 can tell of an instance before its CreateFleet answer arrives */
+                        log_debug("Interruption queue: %s %s for %s, not known while a launch is answered; "
+                                  "read again in %us.", kind, ev->id, id, SQS_SOON_SECONDS);
+                        return -EAGAIN;
+                }
                 if (r < 0 || !node_managed(node)) {
                         log_info("Interruption queue: %s %s for %s: no node of this cluster has that instance; ignored.",
                                  kind, ev->id, id);
@@ -203,15 +209,17 @@ SqsVerdict interruption_handle_body(const InterruptionSink *c, InterruptionStats
                 return SQS_DELETE;
         }
         stats->received[ev.kind]++;
-        bool again = false;
+        bool again = false, soon = false;
         for (size_t i = 0; i < ev.n_instances; i++) {
                 r = interruption_apply(c, stats, &ev, ev.instances[i], now);
-                if (r < 0) {
+                if (r == -EAGAIN) /* what it needs is on its way */
+                        soon = true;
+                else if (r < 0) {
                         stats->errors++;
                         again = true;
                 }
         }
-        return again ? SQS_LEAVE : SQS_DELETE;
+        return again ? SQS_LEAVE : soon ? SQS_SOON : SQS_DELETE;
 }
 
 static SqsVerdict on_message(SqsClient *s, const SqsMessage *m, void *userdata) {
@@ -279,6 +287,9 @@ void interruption_metrics(Interruption *q, StrBuf *b) {
                      "Queue notices the node had already (from its agent or an earlier message).", q->stats.duplicates);
         prom_counter(b, "nodesmith_interruption_ignored_total",
                      "Queue events for instances of no node of this cluster, or calling for nothing.", q->stats.ignored);
+        prom_counter(b, "nodesmith_interruption_read_again_total",
+                     "Queue messages asked back within seconds: their instance was not known yet while a launch "
+                     "was being answered, or the Nodes not listed yet.", s->soon);
         strbuf_printf(b, "# HELP nodesmith_interruption_errors_total Interruption queue failures, by operation (each retried).\n"
                          "# TYPE nodesmith_interruption_errors_total counter\n"
                          "nodesmith_interruption_errors_total{op=\"receive\"} %llu\n"

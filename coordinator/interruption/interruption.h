@@ -49,6 +49,8 @@ typedef struct InterruptionSink {
         int (*find_node)(void *userdata, const char *instance_id, const struct cJSON **ret);
         /* An instance launched and not registered goes away: true when it was in flight. */
         bool (*instance_leaving)(void *userdata, const char *instance_id);
+        /* A CreateFleet is under way whose answer may name an instance not known yet. */
+        bool (*launch_unanswered)(void *userdata);
         /* A notice recorded first (counted and logged once). */
         void (*notice_added)(void *userdata, const NodeEntry *e, const NoticeRecord *n);
         /* The node's notices changed: the directive under drain-on. */

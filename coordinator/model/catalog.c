@@ -21,6 +21,7 @@ typedef struct TypeInfo {
         bool learned;
         int64_t learned_mem_capacity; /* what the kubelet saw */
         int64_t local_nvme_bytes;     /* instance store (0: none) */
+        bool metal_trunk;             /* bare metal, not burstable: trunking with a Nitro sibling */
 } TypeInfo;
 
 typedef struct PoolAlloc {
@@ -173,6 +174,43 @@ static void compute_allocatable(const TypeInfo *ti, const SolverKubelet *k, int6
         (void) solver_kubelet_allocatable(cap, ti->enis, ti->ipv4_per_eni, k, vm, alloc);
 }
 
+/* Branch limits agreed for the types whose limit is not their size's (the VPC resource
+ * controller's StandaloneBranchLimits.cfg). */
+static const struct {
+        const char *type;
+        int16_t total;
+} branch_exceptions[] = {
+        { "a1.medium", 12 },     { "d3.xlarge", 42 },     { "d3.2xlarge", 62 },   { "d3.8xlarge", 122 },
+        { "d3en.xlarge", 32 },   { "d3en.6xlarge", 122 }, { "d3en.8xlarge", 122 }, { "d3en.12xlarge", 122 },
+        { "g4dn.xlarge", 42 },   { "i3en.large", 8 },     { "i3en.xlarge", 16 },  { "i3en.2xlarge", 32 },
+        { "i3en.3xlarge", 42 },  { "inf1.xlarge", 42 },   { "r5b.large", 8 },     { "r5b.xlarge", 16 },
+        { "r5b.2xlarge", 32 },   { "z1d.large", 16 },     { "z1d.xlarge", 32 },   { "z1d.2xlarge", 62 },
+};
+
+/* Branch network interfaces (the vpc.amazonaws.com/pod-eni resource of EKS's security groups for
+ * pods) of a trunking-compatible type, as the VPC resource controller derives them from
+ * DescribeInstanceTypes: the branch limit agreed for the type's size (medium 6, large 12, xlarge
+ * 22, 2xlarge 42, up to 12xlarge 62, then 122), less the type's MaximumNetworkInterfaces. */
+static int64_t pod_eni_branches(const char *name, const char *size, uint32_t enis) {
+        int64_t total = 0;
+        unsigned n = 1;
+        char rest[16];
+        if (!size)
+                return 0;
+        if (streq(size, "medium"))
+                total = 6;
+        else if (streq(size, "large"))
+                total = 12;
+        else if (strncmp(size, "metal", 5) == 0)
+                total = 122;
+        else if (streq(size, "xlarge") || (sscanf(size, "%u%15s", &n, rest) == 2 && streq(rest, "xlarge")))
+                total = n == 1 ? 22 : n == 2 ? 42 : n < 16 ? 62 : 122;
+        for (size_t i = 0; i < ELEMENTSOF(branch_exceptions); i++)
+                if (streq(name, branch_exceptions[i].type))
+                        total = branch_exceptions[i].total;
+        return total > enis ? total - enis : 0;
+}
+
 static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         const char *name = json_str(j, "name");
         if (isempty(name) || strlen(name) > 64)
@@ -231,7 +269,6 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         double nvme = 0;
         if (json_num(j, "local_nvme_gib", &nvme) && nvme > 0 && nvme < 1e7)
                 ti->local_nvme_bytes = (int64_t) nvme * (1LL << 30);
-        compute_allocatable(ti, NULL, 0, &t->capacity, &t->allocatable);
 
         /* labels */
         SolverLabel *l = solver_arena_alloc(a, 32 * sizeof(SolverLabel));
@@ -242,6 +279,14 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         char family[64], cat[32], gen[16];
         snprintf(family, sizeof(family), "%.*s", dot ? (int) (dot - name) : (int) strlen(name), name);
         split_family(family, cat, sizeof(cat), gen, sizeof(gen));
+        /* security groups for pods: Nitro types, no burstable (t) family; bare metal types
+         * follow their family (catalog_load_json) */
+        const cJSON *metal = cJSON_GetObjectItemCaseSensitive(j, "bare_metal");
+        const char *hyp = json_str(j, "hypervisor");
+        if (!streq(cat, "t") && hyp && streq(hyp, "nitro"))
+                ti->nominal.v[SOLVER_RES_POD_ENI] = pod_eni_branches(name, dot ? dot + 1 : NULL, ti->enis);
+        ti->metal_trunk = !streq(cat, "t") && cJSON_IsTrue(metal);
+        compute_allocatable(ti, NULL, 0, &t->capacity, &t->allocatable);
         r = 0;
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_INSTANCE_TYPE, "%s", name);
         r = r ?: add_label(a, l, &nl, SOLVER_LABEL_ARCH, "%s", arch);
@@ -327,6 +372,31 @@ static int add_type(Catalog *c, const cJSON *j, size_t idx, char **ret_error) {
         return 0;
 }
 
+static const char *family_of(const SolverInstanceType *t) {
+        for (size_t i = 0; i < t->n_labels; i++)
+                if (streq(t->labels[i].key, "nodesmith.io/instance-family"))
+                        return t->labels[i].value;
+        return "";
+}
+
+/* A bare metal type (DescribeInstanceTypes gives it no hypervisor) has the branch interfaces of
+ * its size when its family runs on Nitro, as the VPC resource controller lists c5.metal. */
+static void metal_pod_eni(Catalog *c) {
+        for (size_t i = 0; i < c->n; i++) {
+                TypeInfo *ti = &c->info[i];
+                if (!ti->metal_trunk || ti->nominal.v[SOLVER_RES_POD_ENI] > 0)
+                        continue;
+                const char *fam = family_of(&c->types[i]), *dot = strchr(c->types[i].name, '.');
+                for (size_t k = 0; k < c->n; k++)
+                        if (k != i && c->info[k].nominal.v[SOLVER_RES_POD_ENI] > 0 && streq(family_of(&c->types[k]), fam)) {
+                                ti->nominal.v[SOLVER_RES_POD_ENI] = pod_eni_branches(c->types[i].name, dot ? dot + 1 : NULL, ti->enis);
+                                compute_allocatable(ti, NULL, 0, &c->types[i].capacity, &c->types[i].allocatable);
+                                c->generation++;
+                                break;
+                        }
+        }
+}
+
 int catalog_load_json(Catalog *c, const cJSON *root, char **ret_error) {
         if (!cJSON_IsObject(root))
                 return set_error(ret_error, "catalog: not a JSON object");
@@ -350,6 +420,7 @@ int catalog_load_json(Catalog *c, const cJSON *root, char **ret_error) {
                 if (r < 0)
                         return r;
         }
+        metal_pod_eni(c);
         return 0;
 }
 

@@ -90,7 +90,6 @@ typedef struct PoolRefusal {
 static const PoolRefusal pool_refused[] = {
         { "spec.replicas", "static NodePools (a fixed number of nodes) are not supported yet: nodesmith launches for "
                            "pending pods only; remove replicas and keep the pool dynamic" },
-        { "spec.limits.nodes", "a limit on the number of nodes is not supported yet; limit cpu or memory instead" },
         { "spec.template.spec.kubelet", "belongs to the EC2NodeClass in v1 (spec.kubelet); `nodesmithctl convert` moves it" },
         {}
 };
@@ -134,6 +133,35 @@ static int pool_fields(Ctx *c, const cJSON *j) {
                 if (model_present(o))
                         return model_fail(c, r->path, "is not supported: %s", r->why);
         }
+        return 0;
+}
+
+/* spec.limits: resources, and `nodes` (Karpenter's well-known key for the number of nodes). */
+static int parse_limits(Ctx *c, const cJSON *limits, SolverNodePool *p) {
+        cJSON *rest = NULL; /* the limits without nodes */
+        const cJSON *nodes = cJSON_IsObject(limits) ? json_get(limits, "nodes") : NULL;
+        if (nodes) {
+                int64_t n;
+                int r = model_parse_quantity(c, nodes, SOLVER_RES_PODS, "spec.limits.nodes", &n);
+                if (r < 0)
+                        return r;
+                p->has_node_limit = true;
+                p->node_limit = n;
+                rest = cJSON_Duplicate(limits, true);
+                if (!rest)
+                        return -ENOMEM;
+                cJSON_DeleteItemFromObjectCaseSensitive(rest, "nodes");
+                limits = rest;
+        }
+        SolverResources lim = {};
+        bool set[_SOLVER_RES_MAX];
+        int r = model_parse_resource_map(c, limits, "spec.limits", &lim, set);
+        cJSON_Delete(rest);
+        if (r < 0)
+                return r;
+        for (int i = 0; i < _SOLVER_RES_MAX; i++)
+                if (set[i])
+                        p->limits.v[i] = lim.v[i];
         return 0;
 }
 
@@ -313,14 +341,10 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
         x->budgets = budgets ? cJSON_Duplicate(budgets, true) : NULL;
         if (budgets && !x->budgets)
                 return -ENOMEM;
-        SolverResources lim = {};
-        bool lim_set[_SOLVER_RES_MAX];
-        r = model_parse_resource_map(&c, json_get(spec, "limits"), "spec.limits", &lim, lim_set);
+        r = parse_limits(&c, json_get(spec, "limits"), p);
         if (r < 0)
                 return r;
-        for (int i = 0; i < _SOLVER_RES_MAX; i++)
-                if (lim_set[i])
-                        p->limits.v[i] = lim.v[i];
+        bool lim_set[_SOLVER_RES_MAX];
         const cJSON *hr = json_get(spec, "headroom");
         r = model_parse_resource_map(&c, hr, "spec.headroom", &p->headroom, lim_set);
         if (r < 0)

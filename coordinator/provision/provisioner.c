@@ -397,6 +397,10 @@ int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON *
         return 0;
 }
 
+bool provisioner_launch_unanswered(const Provisioner *p) {
+        return p && p->round && p->round->step == STEP_FLEET;
+}
+
 bool provisioner_instance_leaving(Provisioner *p, const char *instance_id) {
         for (size_t i = 0; p && i < p->n_inflight; i++) {
                 const InFlight *f = &p->inflight[i];

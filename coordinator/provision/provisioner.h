@@ -100,6 +100,8 @@ int provisioner_find_node(Provisioner *p, const char *instance_id, const struct 
  * are planned again at once; a spot one takes its offering out for a while (EC2 took the
  * capacity back, and a new plan gets a new ClientToken). false: the instance is not in flight. */
 bool provisioner_instance_leaving(Provisioner *p, const char *instance_id);
+/* A CreateFleet has been sent and its answer (the instances it launched) not handled yet. */
+bool provisioner_launch_unanswered(const Provisioner *p);
 /* Prometheus lines. */
 void provisioner_metrics(Provisioner *p, StrBuf *b);
 /* {"inFlight": [...], "pending": N, ...} for /api/v1/provisioning. */

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "grow.h"
 #include "macro.h"
 #include "solver-internal.h"
 
@@ -96,6 +97,19 @@ static int set_npods(Solver *s, uint32_t ni, uint32_t v) {
         return 0;
 }
 
+/* The capacity type of node ni: a planned node has one once its offerings are all of one type
+ * (-1 before: its pods count in no capacity-type domain, as in Karpenter). */
+static int node_ct(const Solver *s, uint32_t ni) {
+        if (ni < s->n_existing)
+                return snap_ct(s, ni);
+        uint64_t sl = s->nodes[ni].slots;
+        if (!(sl & slots_of_ct(SOLVER_CAPACITY_SPOT)))
+                return SOLVER_CAPACITY_ON_DEMAND;
+        if (!(sl & slots_of_ct(SOLVER_CAPACITY_ON_DEMAND)))
+                return SOLVER_CAPACITY_SPOT;
+        return -1;
+}
+
 static int count_add(Solver *s, uint32_t g, int32_t zone, uint32_t ni, bool owners, int64_t d) {
         Group *gr = &s->groups[g];
         int q;
@@ -105,7 +119,9 @@ static int count_add(Solver *s, uint32_t g, int32_t zone, uint32_t ni, bool owne
                         return q;
                 gr->total += d;
         }
-        if (gr->key == TOPO_ZONE && zone >= 0) {
+        if (gr->key == TOPO_CT)
+                zone = node_ct(s, ni); /* its domains live where a zone group's do */
+        if ((gr->key == TOPO_ZONE || gr->key == TOPO_CT) && zone >= 0) {
                 int32_t *a = owners ? gr->zowners : gr->zcount;
                 q = undo_push(s, owners ? U_ZOWNERS : U_ZCOUNT, g, (uint32_t) zone, a[zone]);
                 if (q < 0)
@@ -314,16 +330,51 @@ static bool test_fit(Solver *s, const Pool *p, const Shape *sh, const Node *n, c
         return true;
 }
 
-/* Slots a new node would have after taking the variant in zone z (NO_ZONE: any). */
-static uint64_t new_node_slots(const Node *n, const PoolCompat *pc, int z) {
+/* Slots a new node would have after taking the variant in zone z (NO_ZONE: any), on the
+ * capacity type the placement is pinned to, if any. */
+static uint64_t new_node_slots(const Solver *s, const Node *n, const PoolCompat *pc, int z) {
         uint64_t sl = n->slots & pc->slots;
         if (z >= 0)
                 sl &= slots_of_zone(z);
+        if (s->ct_pin >= 0)
+                sl &= slots_of_ct(s->ct_pin);
         return sl;
 }
 
+/* A pod retried for its required hostname affinity may make the planned node of the pods it
+ * needs bigger than that node's price budget (price.c) allows: the budget is a cost heuristic,
+ * the affinity a rule, and that node is the only place the pod may go. */
+static bool affinity_lifts_budget(const Solver *s, const Variant *v, uint32_t ni) {
+        const Node *n = &s->nodes[ni];
+        if (!s->retrying || n->kind != NODE_NEW || !n->has_budget)
+                return false;
+        for (uint32_t c = 0; c < v->n_cons; c++) {
+                const Constraint *k = &v->cons[c];
+                const Group *g = &s->groups[k->group];
+                if (k->kind == CON_AFFINITY && k->required && g->key == TOPO_HOST && g->hcount[ni] > 0)
+                        return true;
+        }
+        return false;
+}
+
+static void node_set_budget(Solver *s, Node *n, bool on) {
+        n->has_budget = on;
+        node_recompute_cap(s, n);
+}
+
+static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z);
+
 /* The largest m <= want such that the node can take m more pods of the variant (in zone z). */
 int64_t solver_place_fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z) {
+        if (!affinity_lifts_budget(s, v, ni))
+                return fit_count(s, v, ni, want, z);
+        node_set_budget(s, &s->nodes[ni], false);
+        int64_t m = fit_count(s, v, ni, want, z);
+        node_set_budget(s, &s->nodes[ni], true);
+        return m;
+}
+
+static int64_t fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z) {
         Node *n = &s->nodes[ni];
         if (n->removed || n->closed || want <= 0)
                 return 0;
@@ -351,6 +402,8 @@ int64_t solver_place_fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want,
         if (n->kind == NODE_EXISTING) {
                 if (z >= 0 && n->zone != z)
                         return 0;
+                if (s->ct_pin >= 0 && snap_ct(s, ni) != s->ct_pin)
+                        return 0;
                 if (!solver_existing_ok(s, v, ni))
                         return 0;
                 return m;
@@ -364,7 +417,7 @@ int64_t solver_place_fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want,
                 if (q <= 0)
                         return 0;
         }
-        uint64_t sl = new_node_slots(n, pc, z);
+        uint64_t sl = new_node_slots(s, n, pc, z);
         if (!sl)
                 return 0;
         const Pool *p = &s->pools[n->pool];
@@ -448,6 +501,8 @@ int solver_place_commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods
         const Shape *sh = &s->shapes[v->shape];
         int q;
         s->budget_progress |= m > 0; /* the time budget never ends a run before its first placement */
+        if (affinity_lifts_budget(s, v, ni))
+                node_set_budget(s, n, false);
         if (n->kind == NODE_NEW) {
                 PoolCompat *pc = solver_pool_compat(s, v, n->pool);
                 const Pool *p = &s->pools[n->pool];
@@ -460,7 +515,7 @@ int solver_place_commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods
                                 n->custom = nl;
                 } else if (pc->custom_changed)
                         n->custom = pc->custom;
-                uint64_t sl = new_node_slots(n, pc, z);
+                uint64_t sl = new_node_slots(s, n, pc, z);
                 uint64_t *base = s->scratch + 2 * s->W, *tmp = s->scratch + 3 * s->W;
                 bs_and_any(base, n->types, pc->types, s->W);
                 bs_and(n->base, pc->types, s->W);
@@ -655,9 +710,17 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 if (!pc->ok)
                         continue;
                 const Pool *p = &s->pools[pi];
+                if (p->nodes_left_run <= 0) {
+                        fail(s, SOLVER_REASON_LIMITS,
+                             solver_arena_printf(s->rarena, "NodePool %s has reached its limit of %lld nodes", p->np->name,
+                                                 (long long) p->np->node_limit));
+                        continue;
+                }
                 uint64_t sl = pc->slots & (z >= 0 ? slots_of_zone(z) : ~(uint64_t) 0);
                 if (s->opts->on_demand_only)
                         sl &= slots_of_ct(SOLVER_CAPACITY_ON_DEMAND);
+                if (s->ct_pin >= 0)
+                        sl &= slots_of_ct(s->ct_pin);
                 if (!sl)
                         continue;
                 bs_copy(types, pc->types, s->W);
@@ -724,6 +787,8 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 node_update_slack(s, n);
                 if (p->has_limits)
                         limits_reserve(s, n, false);
+                if (p->nodes_left_run != INT64_MAX)
+                        s->pools[pi].nodes_left_run--;
                 s->new_nodes++;
                 zero_host_min(v);
                 *ret = ni;
@@ -750,6 +815,8 @@ static void discard_last_node(Solver *s, uint32_t ni) {
         if (s->pools[n->pool].has_limits)
                 for (int r = 0; r < R_MAX; r++)
                         s->remaining[n->pool].v[r] += n->reserved[r];
+        if (s->pools[n->pool].nodes_left_run != INT64_MAX)
+                s->pools[n->pool].nodes_left_run++;
         free(n->ports);
         s->n_nodes--;
         s->new_nodes--;
@@ -789,6 +856,8 @@ static int try_preempt(Solver *s, Variant *v, uint32_t pod, uint32_t zmask) {
                 if (n->removed || n->closed || n->min_priority >= p->priority || n->n_bound == 0)
                         continue;
                 if (v->zone_mode && (n->zone < 0 || !(zmask & (1u << n->zone))))
+                        continue;
+                if (s->ct_pin >= 0 && snap_ct(s, ni) != s->ct_pin)
                         continue;
                 if (!solver_existing_ok(s, v, ni))
                         continue;
@@ -947,29 +1016,31 @@ static int cmp_grow(const void *a, const void *b);
 
 /* ---- zones ---------------------------------------------------------------------------------- */
 
-/* Zones where the next pod of the variant may go, and how many pods each may take before the
- * answer has to be computed again. */
-static uint32_t allowed_zones(Solver *s, const Variant *v, const SolverPod *pod, int64_t *quota) {
+/* Domains of a topology key (zones, or capacity types: n_dom of them, E those the pod could
+ * use) where the next pod of the variant may go by its constraints and the anti-affinity of
+ * other pods, and how many pods each may take before the answer has to be computed again. */
+static uint32_t allowed_domains(Solver *s, const Variant *v, TopoKey key, uint32_t n_dom, uint32_t E,
+                                int64_t *quota) {
         const Shape *sh = &s->shapes[v->shape];
-        uint32_t A = v->eligible_zones;
-        for (uint32_t z = 0; z < s->n_zones; z++)
+        const char *what = key == TOPO_ZONE ? "zone" : "capacity type";
+        uint32_t A = E;
+        for (uint32_t z = 0; z < n_dom; z++)
                 quota[z] = INT64_MAX;
         for (uint32_t c = 0; c < v->n_cons; c++) {
                 const Constraint *k = &v->cons[c];
                 const Group *g = &s->groups[k->group];
-                if (g->key != TOPO_ZONE)
+                if (g->key != key)
                         continue;
                 uint32_t before = A;
                 switch (k->kind) {
                 case CON_SPREAD: {
                         int32_t min = INT32_MAX;
-                        uint32_t E = v->eligible_zones;
-                        for (uint32_t z = 0; z < s->n_zones; z++)
+                        for (uint32_t z = 0; z < n_dom; z++)
                                 if (E & (1u << z))
                                         min = MIN(min, g->zcount[z]);
                         if (min == INT32_MAX || __builtin_popcount(E) < k->min_domains)
                                 min = 0;
-                        for (uint32_t z = 0; z < s->n_zones; z++) {
+                        for (uint32_t z = 0; z < n_dom; z++) {
                                 if (!(A & (1u << z)))
                                         continue;
                                 int64_t lim = (int64_t) min + k->max_skew - g->zcount[z];
@@ -989,11 +1060,11 @@ static uint32_t allowed_zones(Solver *s, const Variant *v, const SolverPod *pod,
                 }
                 case CON_AFFINITY: {
                         int64_t tot = 0;
-                        for (uint32_t z = 0; z < s->n_zones; z++)
+                        for (uint32_t z = 0; z < n_dom; z++)
                                 tot += g->zcount[z];
                         if (tot > 0) {
                                 uint32_t m = 0;
-                                for (uint32_t z = 0; z < s->n_zones; z++)
+                                for (uint32_t z = 0; z < n_dom; z++)
                                         if (g->zcount[z] > 0)
                                                 m |= 1u << z;
                                 A &= m;
@@ -1001,13 +1072,14 @@ static uint32_t allowed_zones(Solver *s, const Variant *v, const SolverPod *pod,
                                 A = 0;
                         if (!A && before)
                                 fail(s, SOLVER_REASON_TOPOLOGY,
-                                     solver_arena_printf(s->rarena, tot ? "no zone with the pods of its required pod affinity (%s) can take it"
-                                                                        : "no pod matches its required pod affinity (%s)",
-                                                         g->description));
+                                     tot ? solver_arena_printf(s->rarena, "no %s with the pods of its required pod affinity (%s) can take it",
+                                                               what, g->description)
+                                         : solver_arena_printf(s->rarena, "no pod matches its required pod affinity (%s)",
+                                                               g->description));
                         break;
                 }
                 case CON_ANTI:
-                        for (uint32_t z = 0; z < s->n_zones; z++) {
+                        for (uint32_t z = 0; z < n_dom; z++) {
                                 if (g->zcount[z] > 0)
                                         A &= ~(1u << z);
                                 else if (k->self)
@@ -1015,21 +1087,29 @@ static uint32_t allowed_zones(Solver *s, const Variant *v, const SolverPod *pod,
                         }
                         if (!A && before)
                                 fail(s, SOLVER_REASON_TOPOLOGY,
-                                     solver_arena_printf(s->rarena, "pod anti-affinity on %s excludes every zone", g->description));
+                                     solver_arena_printf(s->rarena, "pod anti-affinity on %s excludes every %s", g->description, what));
                         break;
                 }
         }
         for (uint32_t m = 0; m < sh->n_matches; m++) {
                 const Group *g = &s->groups[sh->matches[m]];
-                if (g->key != TOPO_ZONE || !g->has_anti_owners)
+                if (g->key != key || !g->has_anti_owners)
                         continue;
                 uint32_t before = A;
-                for (uint32_t z = 0; z < s->n_zones; z++)
+                for (uint32_t z = 0; z < n_dom; z++)
                         if (g->zowners[z] > 0)
                                 A &= ~(1u << z);
                 if (!A && before)
-                        fail(s, SOLVER_REASON_TOPOLOGY, "the anti-affinity of other pods excludes every zone");
+                        fail(s, SOLVER_REASON_TOPOLOGY,
+                             solver_arena_printf(s->rarena, "the anti-affinity of other pods excludes every %s", what));
         }
+        return A;
+}
+
+/* Zones where the next pod of the variant may go, and how many pods each may take before the
+ * answer has to be computed again. */
+static uint32_t allowed_zones(Solver *s, const Variant *v, const SolverPod *pod, int64_t *quota) {
+        uint32_t A = allowed_domains(s, v, TOPO_ZONE, s->n_zones, v->eligible_zones, quota);
         for (size_t i = 0; i < pod->n_wffc_claims; i++) {
                 int64_t id = solver_intern_lookup(&s->claims, pod->wffc_claims[i]);
                 if (id < 0 || (size_t) id >= s->claim_cap || s->claim_zone[id] == INT32_MIN || s->claim_zone[id] < 0)
@@ -1517,6 +1597,50 @@ static void defer_rest(Solver *s, const Batch *b, uint32_t from) {
                 s->n_deferred += b->pods[i] < s->snap->n_pods;
 }
 
+/* Pods with rules keyed on the capacity type (karpenter.sh/capacity-type as a topology key):
+ * the capacity type is chosen first, as the counts allow (a spread's least used type first,
+ * spot before on-demand on a tie), then the pods go as any others onto nodes of that type; a
+ * planned node that takes one is narrowed to the type, as Karpenter narrows a NodeClaim's
+ * requirements to one domain. */
+static int64_t place_ct(Solver *s, Variant *v, const uint32_t *pods, int64_t n) {
+        const Group *order_g = NULL;
+        for (uint32_t c = 0; c < v->n_cons && !order_g; c++)
+                if (v->cons[c].kind == CON_SPREAD && s->groups[v->cons[c].group].key == TOPO_CT)
+                        order_g = &s->groups[v->cons[c].group];
+        int64_t placed = 0;
+        while (placed < n && !solver_out_of_time(s)) {
+                int64_t quota[_SOLVER_CAPACITY_MAX];
+                uint32_t A = allowed_domains(s, v, TOPO_CT, _SOLVER_CAPACITY_MAX, v->eligible_cts, quota);
+                int order[_SOLVER_CAPACITY_MAX] = { SOLVER_CAPACITY_SPOT, SOLVER_CAPACITY_ON_DEMAND };
+                if (order_g && order_g->zcount[SOLVER_CAPACITY_ON_DEMAND] < order_g->zcount[SOLVER_CAPACITY_SPOT]) {
+                        order[0] = SOLVER_CAPACITY_ON_DEMAND;
+                        order[1] = SOLVER_CAPACITY_SPOT;
+                }
+                int64_t got = 0;
+                for (int i = 0; i < _SOLVER_CAPACITY_MAX && got == 0; i++) {
+                        int ct = order[i];
+                        if (!(A & (1u << ct)))
+                                continue;
+                        int64_t want = MIN(n - placed, quota[ct]);
+                        s->ct_pin = ct;
+                        got = v->zone_mode ? place_zone(s, v, pods + placed, want) : place_plain(s, v, pods + placed, want);
+                        s->ct_pin = -1;
+                        if (got < 0)
+                                return got;
+                }
+                if (got == 0)
+                        break;
+                placed += got;
+        }
+        if (!v->eligible_cts)
+                fail(s, SOLVER_REASON_REQUIREMENTS, "no capacity type can run it");
+        return placed;
+}
+
+/* Rounds of retries for pods that failed on topology while others were still being placed
+ * (each round must place something; the last decides what is left). */
+#define RETRY_ROUNDS 16
+
 static int place_batch(Solver *s, const Batch *b) {
         Variant *v = solver_variant(s, b->shape, b->level);
         if (!v)
@@ -1526,10 +1650,13 @@ static int place_batch(Solver *s, const Batch *b) {
         s->fail_msg = NULL;
         int64_t placed = 0;
         if (!v->unsupported) {
-                placed = v->zone_mode ? place_zone(s, v, b->pods, b->n) : place_plain(s, v, b->pods, b->n);
+                placed = v->ct_mode     ? place_ct(s, v, b->pods, b->n)
+                         : v->zone_mode ? place_zone(s, v, b->pods, b->n)
+                                        : place_plain(s, v, b->pods, b->n);
                 if (placed < 0)
                         return (int) placed;
         }
+        s->n_placed += (uint64_t) placed;
         if (placed == b->n)
                 return 0;
         if (s->out_of_time) {
@@ -1543,6 +1670,18 @@ static int place_batch(Solver *s, const Batch *b) {
                 nb.pods = b->pods + placed;
                 nb.n = b->n - (uint32_t) placed;
                 return heap_push(s, &nb);
+        }
+        if (s->fail_reason == SOLVER_REASON_TOPOLOGY && !s->retry_final) {
+                /* as Karpenter's scheduler queue: tried again once the other pods are placed,
+                 * which may be the ones its pod affinity (or spread) waits for */
+                Batch nb = *b;
+                nb.pods = b->pods + placed;
+                nb.n = b->n - (uint32_t) placed;
+                int q = GROW(s->retry, s->cap_retry, s->n_retry + 1, s->n_pods_all);
+                if (q < 0)
+                        return q;
+                s->retry[s->n_retry++] = nb;
+                return 0;
         }
         SolverReason reason;
         const char *msg;
@@ -1569,6 +1708,7 @@ int solver_place_all(Solver *s) {
         int q;
         s->n_heap = 0;
         s->new_nodes = 0;
+        s->ct_pin = -1;
         s->headroom_unplaced = 0;
         s->n_preempt = 0;
         /* removed nodes: their pods must go elsewhere */
@@ -1635,7 +1775,27 @@ int solver_place_all(Solver *s) {
         if (q < 0)
                 goto out;
         bool stopped = false;
-        while (s->n_heap > 0) {
+        s->n_retry = 0;
+        s->retry_final = false;
+        s->retrying = false;
+        uint64_t placed_at_round = s->n_placed;
+        for (unsigned round = 0;;) {
+                if (s->n_heap == 0) {
+                        /* pods that failed on topology go round again while others get placed;
+                         * a last round without progress (or past the bound) decides them */
+                        if (s->n_retry == 0 || s->retry_final || stopped)
+                                break;
+                        s->retry_final = s->n_placed == placed_at_round || ++round >= RETRY_ROUNDS;
+                        s->retrying = true;
+                        placed_at_round = s->n_placed;
+                        for (size_t i = 0; i < s->n_retry; i++) {
+                                q = heap_push(s, &s->retry[i]);
+                                if (q < 0)
+                                        goto out;
+                        }
+                        s->n_retry = 0;
+                        continue;
+                }
                 Batch b = heap_pop(s);
                 if (solver_out_of_time(s)) {
                         defer_rest(s, &b, 0);

@@ -525,6 +525,7 @@ static int compile_pools(Solver *s) {
                         if (np->limits.v[r] >= 0 && r != SOLVER_RES_OTHER)
                                 p->has_limits = true;
                 p->remaining = np->limits;
+                p->nodes_left = np->has_node_limit ? np->node_limit : INT64_MAX;
                 /* minValues on type keys */
                 for (size_t r = 0; r < np->n_requirements; r++) {
                         uint32_t k;
@@ -748,6 +749,8 @@ static TopoKey topo_key_of(const char *key) {
                 return TOPO_ZONE;
         if (streq(key, SOLVER_LABEL_HOSTNAME))
                 return TOPO_HOST;
+        if (streq(key, SOLVER_LABEL_CAPACITY_TYPE))
+                return TOPO_CT;
         return TOPO_OTHER;
 }
 
@@ -1159,6 +1162,8 @@ static int compile_nodes(Solver *s, Intern *names) {
                 if (sn->in_flight && pi >= 0)
                         for (int r = 0; r < R_MAX; r++)
                                 n->used[r] += s->pools[pi].ds.v[r];
+                if (pi >= 0 && s->pools[pi].nodes_left != INT64_MAX)
+                        s->pools[pi].nodes_left--;
                 /* limits: the pool's capacity in use */
                 if (pi >= 0 && s->pools[pi].has_limits) {
                         const SolverResources *capv = &sn->allocatable;
@@ -1229,6 +1234,8 @@ static int account_bound(Solver *s) {
                                 g->zcount[n->zone]++;
                         else if (g->key == TOPO_HOST)
                                 g->hcount[nn]++;
+                        else if (g->key == TOPO_CT)
+                                g->zcount[snap_ct(s, (uint32_t) nn)]++;
                 }
                 for (size_t k = 0; k < p->n_anti_affinity; k++) {
                         Group *g = &s->groups[sh->anti_g[k]];
@@ -1236,6 +1243,8 @@ static int account_bound(Solver *s) {
                                 g->zowners[n->zone]++;
                         else if (g->key == TOPO_HOST)
                                 g->howners[nn]++;
+                        else if (g->key == TOPO_CT)
+                                g->zowners[snap_ct(s, (uint32_t) nn)]++;
                 }
         }
         free(count);
@@ -1454,7 +1463,7 @@ Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level) {
                         if (required_term) {                                                       \
                                 v->unsupported = true;                                             \
                                 v->unsupported_msg = solver_arena_printf(                          \
-                                        s->arena, "topology key %s is not supported (zone and hostname are)", \
+                                        s->arena, "topology key %s is not supported (zone, hostname and capacity type are)", \
                                         gr_->description);                                         \
                         }                                                                          \
                         break;                                                                     \
@@ -1468,6 +1477,8 @@ Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level) {
                                                       .required = (required_term) };               \
                 if (gr_->key == TOPO_ZONE)                                                         \
                         v->zone_mode = true;                                                       \
+                if (gr_->key == TOPO_CT)                                                           \
+                        v->ct_mode = true;                                                         \
         } while (0)
 
         for (size_t i = 0; i < p->n_spreads; i++) {
@@ -1485,14 +1496,18 @@ Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level) {
         for (size_t i = drop[RELAX_PREF_ANTI]; i < p->n_pref_anti_affinity; i++)
                 ADD_CON(CON_ANTI, sh->panti_g[sh->panti_order[i]], 0, 0, false);
 #undef ADD_CON
-        for (uint32_t m = 0; m < sh->n_matches; m++)
+        for (uint32_t m = 0; m < sh->n_matches; m++) {
                 if (s->groups[sh->matches[m]].key == TOPO_ZONE)
                         v->zone_mode = true;
+                if (s->groups[sh->matches[m]].key == TOPO_CT && s->groups[sh->matches[m]].has_anti_owners)
+                        v->ct_mode = true;
+        }
         if (sh->has_wffc)
                 v->zone_mode = true;
 
         /* zone domains: zones where the pod could run */
-        uint32_t ez = 0;
+        /* and capacity-type domains: those its pools offer it and existing nodes have */
+        uint32_t ez = 0, ect = 0;
         uint64_t tmp[SOLVER_MAX_TYPES / 64], tmp2[SOLVER_MAX_TYPES / 64];
         for (uint32_t pi = 0; pi < s->n_pools; pi++) {
                 const Pool *pl = &s->pools[pi];
@@ -1507,11 +1522,23 @@ Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level) {
                         if (bs_any(tmp2, s->W))
                                 ez |= 1u << z;
                 }
+                for (int ct = 0; ct < _SOLVER_CAPACITY_MAX; ct++) {
+                        if (!(sl & slots_of_ct(ct)) || (ect & (1u << ct)))
+                                continue;
+                        solver_offer_set(s, sl & slots_of_ct(ct), tmp2);
+                        bs_and(tmp2, tmp, s->W);
+                        if (bs_any(tmp2, s->W))
+                                ect |= 1u << ct;
+                }
         }
-        for (uint32_t n = 0; n < s->n_existing; n++)
+        for (uint32_t n = 0; n < s->n_existing; n++) {
                 if (s->nodes[n].zone >= 0 && (zones_of_slots(v->slots) & (1u << s->nodes[n].zone)))
                         ez |= 1u << s->nodes[n].zone;
+                if (v->slots & slots_of_ct(snap_ct(s, n)))
+                        ect |= 1u << snap_ct(s, n);
+        }
         v->eligible_zones = ez;
+        v->eligible_cts = ect;
 
         v->pools = solver_arena_alloc(s->arena, (s->n_pools + 1) * sizeof(PoolCompat));
         v->node_ok = solver_arena_alloc(s->arena, s->n_existing + 1);
@@ -1839,6 +1866,7 @@ Solver *solver_free(Solver *s) {
         free(s->shapes);
         free(s->undo);
         free(s->heap);
+        free(s->retry);
         free(s->stamp);
         free(s->scratch);
         free(s->claim_zone);

@@ -50,6 +50,12 @@ static int move_pod(Solver *s, PodOn *on, uint32_t pi, uint32_t a, uint32_t *ret
         int z = v->zone_mode ? s->nodes[a].zone : NO_ZONE;
         if (v->zone_mode && z < 0)
                 return 0;
+        /* capacity-type rules: the pod stays on the type it was counted on */
+        if (v->ct_mode)
+                return 0;
+        for (uint32_t m = 0; m < sh->n_matches; m++)
+                if (s->groups[sh->matches[m]].key == TOPO_CT)
+                        return 0;
         for (uint32_t b = s->n_existing; b < s->n_nodes && on->work < REPAIR_WORK; b++) {
                 on->work++;
                 if (b == a || s->nodes[b].n_pods == 0 || s->pools[s->nodes[b].pool].has_limits)

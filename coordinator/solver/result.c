@@ -298,8 +298,10 @@ int solver_provision(Solver *s, const SolverOptions *opts, SolverResult **ret) {
                 q = -ENOMEM;
                 goto fail;
         }
-        for (uint32_t i = 0; i < s->n_pools; i++)
+        for (uint32_t i = 0; i < s->n_pools; i++) {
                 s->remaining[i] = s->pools[i].remaining;
+                s->pools[i].nodes_left_run = s->pools[i].nodes_left;
+        }
         /* claims are per run */
         solver_intern_done(&s->claims);
         solver_intern_init(&s->claims, s->rarena);

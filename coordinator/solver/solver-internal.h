@@ -115,6 +115,7 @@ typedef struct VSetList {
 typedef enum TopoKey {
         TOPO_ZONE,
         TOPO_HOST,
+        TOPO_CT,                            /* capacity type: domains SolverCapacityType */
         TOPO_OTHER,
 } TopoKey;
 
@@ -127,7 +128,7 @@ typedef struct Group {
         const char *description;            /* for messages */
         bool has_anti_owners;               /* some pod carries a required anti term on it */
         int64_t total;                      /* matching pods anywhere */
-        int32_t *zcount, *zowners;          /* [n_zones] */
+        int32_t *zcount, *zowners;          /* [n_zones]; TOPO_CT: [capacity type] */
         int32_t *hcount, *howners;          /* [node capacity] */
 } Group;
 
@@ -183,6 +184,8 @@ typedef struct Variant {
         uint32_t n_cons;
         bool zone_mode;                     /* placement must fix a zone */
         uint32_t eligible_zones;            /* zone domains for spread */
+        bool ct_mode;                       /* placement must fix a capacity type */
+        uint32_t eligible_cts;              /* capacity-type domains for spread */
         PoolCompat *pools;                  /* [n_nodepools], lazily */
         uint8_t *node_ok;                   /* [n_existing]: 0 unknown, 1 ok, 2 not */
         const char *req_desc;               /* requirements for messages */
@@ -243,6 +246,8 @@ typedef struct Pool {
         uint32_t n_ds_ports;
         bool has_limits;
         SolverResources remaining;          /* limits - existing capacity (base) */
+        int64_t nodes_left;                 /* node limit - existing nodes (INT64_MAX: none) */
+        int64_t nodes_left_run;             /* the same during a run, new nodes taken off */
         bool has_min_values;
         uint32_t *price_order;              /* types by cheapest offering in the pool's slots */
         double *tprice;                     /* [T]: that cheapest offering, < 0 when none */
@@ -363,6 +368,12 @@ struct Solver {
         uint8_t *claim_zone_set;
         Batch *heap;
         size_t n_heap, cap_heap;
+        Batch *retry;                       /* failed on topology: tried again after the rest */
+        size_t n_retry, cap_retry;
+        int ct_pin;                         /* capacity type the pods being placed must use; -1 */
+        bool retrying;                      /* placing the pods that failed on topology */
+        bool retry_final;                   /* the last round: failures are decided */
+        uint64_t n_placed;                  /* pods placed so far (progress of the rounds) */
         uint64_t seq;
         size_t new_nodes;
         size_t headroom_unplaced;           /* headroom units that failed in this run */
@@ -404,6 +415,11 @@ struct Solver {
 
 static inline const SolverPod *pod_at(const Solver *s, uint32_t i) {
         return i < s->snap->n_pods ? &s->snap->pods[i] : &s->vpods[i - s->snap->n_pods];
+}
+
+/* The capacity type of existing node ni (a domain of TOPO_CT). */
+static inline int snap_ct(const Solver *s, uint32_t ni) {
+        return s->snap->nodes[ni].capacity_type == SOLVER_CAPACITY_SPOT ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
 }
 
 /* labels.c */

@@ -232,6 +232,12 @@ typedef struct SolverNodePool {
         size_t n_startup_taints;
         /* Limits on the total capacity of the pool's nodes; < 0 means unlimited. */
         SolverResources limits;
+        /* spec.limits.nodes (with has_node_limit): at most this many nodes in the pool, the
+         * snapshot's nodes of the pool (in flight and deleting ones too) counted. A hard limit as
+         * in Karpenter: nodes removed in a consolidation still count, so a replacement needs
+         * room for itself. */
+        bool has_node_limit;
+        int64_t node_limit;
         /* nodesmith extension: capacity kept free and ready (0: none). Planned as virtual
          * lowest-priority pods that real pending pods displace at once. headroom.v[PODS] = N
          * splits cpu/memory into N equal units (one pod slot each); 0 means one unit. */

@@ -91,6 +91,78 @@ check "the Provisioner's taint keeps untolerating pods off" \
 check "what could not be carried over is reported" \
   'any("launchTemplate" in n for n in d["notes"])'
 
+echo "== simulate: limits.nodes, and pod affinity to a pod of the same plan"
+nodepool() { # name, capacity types, more of spec
+  printf 'apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: %s}\nspec:\n  template:\n    spec:\n' "$1"
+  printf '      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: default}\n'
+  printf '      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [%s]}]\n%s\n' "$2" "$3"
+}
+nodepool small on-demand '  limits: {nodes: 2}' >"$tmp/limited.yaml"
+cat >"$tmp/spread.yaml" <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ha, namespace: t}
+spec:
+  replicas: 3
+  template:
+    metadata: {labels: {app: ha}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: ha}}}
+      containers: [{name: a, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: t, labels: {app: web}}
+spec:
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: ha}}}
+  containers: [{name: a, resources: {requests: {cpu: '2', memory: 2Gi}}}]
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/spread.yaml" --nodepools "$tmp/limited.yaml" -o json >"$tmp/plan.json"
+check "limits.nodes 2: two nodes, one ha pod waits on the limit" \
+  'len(d["launches"]) == 2 and [u["reason"] for u in d["unschedulable"]] == ["Limits"] and "limit of 2 nodes" in d["unschedulable"][0]["message"]'
+check "web (placed first, larger) shares a node with an ha pod" \
+  'any("t/web" in l["pods"] and any(p.startswith("t/ha-") for p in l["pods"]) for l in d["launches"])'
+
+cat >"$tmp/sgp.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: sgp, namespace: t}
+spec:
+  containers:
+    - name: a
+      resources:
+        requests: {cpu: 500m, memory: 512Mi, vpc.amazonaws.com/pod-eni: '1'}
+        limits: {vpc.amazonaws.com/pod-eni: '1'}
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/sgp.yaml" --nodepools "$tmp/limited.yaml" -o json >"$tmp/plan.json"
+check "a pod of security groups for pods (pod-eni) gets a type with branch interfaces" \
+  'len(d["launches"]) == 1 and int(d["launches"][0]["allocatable"]["vpc.amazonaws.com/pod-eni"]) >= 1 and not d["launches"][0]["instanceType"].startswith("t")'
+
+nodepool both 'spot, on-demand' '' >"$tmp/both.yaml"
+cat >"$tmp/ct.yaml" <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: mixed, namespace: t}
+spec:
+  replicas: 4
+  template:
+    metadata: {labels: {app: mixed}}
+    spec:
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: karpenter.sh/capacity-type, whenUnsatisfiable: DoNotSchedule,
+           labelSelector: {matchLabels: {app: mixed}}}
+      containers: [{name: a, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/ct.yaml" --nodepools "$tmp/both.yaml" -o json >"$tmp/plan.json"
+check "spread on karpenter.sh/capacity-type: 2 pods on spot, 2 on on-demand" \
+  'not d["unschedulable"] and sorted(l["capacityType"] for l in d["launches"] for p in l["pods"]) == ["on-demand"] * 2 + ["spot"] * 2'
+
 echo "== convert"
 "$CTL" convert examples/karpenter-nodepool.yaml >"$tmp/conv.yaml" 2>"$tmp/conv.err"
 grep -q '^apiVersion: nodesmith.io/v1' "$tmp/conv.yaml" || fail "apiVersion"

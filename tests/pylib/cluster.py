@@ -73,6 +73,8 @@ rules:
   - level: Metadata
     verbs: [delete, deletecollection]
     resources: [{group: "", resources: [pods]}]
+  - level: Metadata
+    resources: [{group: "", resources: [services/proxy]}]
   - level: None
 """
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# test-run: alone (thousands of connections and RSS figures: nothing runs beside it)
 """F2, F9: what anyone who can reach the agent port (the pod network) can do before presenting the
 token. A coordinator with the shipped defaults (TLS, max-message 1Mi, 64 unauthenticated
 connections, 8 per source, auth-timeout 10s) on 127.0.0.1; attackers from 127.0.x.y.

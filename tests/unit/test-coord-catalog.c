@@ -118,6 +118,33 @@ static void test_learned_overhead(void **state) {
         catalog_free(c);
 }
 
+/* vpc.amazonaws.com/pod-eni: the branch interfaces the VPC resource controller lists for a type
+ * (its pkg/aws/vpc/limits.go: c5.large 9, m7i.large 9, c5.xlarge 18, c6g.medium 4, c5.18xlarge
+ * and c5.metal 107, a1.medium 10, i3en.large 5), none for Xen and burstable types. */
+static void test_pod_eni(void **state) {
+        Catalog *c = NULL;
+        char *err = NULL;
+        assert_int_equal(catalog_load_file("data/catalog-us-east-1.json", &c, &err), 0);
+        static const struct {
+                const char *type;
+                int64_t branches;
+        } want[] = {
+                { "c5.large", 9 },     { "m7i.large", 9 }, { "c5.xlarge", 18 }, { "c6g.medium", 4 },
+                { "c5.18xlarge", 107 }, { "c5.metal", 107 }, { "m4.large", 0 }, { "i3.large", 0 },
+                { "t3.large", 0 },     { "a1.medium", 10 }, { "i3en.large", 5 },
+                { "d3.8xlarge", 119 },
+        };
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+                const SolverInstanceType *t = type(c, want[i].type);
+                if (t->capacity.v[SOLVER_RES_POD_ENI] != want[i].branches ||
+                    t->allocatable.v[SOLVER_RES_POD_ENI] != want[i].branches)
+                        fail_msg("%s: pod-eni %lld/%lld, want %lld", want[i].type,
+                                 (long long) t->capacity.v[SOLVER_RES_POD_ENI],
+                                 (long long) t->allocatable.v[SOLVER_RES_POD_ENI], (long long) want[i].branches);
+        }
+        catalog_free(c);
+}
+
 static void test_bad_catalog(void **state) {
         static const struct {
                 const char *json, *msg;
@@ -157,6 +184,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_shipped_catalog),
                 cmocka_unit_test(test_learned_overhead),
+                cmocka_unit_test(test_pod_eni),
                 cmocka_unit_test(test_bad_catalog),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

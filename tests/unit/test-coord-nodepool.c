@@ -489,7 +489,8 @@ static void test_karpenter_refusals(void **state) {
         expect_error(NP_HEAD "  replicas: 3\n", "spec.replicas: is not supported: static NodePools");
         expect_error(NP_HEAD "  disruption: {consolidationThreshold: 3}\n",
                      "spec.disruption.consolidationThreshold: an integer goes with consolidationPolicy Balanced");
-        expect_error(NP_HEAD "  limits: {nodes: 10}\n", "spec.limits.nodes: is not supported");
+        expect_error(NP_HEAD "  limits: {nodes: -1}\n", "spec.limits.nodes: \"-1\" is out of range");
+        expect_error(NP_HEAD "  limits: {nodes: few}\n", "spec.limits.nodes: \"few\" is not a quantity");
         expect_error(NP_HEAD "  weights: 3\n", "spec.weights: is not a field of Karpenter v1's NodePool");
 }
 
@@ -539,6 +540,18 @@ static void test_karpenter_accepted(void **state) {
                  NULL);
         assert_string_equal(o->extra[0].consolidation_policy, "Balanced");
         assert_int_equal(o->extra[0].balanced_k, 3);
+        nodepool_objects_free(o);
+        /* limits.nodes: Karpenter's node count, beside the resource limits */
+        o = load(NP_HEAD "  limits: {nodes: 3, cpu: '16'}\n---\n" NC_HEAD NC_BASE, NULL);
+        assert_true(o->pools[0].has_node_limit);
+        assert_int_equal(o->pools[0].node_limit, 3);
+        assert_int_equal(o->pools[0].limits.v[SOLVER_RES_CPU], 16000);
+        assert_int_equal(o->pools[0].limits.v[SOLVER_RES_PODS], -1);
+        nodepool_objects_free(o);
+        o = load(NP_HEAD "  limits: {nodes: '0'}\n---\n" NC_HEAD NC_BASE, NULL);
+        assert_true(o->pools[0].has_node_limit);
+        assert_int_equal(o->pools[0].node_limit, 0);
+        assert_int_equal(o->pools[0].limits.v[SOLVER_RES_CPU], -1);
         nodepool_objects_free(o);
         o = load(NP_HEAD "  disruption: {consolidationPolicy: Balanced}\n---\n" NC_HEAD NC_BASE, NULL);
         assert_int_equal(o->extra[0].balanced_k, 2); /* Karpenter's BalancedK */

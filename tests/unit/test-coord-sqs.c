@@ -41,6 +41,15 @@ static void test_request_bodies(void **state) {
         assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "ReceiptHandle")), "AQEB\"quoted\"+/=");
         cJSON_Delete(j);
         free(s);
+
+        s = sqs_build_visibility("https://q/1/x", "AQEB", 2);
+        j = cJSON_Parse(s);
+        assert_non_null(j);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "QueueUrl")), "https://q/1/x");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "ReceiptHandle")), "AQEB");
+        assert_int_equal(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "VisibilityTimeout")), 2);
+        cJSON_Delete(j);
+        free(s);
 }
 
 static void test_parse_receive(void **state) {
@@ -495,6 +504,35 @@ static void test_unreported_entry(void **state) {
         fx_free(c);
 }
 
+static bool launch_under_way;
+
+static bool fx_launch_unanswered(void *userdata) {
+        return launch_under_way;
+}
+
+static int fx_no_node(void *userdata, const char *instance_id, const cJSON **ret) {
+        return -ENOENT;
+}
+
+static void test_unknown_while_launching(void **state) {
+        /* EC2 may tell of an instance (a state change, a spot warning) before the CreateFleet
+         * answer that names it is handled: while a launch is answered the message comes back in
+         * seconds, otherwise an unknown instance is another cluster's and the message goes */
+        Fx *c = coord("spot");
+        c->sink.find_node = fx_no_node;
+        c->sink.launch_unanswered = fx_launch_unanswered;
+        InterruptionStats s = {};
+        launch_under_way = true;
+        assert_int_equal(queue(c, &s, SPOT), SQS_SOON);
+        assert_int_equal(s.errors, 0);
+        assert_int_equal(s.ignored, 0);
+        assert_null(registry_get(&c->registry, ID));
+        launch_under_way = false;
+        assert_int_equal(queue(c, &s, SPOT), SQS_DELETE);
+        assert_int_equal(s.ignored, 1);
+        fx_free(c);
+}
+
 int main(void) {
         log_set_max_level(LOG_WARNING);
         const struct CMUnitTest tests[] = {
@@ -507,6 +545,7 @@ int main(void) {
                 cmocka_unit_test(test_queue_then_agent),
                 cmocka_unit_test(test_policy_and_kinds),
                 cmocka_unit_test(test_unreported_entry),
+                cmocka_unit_test(test_unknown_while_launching),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

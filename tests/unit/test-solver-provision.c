@@ -793,6 +793,164 @@ static void test_inverse_anti_affinity(void **state) {
         assert_int_equal(r->n_launches, 1);
 }
 
+static void add_term(SolverPod *p, bool anti, const char *key, const char *app) {
+        SolverPodAffinityTerm *t = solver_arena_alloc(F->a, sizeof(SolverPodAffinityTerm));
+        *t = (SolverPodAffinityTerm) { .topology_key = key, .selector = app_selector(app) };
+        if (anti) {
+                p->anti_affinity = t;
+                p->n_anti_affinity = 1;
+        } else {
+                p->affinity = t;
+                p->n_affinity = 1;
+        }
+}
+
+static void test_limit_nodes(void **state) {
+        /* limits.nodes 2 with one node of the pool already there (in flight): one more node may
+         * come; 3 pods with hostname anti-affinity get n1 and one new node, the third waits */
+        F->pools[0].has_node_limit = true;
+        F->pools[0].node_limit = 2;
+        SolverNode *n1 = add_node("n1", "default", "c.xlarge", "zone-a", 4, 8);
+        n1->in_flight = true;
+        add_node("foreign", NULL, "c.xlarge", "zone-a", 0, 0); /* not the pool's: not counted */
+        size_t f = labelled("w", 3, 1000, 1024, "w");
+        add_term(&F->pods[f], true, SOLVER_LABEL_HOSTNAME, "w");
+        copy_constraints(f, f + 3);
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_launches, 1);
+        assert_int_equal(r->n_unschedulable, 1);
+        assert_int_equal(decision("w-2")->reason, SOLVER_REASON_LIMITS);
+        assert_non_null(strstr(decision("w-2")->message, "limit of 2 nodes"));
+        /* a limit of 0 launches nothing; without the limit all three are placed */
+        F->pools[0].node_limit = 0;
+        solver_free(F->solver);
+        F->solver = NULL;
+        r = solve();
+        assert_int_equal(r->n_launches, 0);
+        assert_int_equal(r->n_unschedulable, 2);
+        F->pools[0].has_node_limit = false;
+        solver_free(F->solver);
+        F->solver = NULL;
+        r = solve();
+        assert_int_equal(r->n_launches, 2);
+        assert_int_equal(r->n_unschedulable, 0);
+}
+
+static void test_affinity_to_pod_pending_in_same_batch(void **state) {
+        /* web (placed first: it is the larger) needs a node, then a zone, holding a pending db
+         * pod; as in Karpenter, it waits for db to be placed and follows it */
+        size_t w = labelled("web", 1, 1500, 1024, "web");
+        add_term(&F->pods[w], false, SOLVER_LABEL_HOSTNAME, "db");
+        labelled("db", 1, 300, 256, "db");
+        size_t a = labelled("api", 1, 1500, 1024, "api");
+        add_term(&F->pods[a], false, SOLVER_LABEL_ZONE, "cache");
+        size_t c = labelled("cache", 1, 300, 256, "cache");
+        pod_selector(&F->pods[c], SOLVER_LABEL_ZONE, "zone-c");
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_unschedulable, 0);
+        assert_int_equal(decision("web-0")->kind, SOLVER_DECISION_LAUNCH);
+        assert_int_equal(decision("web-0")->target, decision("db-0")->target);
+        assert_string_equal(launch_zone_of("cache-0"), "zone-c");
+        assert_string_equal(launch_zone_of("api-0"), "zone-c");
+}
+
+static void test_affinity_to_pending_pod_that_cannot_go(void **state) {
+        /* db cannot be placed (too big): web, waiting for it, stays pending and says why */
+        size_t w = labelled("web", 1, 500, 512, "web");
+        add_term(&F->pods[w], false, SOLVER_LABEL_HOSTNAME, "db");
+        labelled("db", 1, 64000, 256, "db");
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_unschedulable, 2);
+        assert_int_equal(decision("db-0")->reason, SOLVER_REASON_RESOURCES);
+        assert_int_equal(decision("web-0")->reason, SOLVER_REASON_TOPOLOGY);
+}
+
+static void test_anti_affinity_between_pending_pods(void **state) {
+        /* big (placed first) refuses app=small on its node, and other (placed first) refuses
+         * app=late on its zone; small and late are pending in the same batch: each keeps away */
+        size_t b = labelled("big", 1, 1200, 1024, "big");
+        add_term(&F->pods[b], true, SOLVER_LABEL_HOSTNAME, "small");
+        labelled("small", 1, 300, 256, "small");
+        size_t o = labelled("other", 1, 1200, 1024, "other");
+        add_term(&F->pods[o], true, SOLVER_LABEL_ZONE, "late");
+        pod_selector(&F->pods[o], SOLVER_LABEL_ZONE, "zone-a");
+        labelled("late", 1, 300, 256, "late");
+        /* and the other way round: the smaller pod carries the term */
+        size_t x = labelled("x", 1, 300, 256, "x");
+        add_term(&F->pods[x], true, SOLVER_LABEL_HOSTNAME, "y");
+        labelled("y", 1, 1200, 1024, "y");
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_unschedulable, 0);
+        assert_int_not_equal(decision("big-0")->target, decision("small-0")->target);
+        assert_int_not_equal(decision("x-0")->target, decision("y-0")->target);
+        assert_string_equal(launch_zone_of("other-0"), "zone-a");
+        assert_string_not_equal(launch_zone_of("late-0"), "zone-a");
+}
+
+static SolverCapacityType launch_ct_of(const char *pod) {
+        const SolverDecision *d = decision(pod);
+        assert_int_equal(d->kind, SOLVER_DECISION_LAUNCH);
+        return F->res->launches[d->target].capacity_type;
+}
+
+static void test_capacity_type_topology(void **state) {
+        /* a pool with spot and on-demand (tried first: heavier) */
+        add_pool("any", 10);
+        /* spread over capacity types, maxSkew 1: 4 pods, 2 spot and 2 on-demand */
+        size_t f = labelled("s", 4, 1000, 1024, "s");
+        spread(&F->pods[f], "karpenter.sh/capacity-type", 1, false, "s");
+        copy_constraints(f, f + 4);
+        /* anti-affinity on capacity type: one per type, the third cannot go */
+        size_t g = labelled("one", 3, 500, 512, "one");
+        add_term(&F->pods[g], true, "karpenter.sh/capacity-type", "one");
+        copy_constraints(g, g + 3);
+        /* affinity on capacity type to a pod on an existing spot node */
+        SolverNode *n1 = add_node("n1", "any", "c.large", "zone-a", 2, 4);
+        n1->capacity_type = SOLVER_CAPACITY_SPOT;
+        size_t c = labelled("cache", 1, 1900, 512, "cache");
+        F->pods[c].node_name = "n1";
+        size_t w = labelled("near", 1, 1000, 1024, "near");
+        add_term(&F->pods[w], false, "karpenter.sh/capacity-type", "cache");
+        const SolverResult *r = solve();
+        int per[2] = {};
+        for (int i = 0; i < 4; i++)
+                per[launch_ct_of(F->pods[f + (size_t) i].name)]++;
+        assert_int_equal(per[SOLVER_CAPACITY_SPOT], 2);
+        assert_int_equal(per[SOLVER_CAPACITY_ON_DEMAND], 2);
+        int placed = 0;
+        bool used[2] = {};
+        for (int i = 0; i < 3; i++) {
+                const SolverDecision *d = decision(F->pods[g + (size_t) i].name);
+                if (d->kind == SOLVER_DECISION_UNSCHEDULABLE) {
+                        assert_int_equal(d->reason, SOLVER_REASON_TOPOLOGY);
+                        continue;
+                }
+                SolverCapacityType ct = launch_ct_of(F->pods[g + (size_t) i].name);
+                assert_false(used[ct]);
+                used[ct] = true;
+                placed++;
+        }
+        assert_int_equal(placed, 2);
+        assert_int_equal(launch_ct_of("near-0"), SOLVER_CAPACITY_SPOT);
+        assert_int_equal(r->n_unschedulable, 1);
+}
+
+static void test_capacity_type_spread_counts_existing(void **state) {
+        /* two matching pods already run on an on-demand node: the next two go to spot */
+        SolverNodePool *p = add_pool("any", 10);
+        (void) p;
+        add_node("n1", "any", "c.xlarge", "zone-a", 4, 8); /* on-demand */
+        size_t b = labelled("old", 2, 1900, 512, "s");
+        F->pods[b].node_name = "n1";
+        F->pods[b + 1].node_name = "n1";
+        size_t f = labelled("s", 2, 1000, 1024, "s");
+        spread(&F->pods[f], "karpenter.sh/capacity-type", 1, false, "s");
+        copy_constraints(f, f + 2);
+        solve();
+        assert_int_equal(launch_ct_of("s-0"), SOLVER_CAPACITY_SPOT);
+        assert_int_equal(launch_ct_of("s-1"), SOLVER_CAPACITY_SPOT);
+}
+
 static void test_unsupported_topology_key(void **state) {
         size_t f = labelled("r", 1, 500, 512, "r");
         spread(&F->pods[f], "topology.kubernetes.io/region", 1, false, "r");
@@ -1123,6 +1281,30 @@ static void test_consolidate_multi_node_replace(void **state) {
         solver_consolidation_free(c);
 }
 
+static void test_consolidate_node_limit(void **state) {
+        /* limits.nodes is hard, as in Karpenter: the two nodes fill a limit of 2, so replacing
+         * them with one needs a third while they drain: not done; a delete still is */
+        F->pools[0].has_node_limit = true;
+        F->pools[0].node_limit = 2;
+        two_nodes(SOLVER_CAPACITY_ON_DEMAND);
+        size_t cand[] = { 1, 0 };
+        SolverConsolidateOptions o = { .candidates = cand, .n_candidates = 2, .threshold = 0.15 };
+        SolverConsolidation *c = consolidate(&o);
+        assert_int_not_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        assert_null(c->replacement);
+        solver_consolidation_free(c);
+        /* room for one more: the replacement of test_consolidate_multi_node_replace */
+        solver_free(F->solver);
+        F->solver = NULL;
+        F->pools[0].node_limit = 3;
+        F->snap = (SolverSnapshot) { F->types, F->n_types, F->pools, F->n_pools, F->nodes, F->n_nodes,
+                                     F->pods,  F->n_pods,  F->ds,    F->n_ds };
+        assert_int_equal(solver_new(&F->snap, &F->solver, NULL), 0);
+        c = consolidate(&o);
+        assert_int_equal(c->kind, SOLVER_CONSOLIDATE_REPLACE);
+        solver_consolidation_free(c);
+}
+
 static void test_consolidate_single_node_delete_first_by_cost(void **state) {
         two_nodes(SOLVER_CAPACITY_ON_DEMAND);
         size_t cand[] = { 1, 0 };
@@ -1291,6 +1473,7 @@ int main(void) {
                 T(test_prefer_no_schedule_relaxed),
                 T(test_limits),
                 T(test_limits_count_existing_nodes),
+                T(test_limit_nodes),
                 T(test_min_values),
                 T(test_zone_spread),
                 T(test_zone_spread_counts_existing_pods),
@@ -1301,6 +1484,11 @@ int main(void) {
                 T(test_hostname_affinity),
                 T(test_anti_affinity),
                 T(test_inverse_anti_affinity),
+                T(test_affinity_to_pod_pending_in_same_batch),
+                T(test_affinity_to_pending_pod_that_cannot_go),
+                T(test_anti_affinity_between_pending_pods),
+                T(test_capacity_type_topology),
+                T(test_capacity_type_spread_counts_existing),
                 T(test_unsupported_topology_key),
                 T(test_host_ports),
                 T(test_daemonset_host_port),
@@ -1315,6 +1503,7 @@ int main(void) {
                 T(test_remove_nodes_and_state_restored),
                 T(test_disruption_cost),
                 T(test_consolidate_multi_node_replace),
+                T(test_consolidate_node_limit),
                 T(test_consolidate_single_node_delete_first_by_cost),
                 T(test_consolidate_threshold),
                 T(test_consolidate_budgets),
