@@ -529,28 +529,31 @@ class Informer(threading.Thread):
         self.synced = threading.Event()
         self.known = {}             # uid -> last object seen
         self.conn = None            # the connection in use
+        self.conn_lock = threading.Lock()
 
     def close(self):
         """Ends the list or watch in flight (after stop_evt is set: no new one starts)."""
         import socket
-        conn = self.conn
-        sock = conn.sock if conn is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        with self.conn_lock:  # not between a connection's creation and its connect
+            sock = self.conn.sock if self.conn is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def run(self):
         import http.client
         u = urllib.parse.urlsplit(self.server)
         sep = "&" if "?" in self.path else "?"
         while not self.stop_evt.is_set():
-            conn = self.conn = http.client.HTTPSConnection(u.hostname, u.port, context=self.ctx,
-                                                           timeout=90)
-            if self.stop_evt.is_set():
-                break
+            conn = http.client.HTTPSConnection(u.hostname, u.port, context=self.ctx, timeout=90)
             try:
+                with self.conn_lock:
+                    if self.stop_evt.is_set():
+                        break
+                    self.conn = conn
+                    conn.connect()
                 conn.request("GET", self.path, headers=self.headers)
                 resp = conn.getresponse()
                 body = resp.read()
