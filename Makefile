@@ -260,7 +260,7 @@ SEED ?= 1
 chaos: all $(CONTROLPLANE)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) tests/chaos/chaos.py --runs $(RUNS) --seed $(SEED) $(CHAOS_ARGS)
 
-bench: all $(BENCH_BINS)
+bench: all $(BENCH_BINS) $(CONTROLPLANE)
 	$(Q)BUILD=$(BUILD) bash bench/run.sh
 
 demo: all $(TOOL_BINS) $(CONTROLPLANE)

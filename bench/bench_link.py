@@ -11,9 +11,10 @@ The agent footprint: a real nodesmith-agent (--agent-bin: another build of it, e
 $BUILD/rpm/nodesmith-agent) reporting every second over TLS, measured after 10 s: VmRSS, and from
 smaps_rollup its Pss (shared pages divided among the processes that map them) and its private
 pages; median of --agent-runs runs. With --agent-world node (the default) it does a node's whole
-job meanwhile: IMDSv2 polled every second (tests/fakes/imds.py) and its Node and pods watched on a
-Kubernetes API (tests/fakes/kubeapi.py, --agent-pods on the node, 20 by default); with link, only
-the link. The
+job meanwhile: IMDSv2 polled every second (tests/fakes/imds.py) and its Node and pods watched on
+the real Kubernetes control plane (tests/pylib/cluster.py; the Node's emulated kubelet runs
+--agent-pods pods bound to it, 20 by default; the agent uses the node's kubelet kubeconfig); with
+link, only the link. The
 resident memory of each mapping (libc, libsystemd, the binary, anonymous...) is printed too.
 --floor also measures bench/footprint, a program that maps the agent's libraries and does
 nothing else, layer by layer (see bench/footprint.c).
@@ -26,7 +27,6 @@ import collections
 import json
 import os
 import re
-import urllib.request
 import statistics
 import subprocess
 import sys
@@ -34,6 +34,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pylib"))
 from nsharness import GiB, Coordinator, Proc, TestDir, agent_argv, free_port, make_pki, make_root, wait_for  # noqa: E402
+from realkube import RealKube  # noqa: E402
 
 
 BENCH_LINK = os.path.join(os.path.abspath(os.environ.get("BUILD", "build")), "benchbin", "link")
@@ -90,24 +91,22 @@ def smaps_by_mapping_kib(pid):
 
 
 def start_node_world(d, node, instance, pods):
-    """A fake IMDS for the instance and a fake API server holding its Node and pods on it."""
+    """A fake IMDS for the instance, and the real control plane (tests/pylib/cluster.py) holding
+    its Node (registered by an emulated kubelet, tests/fakes/kubelet.py) and `pods` pods bound to
+    it, which that kubelet runs. Returns (imds, RealKube, the agent's extra arguments)."""
     fakes = os.path.join(os.path.dirname(__file__), "..", "tests", "fakes")
     imds = Proc("imds", [sys.executable, os.path.join(fakes, "imds.py"), "--port", "0", "--instance-id", instance,
                          "--life-cycle", "spot"], d)
     iport = int(wait_for("fake IMDS", lambda: (re.search(r"listening on 127\.0\.0\.1:(\d+)", imds.output())
                                                or [None, None])[1], 15))
-    kube = Proc("kubeapi", [sys.executable, os.path.join(fakes, "kubeapi.py"), "--port", "0", "--node", node,
-                            "--log-level", "warning"], d)
-    kport = int(wait_for("fake API server", lambda: (re.search(r"listening on \S+:(\d+)", kube.output())
-                                                     or [None, None])[1], 15))
-    base = f"http://127.0.0.1:{kport}"
+    kube = RealKube(d, log=None).start(packaging=False, fault_proxy=False, audit=False)
+    kube.register_nodes(node, instances={node: instance},
+                        capacity={"cpu": "4", "memory": "16Gi", "pods": str(max(110, pods + 10))})
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-config", "namespace": "default"},
           "data": {"app.yaml": "port: 8080\n"}}
-    urllib.request.urlopen(urllib.request.Request(base + "/api/v1/namespaces/default/configmaps", method="POST",
-                                                  data=json.dumps(cm).encode(),
-                                                  headers={"Content-Type": "application/json"}), timeout=10).read()
+    kube.req("POST", "/api/v1/namespaces/default/configmaps", cm)
     for i in range(pods):
-        # no ownerReferences: the API server's garbage collector deletes pods whose owner is missing
+        # no ownerReferences: the garbage collector deletes pods whose owner is missing
         # the shape of a typical Deployment's pod: image, command, env, probes, mounts
         container = {"name": "app", "image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/shop/web:1.42.7",
                      "command": ["/app/server"], "args": ["--port=8080", "--log-format=json"],
@@ -116,10 +115,10 @@ def start_node_world(d, node, instance, pods):
                      "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                      "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
                      "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5},
-                     "volumeMounts": [{"name": "config", "mountPath": "/etc/app"},
-                                      {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                                       "readOnly": True}],
+                     "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}],
                      "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True}}
+        # bound to the node at creation, as a scheduler's binding leaves it; the ServiceAccount
+        # admission plugin adds the token volume and its mount
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": f"web-7c9d8f-{i:05d}", "namespace": "default",
                             "labels": {"app": "web", "pod-template-hash": "7c9d8f"}},
@@ -127,10 +126,11 @@ def start_node_world(d, node, instance, pods):
                         "volumes": [{"name": "config", "configMap": {"name": "web-config"}}],
                         "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
                                          "effect": "NoExecute", "tolerationSeconds": 300}]}}
-        req = urllib.request.Request(base + "/api/v1/namespaces/default/pods", data=json.dumps(pod).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(req, timeout=10).read()
-    return imds, kube, ["--imds-endpoint", f"http://127.0.0.1:{iport}", "--kube-server", base, "--logind", "no"]
+        kube.req("POST", "/api/v1/namespaces/default/pods", pod)
+    wait_for(f"{pods} pods Running", lambda: len([p for p in kube.pods(node) if p["status"].get("phase") == "Running"])
+             == pods, 120, 0.5)
+    return imds, kube, ["--imds-endpoint", f"http://127.0.0.1:{iport}", "--kubeconfig", kube.node_kubeconfig(node),
+                        "--logind", "no"]
 
 
 def main():

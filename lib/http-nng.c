@@ -371,9 +371,11 @@ static void advance(HttpRequest *r) {
                 return;
         }
         if (rv != 0) {
-                /* a kept connection the server had closed meanwhile: once more, on a new one */
+                /* a kept connection the server had closed meanwhile: once more, on a new one
+                 * (over TLS, NNG reports the server's close_notify as NNG_ECONNREFUSED) */
                 if (r->step == STEP_TRANSACT && r->reused &&
-                    (rv == NNG_ECLOSED || rv == NNG_ECONNSHUT || rv == NNG_ECONNRESET)) {
+                    (rv == NNG_ECLOSED || rv == NNG_ECONNSHUT || rv == NNG_ECONNRESET ||
+                     rv == NNG_ECONNREFUSED)) {
                         log_debug("%s: kept connection closed by the server (%s); again on a new one",
                                   r->url, nng_strerror(rv));
                         nng_http_conn_close(TAKE_PTR(r->conn));

@@ -485,6 +485,26 @@ class Run:
         return out + termination_violations(calls, insts, self.cluster, self.decoys)
 
     # ---- the whole run -------------------------------------------------------------------
+    def dump_end_state(self):
+        """What an unsettled run ended with, for whoever reads its logs: end-state.json in the
+        run's directory (pods with their phase, node and conditions; Nodes with their taints and
+        conditions; the emulator's instances)."""
+        def conds(o):
+            return {c["type"]: c.get("status") for c in (o.get("status") or {}).get("conditions") or []}
+        try:
+            pods = [{"name": p["metadata"]["name"], "phase": (p.get("status") or {}).get("phase"),
+                     "node": p["spec"].get("nodeName"), "deleting": p["metadata"].get("deletionTimestamp"),
+                     "nominated": (p.get("status") or {}).get("nominatedNodeName"), "conditions": conds(p)}
+                    for p in self.s.kube_get(f"/api/v1/namespaces/{NS}/pods")["items"]]
+            nodes = [{"name": n, "unschedulable": (o.get("spec") or {}).get("unschedulable"),
+                      "taints": [t.get("key") for t in (o.get("spec") or {}).get("taints") or []],
+                      "conditions": conds(o)} for n, o in self.nodes().items()]
+            state = {"pods": pods, "nodes": nodes, "instances": self.emu_instances()}
+        except Exception as e:  # the dump is for reading; the verdict stands without it
+            state = {"error": f"{type(e).__name__}: {e}"}
+        with open(os.path.join(self.workdir, "end-state.json"), "w") as f:
+            json.dump(state, f, indent=1, default=str)
+
     def run(self):
         res = {"seed": self.seed, "chaosSeconds": self.chaos_seconds, "violations": [], "actions": self.actions}
         self.t0 = time.time()
@@ -511,6 +531,8 @@ class Run:
             t = time.time()
             unsettled = self.settle()
             res["settleSeconds"] = round(time.time() - t, 1)
+            if unsettled:
+                self.dump_end_state()
             self.stop_sampling()
             for inv, items in unsettled.items():
                 for text in items:

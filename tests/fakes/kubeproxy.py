@@ -3,7 +3,8 @@
 
     python3 tests/fakes/kubeproxy.py --upstream https://127.0.0.1:6443 --upstream-ca ca.crt \
         --tls-cert proxy.crt --tls-key proxy.key --client-ca ca.crt \
-        --front-proxy-cert fp.crt --front-proxy-key fp.key [--port 0] [--control-port 0]
+        --front-proxy-cert fp.crt --front-proxy-key fp.key [--port 0] [--control-port 0] \
+        [--idle-timeout SEC]
 
 Prints `listening on 127.0.0.1:PORT` then `control on 127.0.0.1:CPORT`. Clients speak HTTPS to
 PORT exactly as to the API server. Identity passes through as Kubernetes' authenticating proxy
@@ -147,10 +148,11 @@ class Handler(BaseHTTPRequestHandler):
         self.upstream = None
         self.identity = None
         self.failed = False
+        self.cut_done = False
         try:
             self.connection.settimeout(30)
             self.connection.do_handshake()
-            self.connection.settimeout(self.timeout)
+            self.connection.settimeout(self.server.px.args.idle_timeout or self.timeout)
             cert = self.connection.getpeercert()
         except (OSError, ssl.SSLError):
             self.failed = True
@@ -170,7 +172,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             super().handle()
-        except (OSError, ssl.SSLError):
+            # the connection ends (idle, or a Connection: close): with TLS's close_notify first,
+            # as kube-apiserver's Go server closes it; a cut (fault, dropped watch) sends none
+            if not self.cut_done:
+                self.connection.settimeout(1.0)
+                self.connection.unwrap()
+        except (OSError, ssl.SSLError, ValueError):
             pass
         finally:
             if self.upstream is not None:
@@ -183,6 +190,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def cut(self):
+        self.cut_done = True
         for s in (self.connection, getattr(self.upstream, "sock", None)):
             try:
                 if s is not None:
@@ -364,6 +372,8 @@ def main(argv=None):
     ap.add_argument("--front-proxy-key", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--control-port", type=int, default=0)
+    ap.add_argument("--idle-timeout", type=float, default=None,
+                    help="close a client connection idle this long, seconds (default 120)")
     args = ap.parse_args(argv)
     px = Proxy(args)
 

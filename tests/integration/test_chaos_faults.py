@@ -1,31 +1,28 @@
 #!/usr/bin/env python3
 """The faults the chaos runner (tests/chaos/) injects, each shown on its own.
 
-1. Fake API server: a fault rule with `"count": null` and `"seconds"` answers every matching
-   request until it lapses; `DELETE /_fake/faults/ID` removes one rule; `GET /_fake/watches`
-   lists the open watch streams and `POST /_fake/watches/drop` cuts the matching ones at once
-   (the client sees its stream end without the last chunk, and can watch again).
-2. The agents' Service (stack.ServiceProxy): set_cut(True) resets open connections and refuses
+The Kubernetes API faults (a 429 or 5xx window that lapses, one rule removed by its id, slow
+answers, watch streams cut on demand or after N events, the API server restarted) come from
+the fault proxy in front of the real kube-apiserver and are shown in test_kubeproxy.py.
+
+1. The agents' Service (stack.ServiceProxy): set_cut(True) resets open connections and refuses
    new ones; set_cut(False) lets them through again.
-3. Node emulator: `POST /_emu/instances/REF/agent/kill` kills an agent and starts it again after
+2. Node emulator: `POST /_emu/instances/REF/agent/kill` kills an agent and starts it again after
    `restartAfter` (it reconnects to the coordinator), or leaves it down (`restartAfter: null`)
    until `agent/start`; with `--agent-restart-sec`, an agent that dies on its own is started
    again, as systemd's Restart=always does.
 
-Run: python3 tests/integration/test_chaos_faults.py   (~20 s)"""
-import http.client
-import json
+Run: python3 tests/integration/test_chaos_faults.py"""
 import os
 import signal
 import socket
 import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
-from nsharness import FakeKube, TestDir, wait_for  # noqa: E402
+from nsharness import TestDir, wait_for  # noqa: E402
 from stack import LocalStack, ServiceProxy  # noqa: E402
 
 T0 = time.monotonic()
@@ -33,73 +30,6 @@ T0 = time.monotonic()
 
 def step(msg):
     print(f"{time.monotonic() - T0:6.1f}s  {msg}", flush=True)
-
-
-def api_faults(d):
-    kube = FakeKube(d).start()
-    kube.namespace("chaos")
-    # a rule for every matching request while it lasts
-    r = kube.fake("POST", "faults", {"method": "GET", "path": r"/namespaces/chaos/configmaps",
-                                     "status": 429, "retryAfter": 1, "count": None, "seconds": 1.5})
-    codes = [kube.req("GET", "/api/v1/namespaces/chaos/configmaps", ok=None).get("code") for _ in range(5)]
-    assert codes == [429] * 5, codes
-    st = kube.fake("GET", "faults")["faults"]
-    assert st[0]["matched"] == 5 and st[0]["active"] and st[0]["count"] is None, st
-    wait_for("the rule to lapse", lambda: kube.req("GET", "/api/v1/namespaces/chaos/configmaps",
-                                                    ok=None).get("kind") == "ConfigMapList", 5, 0.1)
-    assert kube.fake("GET", "faults")["faults"][0]["active"] is False
-    # one rule removed by its id, the other kept
-    a = kube.fake("POST", "faults", {"path": "/configmaps", "status": 500, "count": None})
-    b = kube.fake("POST", "faults", {"path": "/secrets", "status": 500, "count": None})
-    kube.fake("DELETE", f"faults/{a['id']}")
-    assert kube.req("GET", "/api/v1/namespaces/chaos/configmaps", ok=None)["kind"] == "ConfigMapList"
-    assert kube.req("GET", "/api/v1/namespaces/chaos/secrets", ok=None)["code"] == 500
-    assert [f["id"] for f in kube.fake("GET", "faults")["faults"]] == [r["id"], b["id"]]
-    assert kube.req("DELETE", "/_fake/faults/999", ok=None)["code"] == 404
-    kube.fake("DELETE", "faults")
-    step("API faults: null count answers every match until `seconds` lapse; one rule removed by id")
-
-    # open watches, cut at once
-    def watch(path):
-        c = http.client.HTTPConnection("127.0.0.1", kube.port, timeout=10)
-        c.request("GET", path)
-        resp = c.getresponse()
-        assert resp.status == 200
-        return c, resp
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "chaos"}}
-    rv = kube.get("/api/v1/namespaces/chaos/configmaps")["metadata"]["resourceVersion"]
-    c1, w1 = watch(f"/api/v1/namespaces/chaos/configmaps?watch=1&resourceVersion={rv}")
-    c2, w2 = watch(f"/api/v1/namespaces/chaos/secrets?watch=1&resourceVersion={rv}")
-    listed = wait_for("two open watches", lambda: (lambda w: w if len(w) == 2 else None)(
-        kube.fake("GET", "watches")["watches"]), 5)
-    assert any("configmaps" in w["target"] for w in listed), listed
-    kube.req("POST", "/api/v1/namespaces/chaos/configmaps", cm)
-    ev = json.loads(w1.readline())
-    assert ev["type"] == "ADDED" and ev["object"]["metadata"]["name"] == "a", ev
-    out = kube.fake("POST", "watches/drop", {"path": "configmaps"})
-    assert [w["target"] for w in out["dropped"]] == [listed[0]["target"] if "configmaps" in listed[0]["target"]
-                                                      else listed[1]["target"]], out
-    try:
-        rest = w1.read()
-        raise AssertionError(f"the stream ended cleanly: {rest!r}")
-    except (http.client.IncompleteRead, ConnectionError, OSError):
-        pass  # cut: no terminating chunk
-    remaining = wait_for("the cut stream to end", lambda: (lambda w: w if len(w["watches"]) == 1 else None)(
-        kube.fake("GET", "watches")), 5)
-    assert len(remaining["watches"]) == 1 and "secrets" in remaining["watches"][0]["target"], remaining
-    assert remaining["dropped"] == 1, remaining
-    c1.close()
-    # the client watches again from where it was
-    c3, w3 = watch(f"/api/v1/namespaces/chaos/configmaps?watch=1&resourceVersion={ev['object']['metadata']['resourceVersion']}")
-    kube.req("DELETE", "/api/v1/namespaces/chaos/configmaps/a")
-    ev2 = json.loads(w3.readline())
-    assert ev2["type"] == "DELETED", ev2
-    kube.fake("POST", "watches/drop", {})
-    for c in (c2, c3):
-        c.close()
-    wait_for("no open watch left", lambda: kube.fake("GET", "watches")["watches"] == [], 5)
-    kube.proc.stop()
-    step("open watches listed; drop cut the matching stream without its last chunk; watching again works")
 
 
 class Ready(BaseHTTPRequestHandler):
@@ -216,7 +146,6 @@ def agent_restarts(d):
 
 def main():
     with TestDir("chaos-faults") as d:
-        api_faults(d)
         link_cut()
         agent_restarts(d)
     print("test_chaos_faults: OK")

@@ -7,8 +7,9 @@
   2. a 429 window (`count` null, `seconds`) answers every match with Retry-After, then lapses;
      one rule is removed by its id;
   3. a slow answer takes its delay;
-  4. open watches are cut on demand (the client's stream ends) and after N events
-     (`dropWatchAfter`); the agent's HTTP/1.0 watch streams through unchunked;
+  4. open watches are cut on demand (the matching stream ends without its terminating chunk,
+     the others stay open, and the client watches again from its last resourceVersion) and
+     after N events (`dropWatchAfter`); the agent's HTTP/1.0 watch streams through unchunked;
   5. the API server restarted behind it: connections fail while it is down, requests succeed
      again after.
 
@@ -94,14 +95,37 @@ def main():
         print(f"slow answer {slow:.2f}s, the next {fast:.2f}s")
 
         # 4. watches cut on demand and after N events
-        conn, resp = open_watch(c, px, "/api/v1/namespaces/default/configmaps?watch=1")
-        got = []
-        t = threading.Thread(target=lambda: got.extend(iter(resp.readline, b"")), daemon=True)
+        rv = c.api("GET", "/api/v1/namespaces/default/configmaps")[1]["metadata"]["resourceVersion"]
+        conn, resp = open_watch(c, px, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}")
+        conn2, resp2 = open_watch(c, px, f"/api/v1/namespaces/default/secrets?watch=1&resourceVersion={rv}")
+        got, ended = [], []
+
+        def read_stream():
+            try:
+                got.append(json.loads(resp.readline()))
+                resp.read()   # to the end: IncompleteRead when the last chunk never comes
+                ended.append("clean")
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                ended.append(type(e).__name__)
+        t = threading.Thread(target=read_stream, daemon=True)
         t.start()
-        wait_for("the watch is open at the proxy", lambda: px.stats()["watchesOpen"] == 1, 10, 0.1)
+        wait_for("both watches open at the proxy", lambda: px.stats()["watchesOpen"] == 2, 10, 0.1)
+        c.kubectl("create", "configmap", "before-cut", "-n", "default")
+        wait_for("the event before the cut", lambda: got, 10, 0.1)
         dropped = px.drop_watches(r"configmaps")
         t.join(10)
         assert not t.is_alive() and len(dropped) == 1, (dropped, t.is_alive())
+        # cut: the stream ends without its terminating chunk; the other watch stays open
+        assert ended and ended[0] != "clean", ended
+        assert px.stats()["watchesOpen"] == 1, px.stats()
+        conn.close()
+        conn2.close()
+        # the client watches again from where it was and gets what happened since
+        last = got[-1]["object"]["metadata"]["resourceVersion"]
+        c.kubectl("delete", "configmap", "before-cut", "-n", "default")
+        conn, resp = open_watch(c, px, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={last}")
+        ev = json.loads(resp.readline())
+        assert ev["type"] == "DELETED" and ev["object"]["metadata"]["name"] == "before-cut", ev
         conn.close()
         px.fault(path="watch=1", dropWatchAfter=2, count=1)
         conn, resp = open_watch(c, px, "/api/v1/namespaces/default/configmaps?watch=1")

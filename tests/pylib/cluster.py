@@ -248,6 +248,7 @@ class Cluster:
         etcd_dir = os.path.join(self.workdir, "etcd")
         shutil.rmtree(etcd_dir, ignore_errors=True)  # a fresh etcd every time
         etcd_port, peer_port = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn("etcd", [binary, "etcd", "--name", "default", "--data-dir", etcd_dir,
                              "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
                              "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
@@ -334,8 +335,9 @@ class Cluster:
         return True
 
     def stop(self):
-        """Stops the fault proxy, scheduler, controller manager, API server, etcd (in order)."""
-        for name in ("kubeproxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        """Stops the fault proxies, scheduler, controller manager, API server, etcd (in order)."""
+        core = ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+        for name in [n for n in self.procs if n not in core] + list(core):
             p = self.procs.pop(name, None)
             if p is not None:
                 if p.alive():
@@ -362,18 +364,34 @@ class Cluster:
         wait_for("kube-apiserver /readyz after restart", lambda: self._alive("kube-apiserver")
                  and self.api("GET", "/readyz", raw=True)[0] == 200, 120, 0.2)
 
-    def start_fault_proxy(self, name="kubeproxy"):
+    def compact_etcd(self):
+        """Compacts etcd's history up to its current revision, as kube-apiserver does every 5
+        minutes: a list or watch from an older resourceVersion that the API server does not
+        answer from its watch cache (--watch-cache-sizes=RESOURCE#0) is then 410 Gone. Through
+        etcd's JSON gateway; returns the revision."""
+        def post(path, body):
+            req = urllib.request.Request(self.etcd_url + path, data=json.dumps(body).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read())
+        rev = post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"]
+        post("/v3/kv/compaction", {"revision": str(rev), "physical": True})
+        return int(rev)
+
+    def start_fault_proxy(self, name="kubeproxy", idle_timeout=None):
         """tests/fakes/kubeproxy.py in front of this API server (TLS both sides, identities
         passed on through the front-proxy headers). Returns a FaultProxy: .server (https URL
         clients use instead of .server here), .control (its /_fake/ endpoint), .fault(...),
-        .clear(), .drop_watches(), .stats()."""
+        .clear(), .drop_watches(), .stats(). idle_timeout: seconds after which the proxy closes
+        a client's idle kept-alive connection (default 120)."""
         cert, key = issue_cert(self.pki.dir, self.pki.fp_ca, self.pki.fp_ca_key,
                                "front-proxy-client", "front-proxy-client")
         p = Proc(name, [sys.executable, os.path.join(ROOT, "tests", "fakes", "kubeproxy.py"),
                         "--upstream", self.server, "--upstream-ca", self.pki.ca,
                         "--tls-cert", self.serving[0], "--tls-key", self.serving[1],
                         "--client-ca", self.pki.ca, "--front-proxy-cert", cert,
-                        "--front-proxy-key", key], self.workdir)
+                        "--front-proxy-key", key]
+                 + ([] if idle_timeout is None else ["--idle-timeout", str(idle_timeout)]), self.workdir)
         self.procs[name] = p
         ports = wait_for("the fault proxy to listen", lambda: self._alive(name) and (
             lambda m: m and (int(m.group(1)), int(m.group(2))))(re.search(

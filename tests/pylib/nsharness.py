@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -312,126 +311,6 @@ class TestDir:
                     with open(os.path.join(self.path, f), errors="replace") as fh:
                         print("".join(fh.readlines()[-40:]), file=sys.stderr)
         return False
-
-
-class FakeKube:
-    """tests/fakes/kubeapi.py on 127.0.0.1, with small JSON helpers for the API and /_fake/."""
-
-    def __init__(self, workdir, grace_scale=0.05, extra=(), name="kubeapi"):
-        self.workdir = workdir
-        self.grace_scale = grace_scale
-        self.extra = list(extra)
-        self.name = name
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        import re
-        argv = [sys.executable, os.path.join(ROOT, "tests", "fakes", "kubeapi.py"), "--port", "0",
-                "--grace-scale", str(self.grace_scale)] + self.extra
-        self.proc = Proc(self.name, argv, self.workdir)
-        self.port = int(wait_for("fake API server port", lambda: re.search(
-            r"listening on 127\.0\.0\.1:(\d+)", self.proc.output()).group(1), 15))
-        return self
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}"
-
-    def req(self, method, path, body=None, ctype="application/json", ok=(200, 201, 202)):
-        data = None if body is None else (body if isinstance(body, (bytes, str)) else json.dumps(body))
-        if isinstance(data, str):
-            data = data.encode()
-        r = urllib.request.Request(self.url + path, data=data, method=method,
-                                   headers={"Content-Type": ctype, "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(r, timeout=10) as resp:
-                status, text = resp.status, resp.read()
-        except urllib.error.HTTPError as e:
-            status, text = e.code, e.read()
-        obj = json.loads(text) if text else None
-        if ok and status not in ok:
-            raise AssertionError(f"{method} {path}: HTTP {status}: {obj}")
-        return obj
-
-    def get(self, path):
-        return self.req("GET", path)
-
-    def fake(self, method, path, body=None):
-        return self.req(method, "/_fake/" + path.lstrip("/"), body)
-
-    def register_node(self, name, **spec):
-        return self.fake("POST", "nodes", dict(spec, name=name))
-
-    def node(self, name):
-        return self.req("GET", f"/api/v1/nodes/{name}", ok=None)
-
-    def pods(self, node=None, ns=None):
-        path = f"/api/v1/namespaces/{ns}/pods" if ns else "/api/v1/pods"
-        if node:
-            path += f"?fieldSelector=spec.nodeName%3D{node}"
-        return self.get(path)["items"]
-
-    def deployment(self, ns, name, replicas, cpu="50m", memory="64Mi", grace=30, annotations=None,
-                   node_selector=None, priority_class=None, tolerations=None):
-        spec = {"terminationGracePeriodSeconds": grace,
-                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9",
-                                "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
-        if node_selector:
-            spec["nodeSelector"] = node_selector
-        if priority_class:
-            spec["priorityClassName"] = priority_class
-        if tolerations:
-            spec["tolerations"] = tolerations
-        body = {"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": name, "namespace": ns},
-                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                         "template": {"metadata": {"labels": {"app": name},
-                                                   "annotations": annotations or {}},
-                                      "spec": spec}}}
-        return self.req("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body)
-
-    def daemonset(self, ns, name, cpu="10m", tolerations=None):
-        spec = {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
-        if tolerations:
-            spec["tolerations"] = tolerations
-        body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
-                "spec": {"selector": {"matchLabels": {"ds": name}},
-                         "template": {"metadata": {"labels": {"ds": name}}, "spec": spec}}}
-        return self.req("POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets", body)
-
-    def mirror_pod(self, ns, name, node):
-        body = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": ns,
-                             "annotations": {"kubernetes.io/config.mirror": "0123456789abcdef",
-                                             "kubernetes.io/config.source": "file"}},
-                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause"}]}}
-        return self.req("POST", f"/api/v1/namespaces/{ns}/pods", body)
-
-    def namespace(self, ns):
-        return self.req("POST", "/api/v1/namespaces",
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-                        ok=(200, 201, 409))
-
-    def pdb(self, ns, name, match_labels, min_available=None, max_unavailable=None):
-        spec = {"selector": {"matchLabels": match_labels}}
-        if min_available is not None:
-            spec["minAvailable"] = min_available
-        if max_unavailable is not None:
-            spec["maxUnavailable"] = max_unavailable
-        return self.req("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-                        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                         "metadata": {"name": name, "namespace": ns}, "spec": spec})
-
-    def audit(self):
-        return self.fake("GET", "evictions")
-
-    def kubeconfig(self, path):
-        with open(path, "w") as f:
-            f.write("apiVersion: v1\nkind: Config\nclusters: [{name: fake, cluster: {server: \"%s\"}}]\n"
-                    "contexts: [{name: fake, context: {cluster: fake, user: u}}]\n"
-                    "current-context: fake\nusers: [{name: u, user: {}}]\n" % self.url)
-        return path
 
 
 class Checklist:

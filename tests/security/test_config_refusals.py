@@ -18,8 +18,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 sys.path.insert(0, os.path.dirname(__file__))
 from attacklib import MiB, MemoryWatch, agent_report, identity, m, node_state, pod, report  # noqa: E402
-from nsharness import (ROOT, Coordinator, FakeKube, TestDir, binary, free_port, make_pki, make_root,  # noqa: E402
+from nsharness import (ROOT, Coordinator, TestDir, binary, free_port, make_pki, make_root,  # noqa: E402
                        wait_for, GiB)
+from realkube import RealKube  # noqa: E402
 
 LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "' + b"a" * 64 + b'">'
           + b"".join(b'<!ENTITY %c "%s">' % (c, (b"&%c;" % (c - 1)) * 10) for c in range(ord("b"), ord("j")))
@@ -101,11 +102,12 @@ class Ec2Laughs(http.server.BaseHTTPRequestHandler):
 def f8(d, pki):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ec2Laughs)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    kube = FakeKube(d).start()
+    # the coordinator needs a Kubernetes API to start: the real control plane, as admin
+    kube = RealKube(d, log=None).start(packaging=False, fault_proxy=False, audit=False)
     try:
         env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_EC2_METADATA_DISABLED": "true"}
         c = Coordinator(d, pki, name="coord-laughs", env=env, extra=[
-            "--cluster-name", "laughs", "--attestation", "off", "--kube-server", kube.url, "--leader-elect", "no",
+            "--cluster-name", "laughs", "--attestation", "off", "--kubeconfig", kube.c.kubeconfig, "--leader-elect", "no",
             "--ec2-endpoint", f"http://127.0.0.1:{srv.server_port}", "--catalog-refresh", "1h",
             "--catalog", os.path.join(ROOT, "data", "catalog-us-east-1.json"),
             "--price-table", os.path.join(ROOT, "data", "ec2-on-demand-prices-us-east-1.json")]).start()
@@ -121,7 +123,7 @@ def f8(d, pki):
         c.proc.stop()
     finally:
         srv.shutdown()
-        kube.proc.stop()
+        kube.stop()
 
 
 def f5_state_budget(d, pki):
