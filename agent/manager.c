@@ -654,9 +654,10 @@ static void manager_evaluate(Manager *m) {
                         if (m->directive_received || !has)
                                 (void) drain_stop(m->drain);
                 } else if (!wanted && !m->taint_checked && m->directive_received && kube_node_synced(m->kube_node)) {
-                        /* restarted while a drain was under way that is no longer wanted */
+                        /* restarted while a drain was under way that is no longer wanted: its
+                         * taint, or its cordon where the API server refused the node's own taint */
                         m->taint_checked = true;
-                        if (kube_node_has_taint(m->kube_node))
+                        if (kube_node_drain_marked(m->kube_node))
                                 (void) drain_stop(m->drain);
                 }
                 /* the finalizer goes on once the coordinator manages the node; never again

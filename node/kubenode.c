@@ -329,6 +329,16 @@ bool kube_node_has_taint(const KubeNode *k) {
         return node_has_taint(kube_node_object(k), KUBE_NODE_TAINT);
 }
 
+bool kube_node_object_cordoned_by_drain(const cJSON *node) {
+        const cJSON *spec = json_get(node, "spec");
+        const cJSON *v = json_get(json_get(json_get(node, "metadata"), "annotations"), KUBE_NODE_CORDONED_ANNOTATION);
+        return cJSON_IsTrue(json_get(spec, "unschedulable")) && cJSON_IsString(v) && streq(v->valuestring, "true");
+}
+
+bool kube_node_drain_marked(const KubeNode *k) {
+        return kube_node_has_taint(k) || kube_node_object_cordoned_by_drain(kube_node_object(k));
+}
+
 bool kube_node_unschedulable(const KubeNode *k) {
         const cJSON *spec = json_get(kube_node_object(k), "spec");
         return cJSON_IsTrue(json_get(spec, "unschedulable"));

@@ -75,6 +75,11 @@ bool kube_node_ready(const KubeNode *k);
 bool kube_node_has_finalizer(const KubeNode *k);
 bool kube_node_deleting(const KubeNode *k);
 bool kube_node_has_taint(const KubeNode *k);
+/* The Node object carries the cordon a drain of ours put on it (unschedulable, with
+ * KUBE_NODE_CORDONED_ANNOTATION: the API server refused the node's own taint). */
+bool kube_node_object_cordoned_by_drain(const cJSON *node);
+/* Our taint, or our cordon: what a drain of ours leaves on the Node. */
+bool kube_node_drain_marked(const KubeNode *k);
 bool kube_node_unschedulable(const KubeNode *k);
 /* "deletionTimestamp" in ms since the epoch, 0 when none. */
 int64_t kube_node_deletion_unix_ms(const KubeNode *k);

@@ -151,12 +151,14 @@ class PodAudit:
         t = _unix(ev.get("requestReceivedTimestamp"))
         ns, name = ref.get("namespace"), ref.get("name")
         # a node's own identity (the kubelet's, which the agent uses too) deleting a pod that was
-        # still healthy is no kubelet's final removal of a terminated pod: it is recorded
+        # still healthy is no kubelet's final removal of a terminated pod: it is recorded; a pod
+        # the audit log saw evicted already is that final removal, however late the watch told
+        # that it was terminating
         by_node = user.startswith("system:node:")
         if by_node and via == "delete":
             with self.lock:
                 p = self.pods.get((ns, name))
-                by_node = p is not None and self._healthy_at(p, t)
+                by_node = p is not None and self._healthy_at(p, t) and (ns, name, p["uid"]) not in self.removed
         exempt = user.startswith(EXEMPT_PREFIXES) and not by_node
         if via == "eviction":
             decision = "evicted" if code in (200, 201) else "denied"

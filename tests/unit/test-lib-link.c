@@ -208,7 +208,9 @@ static void test_close_peers(void **state) {
         assert_int_equal(exchange(x, x->client, "before", 6, 10 * 1000000ULL), 0);
         assert_int_equal(x->error, 0);
         assert_int_equal(link_server_close_peers(x->server), 1);
-        assert_int_equal(link_server_close_peers(x->server), 0);
+        /* the closed one is not counted again; the client may have dialled again already (NNG
+         * redials at once), and that new connection is the only one there can be */
+        assert_true(link_server_close_peers(x->server) <= 1);
         /* a request sent as its pipe closed is lost (it times out or fails: the agent's next
          * report follows); within five tries one is answered on the new connection */
         for (unsigned i = 0; i < 5; i++) {
