@@ -250,13 +250,19 @@ def check_launch(s, case, inst, types):
     bad = unmet(pool["spec"]["template"]["spec"].get("requirements") or [], labels)
     if bad:
         problems.append(f"{inst['InstanceType']} breaks {bad}")
-    # the template of the instance's pool (its name carries the pool's)
-    lts = [t for t in ec2.describe_launch_templates()["LaunchTemplates"]
-           if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
-    data = ec2.describe_launch_template_versions(LaunchTemplateId=lts[-1]["LaunchTemplateId"])[
-        "LaunchTemplateVersions"][-1]["LaunchTemplateData"] if lts else None
+    # the template the instance was launched from (EC2 tags the instance with its id and
+    # version); else the newest of its pool's (the name carries the pool's; EC2 pages the
+    # list, moto answers at most MaxResults of it, 15 by default)
+    lt_id, lt_version = inst["Tags_"].get("aws:ec2launchtemplate:id"), inst["Tags_"].get("aws:ec2launchtemplate:version")
+    if not lt_id:
+        lts = [t for t in ec2.describe_launch_templates(MaxResults=200)["LaunchTemplates"]
+               if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
+        lt_id = lts[-1]["LaunchTemplateId"] if lts else None
+    versions = ec2.describe_launch_template_versions(
+        LaunchTemplateId=lt_id, **({"Versions": [lt_version]} if lt_version else {}))["LaunchTemplateVersions"] if lt_id else []
+    data = versions[-1]["LaunchTemplateData"] if versions else None
     if case.checks and not data:
-        problems.append("no launch template found for the pool")
+        problems.append(f"no launch template found for the pool (instance tags {sorted(inst['Tags_'])})")
     for c in case.checks:
         if c.startswith("user data parts") and data:
             msg = email.message_from_string(base64.b64decode(data["UserData"]).decode())
