@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "pylib"))
 from nsharness import TestDir, binary  # noqa: E402
 
 CLUSTER = "conformance"
+AGENT_IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/nodesmith-agent:test"  # Bottlerocket's host container
 CATALOG = os.path.join(ROOT, "data", "catalog-us-east-1.json")
 CANON = {"karpenter.k8s.aws/": "nodesmith.io/", "karpenter.sh/capacity-type": "nodesmith.io/capacity-type",
          "topology.ebs.csi.aws.com/zone": "topology.kubernetes.io/zone"}
@@ -251,12 +252,12 @@ def check_launch(s, case, inst, types):
     if bad:
         problems.append(f"{inst['InstanceType']} breaks {bad}")
     # the template the instance was launched from (EC2 tags the instance with its id and
-    # version); else the newest of its pool's (the name carries the pool's; EC2 pages the
-    # list, moto answers at most MaxResults of it, 15 by default)
+    # version); else the newest of its pool's, by name (the name carries the pool's; moto
+    # answers at most 15 templates and no NextToken)
     lt_id, lt_version = inst["Tags_"].get("aws:ec2launchtemplate:id"), inst["Tags_"].get("aws:ec2launchtemplate:version")
     if not lt_id:
-        lts = [t for t in ec2.describe_launch_templates(MaxResults=200)["LaunchTemplates"]
-               if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
+        lts = [t for t in ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [
+               f"*-{pool['metadata']['name']}-*"]}])["LaunchTemplates"] if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
         lt_id = lts[-1]["LaunchTemplateId"] if lts else None
     versions = ec2.describe_launch_template_versions(
         LaunchTemplateId=lt_id, **({"Versions": [lt_version]} if lt_version else {}))["LaunchTemplateVersions"] if lt_id else []
@@ -276,6 +277,10 @@ def check_launch(s, case, inst, types):
             nc = next(json.loads(p.get_payload()) for p in msg.walk() if p.get_content_type() == "application/node.eks.aws")
             got = nc["spec"].get("instance", {}).get("localStorage", {}).get("strategy")
             (checked if got == c.split()[-1] else problems).append(f"NodeConfig localStorage strategy {got}")
+        if c.startswith("user data bottlerocket") and data:
+            problems_, seen = bottlerocket_user_data(base64.b64decode(data["UserData"]).decode(), c.split()[3:])
+            problems += problems_
+            checked += seen
         if c.startswith("volumes") and data:
             want = {m.group(1): int(m.group(2)) for m in re.finditer(r"(/dev/\w+) (\d+)", c)}
             got = {b["DeviceName"]: b["Ebs"].get("VolumeSize") for b in data.get("BlockDeviceMappings", [])}
@@ -283,6 +288,31 @@ def check_launch(s, case, inst, types):
                 problems.append(f"volumes {got}, want {want}")
             else:
                 checked.append(f"volumes {got}")
+    return problems, checked
+
+
+def bottlerocket_user_data(text, want):
+    """The TOML settings nodesmith wrote for a Bottlerocket node: its own (cluster, agent host
+    container) and, for want ([key value]...), the user's settings kept where Karpenter keeps them."""
+    import tomllib
+    problems, checked = [], []
+    try:
+        k8s_ = tomllib.loads(text)["settings"]["kubernetes"]
+        hc = tomllib.loads(text)["settings"]["host-containers"]["nodesmith"]
+    except (tomllib.TOMLDecodeError, KeyError) as e:
+        return [f"Bottlerocket user data: {e!r}"], []
+    conf = base64.b64decode(hc["user-data"]).decode()
+    if k8s_.get("cluster-name") != CLUSTER or not k8s_.get("api-server") or not k8s_.get("cluster-certificate"):
+        problems.append(f"settings.kubernetes {k8s_.get('cluster-name')} {k8s_.get('api-server')}")
+    elif hc.get("source") != AGENT_IMAGE or hc.get("superpowered") is not True or "coordinator = " not in conf \
+            or "BEGIN CERTIFICATE" not in conf:
+        problems.append(f"host container {hc.get('source')} superpowered={hc.get('superpowered')}")
+    else:
+        checked.append(f"TOML: cluster {CLUSTER}, agent host container {AGENT_IMAGE}")
+    flat = dict(k8s_, **k8s_.get("eviction-hard", {}))
+    for key, value in zip(want[::2], want[1::2]):
+        got = str(flat.get(key))
+        (checked if got == value else problems).append(f"{key} = {got}")
     return problems, checked
 
 
@@ -302,7 +332,7 @@ def stage_apply(cases, d, types, rep):
                                text=True, timeout=60,
                                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
             applied[c.name] = r
-        coord = s.start_coordinator("--batch-idle", "500ms")
+        coord = s.start_coordinator("--batch-idle", "500ms", "--agent-image", AGENT_IMAGE)
         want = {}
         for c in cases:
             pools = [o["metadata"]["name"] for o in renamed(c) if o["kind"] == "NodePool"]
