@@ -95,6 +95,7 @@ class Kubelet:
         self.seq = itertools.count()
         self.wake = threading.Condition(self.lock)
         self.threads = []
+        self.informer = None
         self.workers = concurrent.futures.ThreadPoolExecutor(max_workers=8,
                                                              thread_name_prefix=f"kubelet-pod-{self.name}")
         self.errors = 0
@@ -127,6 +128,8 @@ class Kubelet:
         with self.lock:
             self.wake.notify_all()
         self.workers.shutdown(wait=False, cancel_futures=True)
+        if self.informer is not None:
+            self.informer.close()  # its open watch would keep the API server from exiting
 
     def join(self, timeout=10):
         for t in self.threads:
@@ -319,9 +322,11 @@ class Kubelet:
     # ---- pods ------------------------------------------------------------------------------
     def _pods_loop(self):
         sel = urllib.parse.quote(f"spec.nodeName={self.name}")
-        inf = Informer(self.server, self.ctx, f"/api/v1/pods?fieldSelector={sel}", self._pod_event,
-                       self.dead, headers={"User-Agent": USER_AGENT}, on_error=self._count_error)
-        inf.run()
+        inf = self.informer = Informer(self.server, self.ctx, f"/api/v1/pods?fieldSelector={sel}",
+                                       self._pod_event, self.dead, headers={"User-Agent": USER_AGENT},
+                                       on_error=self._count_error)
+        if not self.dead.is_set():
+            inf.run()
 
     def _count_error(self, what):
         self.errors += 1
