@@ -536,7 +536,9 @@ def api_request(server, ctx, method, path, body=None, token=None, ctype="applica
 class Informer(threading.Thread):
     """List, then watch, a collection (path such as /api/v1/pods?fieldSelector=...) and call
     on_event(kind, object) for every object listed (ADDED) and every event after; relists on a
-    410 or a broken stream. Stops when stop_evt is set. .synced is set after the first list."""
+    410 or a broken stream. Stops when stop_evt is set; close() also ends the request in
+    flight (an open watch would keep the API server from exiting). .synced is set after the
+    first list."""
 
     def __init__(self, server, ctx, path, on_event, stop_evt, headers=None, on_error=None):
         super().__init__(daemon=True, name=f"informer {path}")
@@ -546,6 +548,19 @@ class Informer(threading.Thread):
         self.on_error = on_error or (lambda what: None)
         self.synced = threading.Event()
         self.known = {}             # uid -> last object seen
+        self.conn = None            # the connection in use
+        self.conn_lock = threading.Lock()
+
+    def close(self):
+        """Ends the list or watch in flight (after stop_evt is set: no new one starts)."""
+        import socket
+        with self.conn_lock:  # not between a connection's creation and its connect
+            sock = self.conn.sock if self.conn is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def run(self):
         import http.client
@@ -554,6 +569,11 @@ class Informer(threading.Thread):
         while not self.stop_evt.is_set():
             conn = http.client.HTTPSConnection(u.hostname, u.port, context=self.ctx, timeout=90)
             try:
+                with self.conn_lock:
+                    if self.stop_evt.is_set():
+                        break
+                    self.conn = conn
+                    conn.connect()
                 conn.request("GET", self.path, headers=self.headers)
                 resp = conn.getresponse()
                 body = resp.read()

@@ -356,6 +356,8 @@ static void test_convert_v1beta1_with_kubelet(void **state) {
         const cJSON *np = find_kind(out, "NodePool"), *nc = find_kind(out, "EC2NodeClass");
         assert_string_equal(jstr(np, "apiVersion"), "nodesmith.io/v1");
         assert_string_equal(jstr(np, "spec.disruption.consolidationPolicy"), "WhenEmptyOrUnderutilized");
+        /* v1 requires consolidateAfter; WhenUnderutilized consolidated at once */
+        assert_string_equal(jstr(np, "spec.disruption.consolidateAfter"), "0s");
         assert_string_equal(jstr(np, "spec.template.spec.expireAfter"), "48h");
         assert_null(jstr(np, "spec.disruption.expireAfter"));
         assert_string_equal(jstr(np, "spec.template.spec.nodeClassRef.group"), "nodesmith.io");

@@ -4,8 +4,14 @@ documentation (manifests/*.yaml, each naming its source) through `nodesmithctl c
 `nodesmithctl simulate` and an apply to the local stack, each accepted and honoured or refused with
 its message, as its "# Expect:" line (and docs/migrating-from-karpenter.md) says.
 
+The apply stage runs on the real control plane (tests/pylib/cluster.py), so the CRDs' schemas
+and CEL rules judge every object first, as on a cluster.
+
 Header lines of a manifest:
   # Expect: accepted | refused: MESSAGE     what nodesmith does with it
+  # API server: refused: MESSAGE            the apply is refused by the API server (the CRDs'
+                                            schema or CEL rules) with MESSAGE, before nodesmith
+                                            sees the object (needs Expect: refused)
   # Pod: arm64 | ephemeral-storage 200Gi   the pending pod's shape (default 500m cpu, 1Gi)
   # Apply: plan only                        not launched (e.g. AMIs that exist in no account)
   # Check: ...                              what is read back after the launch (see CHECKS)
@@ -45,13 +51,17 @@ class Case:
         text = open(path).read()
         head = {}
         for line in text.splitlines():
-            m = re.match(r"#\s*(Source|Expect|Pod|Apply|Check):\s*(.*)", line)
+            m = re.match(r"#\s*(Source|Expect|Pod|Apply|Check|API server):\s*(.*)", line)
             if m:
                 head.setdefault(m.group(1), []).append(m.group(2).strip())
         assert head.get("Source"), f"{self.name}: no '# Source:' line"
         expect = head["Expect"][0]
         self.accepted = expect == "accepted"
         self.message = None if self.accepted else expect.split(":", 1)[1].strip()
+        api = (head.get("API server") or [""])[0]
+        assert not api or (api.startswith("refused:") and not self.accepted), \
+            f"{self.name}: '# API server:' must say 'refused: MESSAGE' on a refused manifest"
+        self.api_message = api.split(":", 1)[1].strip() if api else None
         self.pod = (head.get("Pod") or [""])[0]
         self.apply_note = (head.get("Apply") or [""])[0]
         self.plan_only = self.apply_note.startswith("plan only")
@@ -241,14 +251,19 @@ def check_launch(s, case, inst, types):
     bad = unmet(pool["spec"]["template"]["spec"].get("requirements") or [], labels)
     if bad:
         problems.append(f"{inst['InstanceType']} breaks {bad}")
-    # the template of the instance's pool (its name carries the pool's)
-    # by name: moto answers at most 15 templates and no NextToken
-    lts = [t for t in ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [
-           f"*-{pool['metadata']['name']}-*"]}])["LaunchTemplates"] if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
-    data = ec2.describe_launch_template_versions(LaunchTemplateId=lts[-1]["LaunchTemplateId"])[
-        "LaunchTemplateVersions"][-1]["LaunchTemplateData"] if lts else None
+    # the template the instance was launched from (EC2 tags the instance with its id and
+    # version); else the newest of its pool's, by name (the name carries the pool's; moto
+    # answers at most 15 templates and no NextToken)
+    lt_id, lt_version = inst["Tags_"].get("aws:ec2launchtemplate:id"), inst["Tags_"].get("aws:ec2launchtemplate:version")
+    if not lt_id:
+        lts = [t for t in ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [
+               f"*-{pool['metadata']['name']}-*"]}])["LaunchTemplates"] if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
+        lt_id = lts[-1]["LaunchTemplateId"] if lts else None
+    versions = ec2.describe_launch_template_versions(
+        LaunchTemplateId=lt_id, **({"Versions": [lt_version]} if lt_version else {}))["LaunchTemplateVersions"] if lt_id else []
+    data = versions[-1]["LaunchTemplateData"] if versions else None
     if case.checks and not data:
-        problems.append("no launch template found for the pool")
+        problems.append(f"no launch template found for the pool (instance tags {sorted(inst['Tags_'])})")
     for c in case.checks:
         if c.startswith("user data parts") and data:
             msg = email.message_from_string(base64.b64decode(data["UserData"]).decode())
@@ -351,7 +366,12 @@ def stage_apply(cases, d, types, rep):
             if not c.accepted:
                 line = next((l for l in log.splitlines() if c.message in l), None)
                 if r.returncode != 0:
-                    rep.result(c, "apply", True, "refused by the API server: " + r.stderr.strip()[-300:])
+                    # the API server refused it: with the message the manifest names
+                    want = c.api_message or c.message
+                    rep.result(c, "apply", want in r.stderr, ("refused by the API server: " if want in r.stderr
+                               else f"refused by the API server without \"{want}\": ") + r.stderr.strip()[-300:])
+                elif c.api_message:
+                    rep.result(c, "apply", False, f"the API server accepted it; expected \"{c.api_message}\"")
                 else:
                     rep.result(c, "apply", line is not None, ("refused by the coordinator: " +
                                line.split("] ", 1)[-1][:400]) if line else "no refusal in the coordinator's log")
