@@ -614,6 +614,7 @@ HttpClient *http_client_free(HttpClient *c) {
                 return NULL;
         while (c->requests) {
                 HttpRequest *r = c->requests;
+                r->unsettled = true; /* in flight: its connection closes off the loop */
                 request_unlink(r);
                 http_request_free(r);
         }
