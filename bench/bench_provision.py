@@ -2,19 +2,22 @@
 """bench/provision: how fast pending pods become CreateFleet calls, and the coordinator's memory
 with a big cluster reporting to it.
 
+The local stack runs the real control plane (tests/pylib/cluster.py: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler).
+
 A. Batch closed -> CreateFleet: N pods (one Deployment, 250m CPU / 512 Mi each) already pending
-   and marked Unschedulable in the fake API server when the coordinator starts, one NodePool,
+   and marked Unschedulable by kube-scheduler when the coordinator starts, one NodePool,
    the EC2 proxy (moto) behind it. Timed from the moment its first batch window closes (the
    coordinator's first "batch closed" log line) to the first CreateFleet it sends (its
    "CreateFleet for NodePool" line): the subnet and security group look-up a first round
    waits for, the snapshot, the solve, the AMI and launch template requests. Also the
-   snapshot's and the solver's own times. Before the coordinator starts, the time the fake API
-   server took to create the N pods and mark them Unschedulable is printed (the fake's speed,
-   not nodesmith's).
+   snapshot's and the solver's own times. Before the coordinator starts, the time the control
+   plane took to create the N pods and mark them Unschedulable is printed (kube-controller-
+   manager's and kube-scheduler's speed, not nodesmith's).
 B. Pods created -> all CreateFleet calls sent: the coordinator runs and leads first; then the
    Deployment of N pods is created, and the clock runs until the coordinator has sent the
    CreateFleet calls whose instances hold every pod (its "Launched ...: K pod(s)" lines add up to
-   N): the fake's ReplicaSet controller and scheduler, the watch, the batch window (1 s idle,
+   N): the ReplicaSet controller's slow-start batches and the scheduler, the watch, the batch window (1 s idle,
    10 s max), as many rounds as that takes, and the EC2 calls.
 C. Memory: 1 000 simulated agents each reporting 20 pods (20 000 pods) to one coordinator
    (bench/link's simulator), then the coordinator's VmRSS and VmHWM.
@@ -69,11 +72,11 @@ def proc_kib(pid, key):
 
 
 def kube(s, method, path, body=None, timeout=120):
-    req = urllib.request.Request(s.kube_server + path, method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
+    """One request to the API server as admin: the parsed answer; an error status raises."""
+    st, out = s.api(method, path, body, timeout=timeout)
+    if st not in (200, 201):
+        raise AssertionError(f"{method} {path}: HTTP {st} {str(out)[:300]}")
+    return out
 
 
 def deployment(n):
@@ -85,13 +88,13 @@ def deployment(n):
 
 
 def create_pods(s, n):
-    """Creates the Deployment of n pods through the API (the fake's controllers make the pods)."""
+    """Creates the Deployment of n pods through the API (the ReplicaSet controller makes the pods)."""
     kube(s, "POST", "/apis/apps/v1/namespaces/default/deployments", deployment(n))
 
 
 def unschedulable(s):
     """How many unbound pods carry PodScheduled=False/Unschedulable (one list, no kubectl: at
-    10 000 pods its chunked lists and table printing take longer than the fake)."""
+    10 000 pods its chunked lists and table printing take seconds)."""
     pods = kube(s, "GET", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3D")["items"]
     return sum(1 for p in pods if any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
                                       for c in (p.get("status") or {}).get("conditions") or []))
@@ -155,7 +158,7 @@ def pending_first(d, n, run):
         t_batch, t_fleet = log_time(lines[start_i]), log_time(lines[fleet_i])
         m = re.search(r"Provisioning: (\d+) pending pod\(s\).*decided in ([0-9.]+) ms", lines[solved_i])
         pend, ms = int(m.group(1)), float(m.group(2))
-        return {"pods": n, "fake_fill_s": round(fill, 2), "pending_in_round": pend,
+        return {"pods": n, "fill_s": round(fill, 2), "pending_in_round": pend,
                 "batch_to_createfleet_s": round(t_fleet - t_batch, 3), "solver_ms": ms,
                 # the solving round's snapshot: from its "batch closed" to its decision, less the solver
                 "snapshot_ms": round((log_time(lines[solved_i]) - log_time(lines[solved_start_i])) * 1000 - ms, 1)}
@@ -223,9 +226,10 @@ def main():
                 results["pending_first"].append({"pods": n, "runs": a,
                                                  "median_s": med(a, "batch_to_createfleet_s")[0]})
                 print("  A batch closed -> first CreateFleet sent  %.3f s (%.3f-%.3f); snapshot %.1f ms, "
-                      "solver %.1f ms; pods in the round %s; the fake took %.1f s to hold them all Unschedulable"
-                      % (*med(a, "batch_to_createfleet_s"), med(a, "snapshot_ms")[0], med(a, "solver_ms")[0],
-                         sorted({r["pending_in_round"] for r in a}), med(a, "fake_fill_s")[0]), flush=True)
+                      "solver %.1f ms; pods in the round %s; the control plane took %.1f s to hold them all "
+                      "Unschedulable" % (*med(a, "batch_to_createfleet_s"), med(a, "snapshot_ms")[0],
+                                         med(a, "solver_ms")[0], sorted({r["pending_in_round"] for r in a}),
+                                         med(a, "fill_s")[0]), flush=True)
             if "b" in only:
                 b = [arriving(d, n, i) for i in range(args.runs)]
                 results["arriving"].append({"pods": n, "runs": b,

@@ -8,7 +8,7 @@ PKGS=(
   libnng-dev libmbedtls-dev
   libprotobuf-c-dev protobuf-c-compiler
   libcjson-dev libcurl4-openssl-dev libxml2-dev libyaml-dev libssl-dev
-  libsystemd-dev libcmocka-dev
+  libsystemd-dev libcmocka-dev libtomlplusplus-dev
   openssl curl python3 iproute2 procps dbus-daemon
 )
 # Optional: plots in the demo, packaging checks. Missing ones never fail the build; with CI=true,

@@ -65,6 +65,7 @@ typedef struct CoordConfig {
         bool spot_to_spot;
         char *kubernetes_version;
         char *instance_profile;
+        char *agent_image;
         char *cluster_endpoint;
         char *cluster_ca;
         char *cluster_cidr;

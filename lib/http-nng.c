@@ -2,17 +2,21 @@
 /* lib/http.h on NNG's HTTP client: the agent's backend (docs/http.md). The agent already carries
  * NNG and its mbedTLS for the link; with this backend it maps neither libcurl nor OpenSSL.
  *
- * Requests are HTTP/1.1 with keep-alive: one idle connection per origin is kept for the next
- * request (a stale one is noticed on use and the request goes once more on a new connection,
- * as libcurl does). Every request is driven step by step from the loop: NNG's aio callbacks, which run on NNG's threads, only queue the request and
+ * Requests are HTTP/1.1 with keep-alive: up to 4 idle connections per origin are kept for the
+ * next requests (a stale one is noticed on use and the request goes once more on a new
+ * connection, as libcurl does; over TLS, one the server ended is found through the kernel before
+ * use, see socks_find()). Every request is driven step by step from the loop: NNG's aio callbacks, which run on NNG's threads, only queue the request and
  * wake the loop through an eventfd; the loop reads the step's result and starts the next one.
  * A plain request is one nng_http_conn_transact() (Content-Length or chunked bodies, both
  * decoded by NNG). A streamed request (watches) is sent as HTTP/1.0, so that the server sends
  * the body as it comes, unchunked, and closes the connection at its end (RFC 9112 §6.1: a
  * server must not send chunked to an HTTP/1.0 client); the loop hands every read to the chunk
  * callback and reads on only after it returned, so nothing piles up. */
+#include <dirent.h>
 #include <errno.h>
 #include <mbedtls/pk.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <mbedtls/x509_crt.h>
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
@@ -22,6 +26,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +42,7 @@
 #define HTTP_MAX_ORIGINS 8
 #define HTTP_IDLE_MAX_USEC (30 * USEC_PER_SEC) /* below the usual servers' idle time-outs */
 #define HTTP_IDLE_PER_ORIGIN 4 /* the IMDS watcher asks for a few paths at once */
+#define HTTP_SOCKS_MAX 32       /* sockets that may be a TLS connection's own (socks_find()) */
 
 /* System trust stores, for https:// without a CA of its own (Debian, then Amazon Linux). */
 static const char *const system_cas[] = { "/etc/ssl/certs/ca-certificates.crt",
@@ -49,6 +56,14 @@ typedef enum {
         STEP_STREAM,   /* streamed: a piece of body read */
 } Step;
 
+/* The TCP sockets that may carry a TLS connection: NNG 1.5.2 does not say which is its own, so
+ * every established one to the server's port when it connected (see socks_find()). */
+typedef struct Socks {
+        int fd[HTTP_SOCKS_MAX];
+        ino_t ino[HTTP_SOCKS_MAX];
+        unsigned n;
+} Socks;
+
 /* One nng_http_client (a dialer and its TLS configuration) per origin and TLS settings, and
  * the connection its last request left open. */
 typedef struct Origin {
@@ -58,6 +73,7 @@ typedef struct Origin {
         struct {
                 nng_http_conn *conn;
                 uint64_t since;
+                Socks socks;
         } idle[HTTP_IDLE_PER_ORIGIN]; /* oldest first */
         size_t n_idle;
         unsigned users; /* requests started on it and not yet freed */
@@ -90,6 +106,8 @@ struct HttpRequest {
         nng_http_req *req;
         nng_http_res *res;
         nng_http_conn *conn;
+        Socks socks; /* over TLS: the sockets that may be conn's own */
+        bool unsettled; /* an operation on conn may still wait in NNG's TLS layer (conn_close()) */
         nng_aio *aio;
         Step step;
         Tls tls;
@@ -145,6 +163,122 @@ static uint64_t now_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+/* ---- kept TLS connections the server ended ------------------------------------------- */
+
+/* NNG 1.5.2's TLS layer (with mbedTLS) keeps a TCP read pending on an idle connection. When the
+ * server ends the connection without close_notify (a bare FIN: a killed or crashed process, some
+ * middleboxes), that read fails with no request to tell, and the TLS layer shuts its TCP stream
+ * down without marking itself closed: a later read on it is queued and never completes, not even
+ * on cancellation (NNG aborts the TCP read, which is no longer there), and nng_http_conn_close()
+ * then waits for it for ever (nni_http_conn_fini() stops the connection's read before it closes
+ * the stream). The HTTP connection never learns of it; the kernel does. So before a kept TLS
+ * connection is reused, its socket must still be ESTABLISHED (a FIN from the server makes it
+ * CLOSE_WAIT, NNG's shutdown then LAST_ACK or CLOSE). NNG does not tell which socket is a
+ * connection's own: right after it connected, every established TCP socket of this process to
+ * the server's port is noted (its own among them), and the connection is reused only while each
+ * of those that still exists (same descriptor, same inode) is ESTABLISHED. Another connection to
+ * the same port closing at that moment costs only a new connection. */
+
+static int sock_state(int fd, uint16_t port, ino_t *ret_ino) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof sa;
+        struct tcp_info ti;
+        socklen_t tlen = sizeof ti;
+        struct stat st;
+        uint16_t p;
+
+        if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) || getpeername(fd, (struct sockaddr *) &sa, &len) < 0)
+                return -1;
+        if (sa.ss_family == AF_INET)
+                p = ntohs(((struct sockaddr_in *) &sa)->sin_port);
+        else if (sa.ss_family == AF_INET6)
+                p = ntohs(((struct sockaddr_in6 *) &sa)->sin6_port);
+        else
+                return -1;
+        if (p != port || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tlen) < 0)
+                return -1;
+        *ret_ino = st.st_ino;
+        return ti.tcpi_state;
+}
+
+/* Every established TCP socket to port, right after a TLS connection to it was made; none
+ * (too many, or /proc unreadable) means the connection is not kept. */
+static void socks_find(uint16_t port, Socks *ret) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        Socks s = { 0 };
+        bool over = false;
+
+        if (!d) {
+                *ret = s;
+                return;
+        }
+        while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+                ino_t ino;
+                if (*end || end == de->d_name || fd == dirfd(d) ||
+                    sock_state((int) fd, port, &ino) != TCP_ESTABLISHED)
+                        continue;
+                if (s.n == HTTP_SOCKS_MAX) {
+                        over = true;
+                        break;
+                }
+                s.fd[s.n] = (int) fd;
+                s.ino[s.n++] = ino;
+        }
+        closedir(d);
+        *ret = over ? (Socks) { 0 } : s;
+}
+
+/* Whether a kept connection's socket is still ESTABLISHED (see above). */
+static bool socks_open(const Socks *s, uint16_t port) {
+        bool any = false;
+        for (unsigned i = 0; i < s->n; i++) {
+                ino_t ino;
+                int state = sock_state(s->fd[i], port, &ino);
+                if (state < 0 || ino != s->ino[i])
+                        continue; /* gone, or another socket now: not the connection's own */
+                if (state != TCP_ESTABLISHED)
+                        return false;
+                any = true;
+        }
+        return any; /* its own socket is among them, open as long as the connection */
+}
+
+static void *conn_close_thread(void *arg) {
+        nng_http_conn_close(arg);
+        return NULL;
+}
+
+/* Closes (and frees) a request's connection. Over TLS, after a time-out or a cancellation, a
+ * read may still wait in NNG's TLS layer for ever (above) and nng_http_conn_close() with it: that
+ * close goes to a thread of its own, so that the loop never waits for it; if the read is stuck,
+ * that thread and the connection stay, and nothing else does. */
+static void conn_close(HttpRequest *r) {
+        nng_http_conn *conn = TAKE_PTR(r->conn);
+        pthread_attr_t attr;
+        pthread_t t;
+
+        if (!conn)
+                return;
+        if (!r->unsettled || !r->origin || !r->origin->tls) {
+                nng_http_conn_close(conn);
+                return;
+        }
+        if (pthread_attr_init(&attr) != 0)
+                return; /* left as it is rather than waited for */
+        (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        (void) pthread_attr_setstacksize(&attr, 64 * 1024);
+        if (pthread_create(&t, &attr, conn_close_thread, conn) != 0)
+                log_debug("%s: connection left open: no thread to close it", r->url);
+        pthread_attr_destroy(&attr);
+}
+
+static uint16_t url_port(const nng_url *u) {
+        return (uint16_t) strtoul(u->u_port, NULL, 10);
 }
 
 /* ---- the loop glue -------------------------------------------------------------------- */
@@ -219,6 +353,8 @@ static void request_unlink(HttpRequest *r) {
 }
 
 static void finish(HttpRequest *r, int error, long status, const char *body, size_t len) {
+        if (error == -ETIMEDOUT || error == -ECANCELED)
+                r->unsettled = true;
         request_unlink(r);
         if (r->done)
                 r->done(r, error, status, body ? body : "", body ? len : 0, r->userdata);
@@ -252,12 +388,15 @@ static void keep_alive(HttpRequest *r) {
         Origin *o = r->origin;
         if (!r->conn || !o || (conn && strcasestr(conn, "close")) || !ver || !streq(ver, "HTTP/1.1"))
                 return;
+        if (o->tls && r->socks.n == 0)
+                return; /* its socket is unknown: whether the server ended it could not be told */
         if (o->n_idle == HTTP_IDLE_PER_ORIGIN) { /* the oldest goes */
                 nng_http_conn_close(o->idle[0].conn);
                 memmove(&o->idle[0], &o->idle[1], (HTTP_IDLE_PER_ORIGIN - 1) * sizeof o->idle[0]);
                 o->n_idle--;
         }
         o->idle[o->n_idle].conn = TAKE_PTR(r->conn);
+        o->idle[o->n_idle].socks = r->socks;
         o->idle[o->n_idle++].since = now_usec();
 }
 
@@ -378,7 +517,7 @@ static void advance(HttpRequest *r) {
                      rv == NNG_ECONNREFUSED)) {
                         log_debug("%s: kept connection closed by the server (%s); again on a new one",
                                   r->url, nng_strerror(rv));
-                        nng_http_conn_close(TAKE_PTR(r->conn));
+                        conn_close(r);
                         request_connect(r);
                         return;
                 }
@@ -388,6 +527,8 @@ static void advance(HttpRequest *r) {
         switch (r->step) {
         case STEP_CONNECT:
                 r->conn = nng_aio_get_output(r->aio, 0);
+                if (r->origin->tls)
+                        socks_find(url_port(r->nurl), &r->socks);
                 if (!arm(r, UINT64_MAX)) {
                         finish(r, -ETIMEDOUT, 0, NULL, 0);
                         return;
@@ -473,6 +614,7 @@ HttpClient *http_client_free(HttpClient *c) {
                 return NULL;
         while (c->requests) {
                 HttpRequest *r = c->requests;
+                r->unsettled = true; /* in flight: its connection closes off the loop */
                 request_unlink(r);
                 http_request_free(r);
         }
@@ -646,10 +788,11 @@ static void tls_done(Tls *t) {
 HttpRequest *http_request_free(HttpRequest *r) {
         if (!r)
                 return NULL;
-        if (r->started)
+        if (r->started) {
+                r->unsettled = true; /* cancelled in flight */
                 request_unlink(r);
-        if (r->conn)
-                nng_http_conn_close(r->conn); /* also frees it */
+        }
+        conn_close(r); /* also frees it */
         if (r->origin)
                 r->origin->users--;
         if (r->aio)
@@ -754,8 +897,11 @@ int http_request_start(HttpRequest *r, http_done_t done, void *userdata) {
         while (!r->chunk && o->n_idle > 0) { /* the newest first */
                 o->n_idle--;
                 nng_http_conn *idle = o->idle[o->n_idle].conn;
-                if (now_usec() - o->idle[o->n_idle].since < HTTP_IDLE_MAX_USEC) {
+                const Socks *socks = &o->idle[o->n_idle].socks;
+                if (now_usec() - o->idle[o->n_idle].since < HTTP_IDLE_MAX_USEC &&
+                    (!o->tls || socks_open(socks, url_port(r->nurl)))) {
                         r->conn = idle;
+                        r->socks = *socks;
                         r->reused = true;
                         r->step = STEP_TRANSACT;
                         nng_aio_set_timeout(r->aio, (nng_duration) r->total_ms);

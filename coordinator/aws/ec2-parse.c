@@ -585,6 +585,10 @@ int ec2_parse_instances(xmlDoc *doc, Ec2InstanceList *list, size_t max) {
                         i->image_id = ec2_xml_text(item, "imageId");
                         i->subnet_id = ec2_xml_text(item, "subnetId");
                         i->launch_time = time_path(item, "launchTime");
+                        size_t g = 0;
+                        FOREACH_ITEM(grp, ec2_xml_child(item, "groupSet"))
+                                if (g < EC2_MAX_INSTANCE_SGS && (i->security_groups[g] = ec2_xml_text(grp, "groupId")))
+                                        g++;
                         if (!i->id || !i->state || !i->lifecycle)
                                 return -EBADMSG;
                         r = parse_tags(item, &i->tags, &i->n_tags);
@@ -615,6 +619,8 @@ Ec2InstanceList *ec2_instance_list_free(Ec2InstanceList *l) {
                 free(i->private_ip);
                 free(i->image_id);
                 free(i->subnet_id);
+                for (size_t g = 0; i->security_groups[g]; g++)
+                        free(i->security_groups[g]);
                 tags_free(i->tags, i->n_tags);
         }
         free(l->items);

@@ -355,9 +355,11 @@ int ec2_create_fleet(Ec2Client *c, const Ec2FleetSpec *spec, ec2_fleet_done_t do
 
 /* ---- DescribeInstances ------------------------------------------------------------------- */
 
+#define EC2_MAX_INSTANCE_SGS 16
 typedef struct Ec2Instance {
         char *id, *instance_type, *zone, *state, *lifecycle /* "spot" or "on-demand" */;
         char *private_ip, *image_id, *subnet_id;
+        char *security_groups[EC2_MAX_INSTANCE_SGS + 1]; /* groupSet's ids, NULL-terminated */
         int64_t launch_time;
         Ec2Tag *tags;
         size_t n_tags;

@@ -24,6 +24,7 @@
 
 typedef enum Method {
         METHOD_EXPIRATION,
+        METHOD_STATIC,
         METHOD_DRIFT,
         METHOD_NODEPOOL_DELETED,
         METHOD_EMPTINESS,
@@ -33,7 +34,7 @@ typedef enum Method {
 } Method;
 
 static const char *const method_names[] = {
-        [METHOD_EXPIRATION] = "expiration",    [METHOD_DRIFT] = "drift",
+        [METHOD_EXPIRATION] = "expiration",    [METHOD_STATIC] = "static-scale-down", [METHOD_DRIFT] = "drift",
         [METHOD_NODEPOOL_DELETED] = "nodepool-deleted", [METHOD_EMPTINESS] = "emptiness",
         [METHOD_MULTI] = "multi-node",         [METHOD_SINGLE] = "single-node",
 };
@@ -258,7 +259,7 @@ static bool has_key(const SolverLabel *l, size_t n, const char *key) {
 }
 
 /* Why the node no longer matches its NodePool, or NULL. */
-static bool drifted(Provisioner *p, Round *rd, size_t i, int k, char *why, size_t size) {
+static bool drifted(Provisioner *p, Round *rd, size_t i, int k, const NodeEntry *e, char *why, size_t size) {
         const SolverSnapshot *sn = &rd->snap;
         const SolverNode *n = &sn->nodes[i];
         const SolverNodePool *pool = &sn->nodepools[k];
@@ -287,6 +288,9 @@ static bool drifted(Provisioner *p, Round *rd, size_t i, int k, char *why, size_
                 snprintf(why, size, "EC2NodeClass %s's image is now %s (node has %s)", nc, res->ami[arch], img);
                 return true;
         }
+        /* its instance's subnet and security groups against what the class's terms match now */
+        if (nc && provisioner_network_drifted(p, nc, e->instance_id, why, size))
+                return true;
         /* requirements, against the node's labels and its instance type's */
         size_t nl = n->n_labels, nt = 0;
         const SolverInstanceType *types = catalog_types(p->catalog, &nt);
@@ -412,6 +416,64 @@ static size_t allowance(Pass *s, int k, DisruptionReason r) {
         return b > s->pool_disrupting[k] ? b - s->pool_disrupting[k] : 0;
 }
 
+/* Whether a node may go now for a static NodePool's scale-down: registered, not leaving, not
+ * held by do-not-disrupt; its pods' PodDisruptionBudgets are honoured by the drain. */
+static bool static_removable(Pass *s, size_t i, size_t *ret_pods) {
+        const SolverSnapshot *sn = &s->rd->snap;
+        const SolverNode *n = &sn->nodes[i];
+        NodeEntry *e = n->in_flight || n->deleting ? NULL : entry_for_node(s->p, n->name);
+        if (!e || e->replace_started_usec || e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN ||
+            node_do_not_disrupt(s->p, n->name))
+                return false;
+        size_t pods = 0;
+        for (size_t q = 0; q < sn->n_pods; q++)
+                if (streq_ptr(sn->pods[q].node_name, n->name) && !sn->pods[q].daemonset) {
+                        if (sn->pods[q].do_not_disrupt)
+                                return false;
+                        pods++;
+                }
+        *ret_pods = pods;
+        return true;
+}
+
+/* Static NodePools with more nodes than their replicas (scaled down): the excess drains, the
+ * nodes with the fewest pods first, then the cheapest to disrupt. Returns how many. */
+static size_t static_scale_down(Pass *s) {
+        const SolverSnapshot *sn = &s->rd->snap;
+        size_t acted = 0;
+        for (size_t k = 0; k < sn->n_nodepools; k++) {
+                const SolverNodePool *pool = &sn->nodepools[k];
+                size_t have = 0;
+                if (!pool->is_static)
+                        continue;
+                for (size_t i = 0; i < sn->n_nodes; i++)
+                        have += streq_ptr(sn->nodes[i].nodepool, pool->name) && !sn->nodes[i].deleting;
+                while (have > pool->replicas) {
+                        ssize_t best = -1;
+                        size_t best_pods = 0, pods;
+                        double best_cost = 0;
+                        for (size_t i = 0; i < sn->n_nodes; i++) {
+                                if (!streq_ptr(sn->nodes[i].nodepool, pool->name) || !static_removable(s, i, &pods))
+                                        continue;
+                                double cost = solver_disruption_cost(sn, i);
+                                if (best < 0 || pods < best_pods || (pods == best_pods && cost < best_cost))
+                                        best = (ssize_t) i, best_pods = pods, best_cost = cost;
+                        }
+                        if (best < 0)
+                                break; /* the rest are in flight, leaving or held: a later pass */
+                        const SolverNode *n = &sn->nodes[best];
+                        char why[300], *names[] = { (char *) n->name };
+                        snprintf(why, sizeof why, "static NodePool %s has %zu node(s) for %u replicas", pool->name, have,
+                                 pool->replicas);
+                        drain(s->p, entry_for_node(s->p, n->name), "scaled-down", why);
+                        record(s->d, METHOD_STATIC, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, why);
+                        have--;
+                        acted++;
+                }
+        }
+        return acted;
+}
+
 /* The consolidation candidates, each node's verdict in the explanation. */
 static int candidates(Pass *s) {
         Provisioner *p = s->p;
@@ -459,6 +521,11 @@ static int candidates(Pass *s) {
                         continue;
                 }
                 const NodePoolExtra *x = &o->extra[k];
+                if (sn->nodepools[k].is_static) {
+                        verdict(j, false, "NodePool %s is static (replicas %u): its nodes are not consolidated",
+                                n->nodepool, sn->nodepools[k].replicas);
+                        continue;
+                }
                 if (x->consolidate_after_s < 0) {
                         verdict(j, false, "NodePool %s: consolidateAfter Never", n->nodepool);
                         continue;
@@ -686,6 +753,14 @@ int disruption_pass(Disruption *d) {
                 }
         }
 
+        /* 1b. static NodePools scaled down: no budget holds it back (the user asked for it) */
+        size_t scaled = static_scale_down(&s);
+        if (scaled > 0) {
+                snprintf(msg, sizeof msg, "%zu node(s) of static NodePools above their replicas: draining", scaled);
+                explain_set(d, NULL, "acted", msg);
+                goto done;
+        }
+
         /* 2. drift, and NodePools gone: within the Drifted budget, replace first */
         size_t acted = 0;
         for (size_t i = 0; i < sn->n_nodes; i++) {
@@ -714,7 +789,7 @@ int disruption_pass(Disruption *d) {
                         acted++;
                         continue;
                 }
-                if (!drifted(p, rd, i, k, why, sizeof why))
+                if (!drifted(p, rd, i, k, e, why, sizeof why))
                         continue;
                 if (node_do_not_disrupt(p, n->name) || allowance(&s, k, DISRUPTION_DRIFTED) == 0)
                         continue;

@@ -158,8 +158,19 @@ static int convert_nodepool(cJSON *o, Notes *notes, cJSON **ret_kubelet) {
         if (beta && cJSON_IsObject(tspec)) {
                 cJSON *dis = cJSON_GetObjectItemCaseSensitive(spec, "disruption");
                 cJSON *pol = cJSON_GetObjectItemCaseSensitive(dis, "consolidationPolicy");
-                if (cJSON_IsString(pol) && streq(pol->valuestring, "WhenUnderutilized"))
-                        cJSON_SetValuestring(pol, "WhenEmptyOrUnderutilized");
+                /* v1beta1's WhenUnderutilized (also its default) consolidates at once: v1 says so
+                 * with consolidateAfter 0s, which v1 requires (Karpenter's own conversion does the same) */
+                if (cJSON_IsObject(dis) && (!pol || (cJSON_IsString(pol) && streq(pol->valuestring, "WhenUnderutilized")))) {
+                        const cJSON *after = cJSON_GetObjectItemCaseSensitive(dis, "consolidateAfter");
+                        if (cJSON_IsString(after) && !streq(after->valuestring, "0s"))
+                                addnote(notes, "NodePool %s: spec.disruption.consolidateAfter %s becomes 0s with "
+                                        "WhenUnderutilized, as Karpenter's v1 conversion does", name, after->valuestring);
+                        cJSON_DeleteItemFromObjectCaseSensitive(dis, "consolidateAfter");
+                        if (!cJSON_AddStringToObject(dis, "consolidateAfter", "0s"))
+                                return -ENOMEM;
+                        if (pol)
+                                cJSON_SetValuestring(pol, "WhenEmptyOrUnderutilized");
+                }
                 if (move_item(tspec, "expireAfter", dis, "expireAfter") > 0)
                         addnote(notes, "NodePool %s: spec.disruption.expireAfter moved to spec.template.spec.expireAfter", name);
                 cJSON *kl = cJSON_DetachItemFromObjectCaseSensitive(tspec, "kubelet");

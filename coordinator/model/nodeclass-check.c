@@ -8,6 +8,7 @@
 #include "macro.h"
 #include "nodeclass-check.h"
 #include "quantity.h"
+#include "toml.h"
 
 typedef struct Check {
         const char *what;
@@ -146,9 +147,6 @@ static const char *family_refused(const char *family) {
         if (strcasecmp(family, "AL2") == 0)
                 return "nodesmith writes nodeadm (AL2023) user data, and EKS publishes no AL2 AMI for Kubernetes 1.33 "
                        "and later; use AL2023, or Custom with your own user data";
-        if (strcasecmp(family, "bottlerocket") == 0)
-                return "the coordinator does not write Bottlerocket's TOML user data yet (docs/bootstrap-bottlerocket.md "
-                       "builds it by hand); use AL2023, or Custom with that TOML as userData";
         return NULL;
 }
 
@@ -197,6 +195,26 @@ static int check_ami(Check *c, const cJSON *spec) {
         const char *why = family ? family_refused(family) : NULL;
         if (why)
                 return fail(c, "spec.amiFamily", "%s is not supported: %s", family, why);
+        return 0;
+}
+
+/* Bottlerocket (amiFamily, or a bottlerocket@ alias without one): its user data is TOML, merged
+ * with nodesmith's (userdata-bottlerocket.c); it has no pods-per-core setting. */
+static int check_bottlerocket(Check *c, const cJSON *spec) {
+        const char *family = str(spec, "amiFamily"), *alias = str(cJSON_GetArrayItem(get(spec, "amiSelectorTerms"), 0), "alias");
+        if (!(family ? strcasecmp(family, "Bottlerocket") == 0 : alias && strncmp(alias, "bottlerocket@", 13) == 0))
+                return 0;
+        if (get(get(spec, "kubelet"), "podsPerCore"))
+                return fail(c, "spec.kubelet.podsPerCore", "is not supported with Bottlerocket, which has no such setting");
+        const char *ud = str(spec, "userData");
+        cJSON *j = NULL;
+        _cleanup_free_ char *err = NULL;
+        int r = ud ? toml_parse_json(ud, &j, &err) : 0;
+        cJSON_Delete(j);
+        if (r == -E2BIG)
+                return fail(c, "spec.userData", "is longer than %d bytes", TOML_TEXT_MAX);
+        if (r < 0)
+                return fail(c, "spec.userData", "is not TOML, which Bottlerocket's user data is (%s)", err ? err : "unreadable");
         return 0;
 }
 
@@ -389,8 +407,8 @@ int nodeclass_check(const cJSON *spec, const char *what, char **ret_error) {
                                              "metadataOptions", "enclaveOptions", "context", "ipPrefixCount", NULL };
         static const Refused refused[] = {
                 { "capacityReservationSelectorTerms",
-                  "nodesmith does not launch into capacity reservations yet; without the field instances launch as "
-                  "on-demand or spot outside any reservation" },
+                  "nodesmith does not launch into capacity reservations yet (it has no 'reserved' capacity type); "
+                  "without the field instances launch as on-demand or spot outside any reservation" },
                 {}
         };
         static const char *const subnet_keys[] = { "tags", "id", NULL }, *const subnet_excl[] = { "id", NULL };
@@ -401,7 +419,7 @@ int nodeclass_check(const cJSON *spec, const char *what, char **ret_error) {
         if ((r = int_range(&c, spec, "ipPrefixCount", "spec.ipPrefixCount", 0, 64)) < 0 ||
             (r = terms(&c, spec, "subnetSelectorTerms", subnet_keys, "subnet-", subnet_excl, true)) < 0 ||
             (r = terms(&c, spec, "securityGroupSelectorTerms", sg_keys, "sg-", sg_excl, true)) < 0 ||
-            (r = check_ami(&c, spec)) < 0)
+            (r = check_ami(&c, spec)) < 0 || (r = check_bottlerocket(&c, spec)) < 0)
                 return r;
         const char *role = str(spec, "role"), *profile = str(spec, "instanceProfile");
         if ((get(spec, "role") && (!role || !*role)) || (get(spec, "instanceProfile") && (!profile || !*profile)))

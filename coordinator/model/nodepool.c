@@ -88,8 +88,6 @@ typedef struct PoolRefusal {
 } PoolRefusal;
 
 static const PoolRefusal pool_refused[] = {
-        { "spec.replicas", "static NodePools (a fixed number of nodes) are not supported yet: nodesmith launches for "
-                           "pending pods only; remove replicas and keep the pool dynamic" },
         { "spec.template.spec.kubelet", "belongs to the EC2NodeClass in v1 (spec.kubelet); `nodesmithctl convert` moves it" },
         {}
 };
@@ -133,6 +131,43 @@ static int pool_fields(Ctx *c, const cJSON *j) {
                 if (model_present(o))
                         return model_fail(c, r->path, "is not supported: %s", r->why);
         }
+        return 0;
+}
+
+/* spec.replicas: a static NodePool, with Karpenter's rules (no weight, no limits but nodes);
+ * its consolidation policy is ignored as in Karpenter (its nodes are never consolidated), and
+ * nodesmith's own consolidation and headroom fields have no meaning there: refused. */
+static int parse_static(Ctx *c, const cJSON *spec, SolverNodePool *p) {
+        bool set;
+        int64_t n;
+        int r = model_get_int(c, spec, "replicas", "spec.replicas", 0, NODEPOOL_MAX_REPLICAS, &set, &n);
+        if (r < 0 || !set)
+                return r;
+        p->is_static = true;
+        p->replicas = (uint32_t) n;
+        if (json_get(spec, "weight"))
+                return model_fail(c, "spec.weight", "is not supported on static NodePools (spec.replicas), as in Karpenter");
+        const cJSON *k, *limits = json_get(spec, "limits");
+        for (k = cJSON_IsObject(limits) ? limits->child : NULL; k; k = k->next)
+                if (!streq(k->string, "nodes")) {
+                        char path[300];
+                        snprintf(path, sizeof path, "spec.limits.%s", k->string);
+                        return model_fail(c, path, "only limits.nodes is supported on static NodePools (spec.replicas), "
+                                                   "as in Karpenter");
+                }
+        const cJSON *dis = json_get(spec, "disruption");
+        const struct {
+                const char *path;
+                const cJSON *v;
+        } dynamic_only[] = {
+                { "spec.headroom", json_get(spec, "headroom") },
+                { "spec.disruption.consolidationThreshold", json_get(dis, "consolidationThreshold") },
+                { "spec.disruption.churnGuard", json_get(dis, "churnGuard") },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(dynamic_only); i++)
+                if (model_present(dynamic_only[i].v))
+                        return model_fail(c, dynamic_only[i].path, "has no meaning on a static NodePool (spec.replicas): "
+                                                                   "its nodes are never consolidated and it launches for no pod");
         return 0;
 }
 
@@ -355,5 +390,5 @@ int nodepool_parse_nodepool(SolverArena *a, const cJSON *j, SolverNodePool *p, N
                                     "only cpu, memory and pods may be kept free");
         if (p->headroom.v[SOLVER_RES_PODS] > 1000)
                 return model_fail(&c, "spec.headroom.pods", "must be at most 1000");
-        return 0;
+        return parse_static(&c, spec, p);
 }

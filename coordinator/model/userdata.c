@@ -173,10 +173,14 @@ static int add_file(cJSON *files, const char *path, const char *text) {
         return 0;
 }
 
+bool userdata_spec_safe(const UserDataSpec *s) {
+        return safe_value(s->coordinator) && safe_value(s->token) && s->coordinator_ca_pem &&
+               (!s->tls_server_name || safe_value(s->tls_server_name)) && (!s->nodepool || safe_value(s->nodepool)) &&
+               !isempty(s->cluster_name);
+}
+
 int userdata_render(const UserDataSpec *s, char **ret) {
-        if (!safe_value(s->coordinator) || !safe_value(s->token) || !s->coordinator_ca_pem ||
-            (s->tls_server_name && !safe_value(s->tls_server_name)) ||
-            (s->nodepool && !safe_value(s->nodepool)) || isempty(s->cluster_name))
+        if (!userdata_spec_safe(s))
                 return -EINVAL;
 
         StrBuf conf;

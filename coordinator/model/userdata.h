@@ -32,9 +32,18 @@ typedef struct UserDataSpec {
                                             * text as one part) put before nodesmith's, as Karpenter
                                             * does on AL2023 */
         bool raid0;                        /* instanceStorePolicy RAID0: nodeadm's localStorage */
+        const char *agent_image;           /* Bottlerocket: the agent's host container image */
 } UserDataSpec;
 
 #define USER_DATA_MAX (16 * 1024) /* EC2's limit, before base64 */
 
 /* The document, malloc'ed. -EINVAL names nothing; values with newlines or '#' are refused. */
 int userdata_render(const UserDataSpec *spec, char **ret);
+
+/* Whether the agent's settings can go into user data (no newline or '#' in a value). */
+bool userdata_spec_safe(const UserDataSpec *spec);
+
+/* Bottlerocket (userdata-bottlerocket.c): TOML settings, spec->user_data (TOML) merged as
+ * Karpenter merges it, the agent as a host container of spec->agent_image. -EBADMSG: the
+ * user's TOML does not parse. */
+int userdata_render_bottlerocket(const UserDataSpec *spec, char **ret);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The images behind EC2NodeClass aliases, looked up again every --image-refresh: a new release
- * behind al2023@latest becomes the class's image for its launches, and the nodes that boot the
- * old one drift (disruption.c compares their nodesmith.io/image-id label with it). */
+/* The images EC2NodeClasses' amiSelectorTerms resolve to, looked up again every --image-refresh
+ * (amiterms.c): a new release behind al2023@latest, or a newer image matching a class's name,
+ * tags, id or ssmParameter terms, becomes the class's image for its launches, and the nodes that
+ * boot another one drift (disruption.c compares their nodesmith.io/image-id label with it), as
+ * Karpenter's drift does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +14,9 @@
 #include "provisioner-internal.h"
 
 typedef struct Lookup {
-        Provisioner *p;
         char *node_class;
         int arch;
+        bool first;   /* the class had no image of the architecture yet */
 } Lookup;
 
 const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class) {
@@ -24,15 +26,22 @@ const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class
         return NULL;
 }
 
-static void on_image(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
+static void on_image(Provisioner *p, const Ec2Error *err, const char *what, char *value, void *userdata) {
         Lookup *l = userdata;
-        Resolved *res = (Resolved *) provisioner_resolved_find(l->p, l->node_class);
-        if (err)
-                log_warning("EC2NodeClass %s: looking its image up again failed: %s %s", l->node_class, err->code,
+        Resolved *res = (Resolved *) provisioner_resolved_find(p, l->node_class);
+        const char *name = isempty(l->node_class) ? "(default)" : l->node_class;
+        if (err && !l->first)
+                log_warning("EC2NodeClass %s: looking its image up again failed (%s): %s %s", name, what, err->code,
                             err->message);
-        else if (res && res->ami[l->arch] && value && !streq(res->ami[l->arch], value)) {
-                log_notice("EC2NodeClass %s: image %s replaces %s for %s; nodes on the old one drift.", l->node_class,
-                           value, res->ami[l->arch], l->arch ? "arm64" : "amd64");
+        else if (err) /* none yet for this architecture: a class for one architecture only */
+                log_debug("EC2NodeClass %s: no %s image (%s): %s %s", name, l->arch ? "arm64" : "amd64", what,
+                          err->code, err->message);
+        else if (res && !res->ami[l->arch] && value) {
+                res->ami[l->arch] = TAKE_PTR(value); /* known before the class's first launch: drift can be told */
+                res->image_checked_usec[l->arch] = provisioner_now(p);
+        } else if (res && res->ami[l->arch] && value && !streq(res->ami[l->arch], value)) {
+                log_notice("EC2NodeClass %s: image %s replaces %s for %s; nodes on the old one drift.", name, value,
+                           res->ami[l->arch], l->arch ? "arm64" : "amd64");
                 free(res->ami[l->arch]);
                 res->ami[l->arch] = TAKE_PTR(value);
         }
@@ -47,14 +56,8 @@ void provisioner_images_refresh(Provisioner *p) {
                 return;
         for (size_t i = 0; i < p->n_resolved; i++) {
                 Resolved *res = p->resolved[i];
-                const cJSON *spec = isempty(res->node_class) ? NULL
-                                                              : jget(kube_watch_get(p->nodeclasses, NULL, res->node_class), "spec");
-                const char *alias = jstr(cJSON_GetArrayItem(jget(spec, "amiSelectorTerms"), 0), "alias");
-                for (int a = 0; a < 2 && alias; a++) {
-                        char name[256];
-                        if (!res->ami[a] || now - res->image_checked_usec[a] < every ||
-                            launchclass_alias_parameter(alias, p->cfg.kubernetes_version, a ? "arm64" : "x86_64", name,
-                                                        sizeof name) < 0)
+                for (int a = 0; a < 2; a++) {
+                        if (res->image_checked_usec[a] && now - res->image_checked_usec[a] < every)
                                 continue;
                         res->image_checked_usec[a] = now;
                         Lookup *l = calloc(1, sizeof *l);
@@ -62,9 +65,9 @@ void provisioner_images_refresh(Provisioner *p) {
                                 free(l);
                                 return;
                         }
-                        l->p = p;
                         l->arch = a;
-                        if (ec2_ssm_get_parameter(p->ec2, name, on_image, l) < 0) {
+                        l->first = !res->ami[a];
+                        if (provision_image_resolve(p, res->node_class, a, on_image, l) < 0) {
                                 free(l->node_class);
                                 free(l);
                         }

@@ -68,6 +68,12 @@ void provision_resolved_free(Resolved *r) {
         if (!r)
                 return;
         provision_resolved_reset(r);
+        for (char **v = r->net_subnets; v && *v; v++)
+                free(*v);
+        free(r->net_subnets);
+        for (char **v = r->net_sgs; v && *v; v++)
+                free(*v);
+        free(r->net_sgs);
         for (int a = 0; a < 2; a++) {
                 free(r->template_name[a]);
                 free(r->template_hash[a]);
@@ -337,126 +343,21 @@ int provision_profile_resolve(Provisioner *p, Round *rd, const char *node_class)
         return 1;
 }
 
-static void on_ami(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
-        Provisioner *p = userdata;
+/* The image of the launch's architecture (amiterms.c), kept for the class's next launches. */
+static void on_image(Provisioner *p, const Ec2Error *err, const char *what, char *id, void *userdata) {
         Round *rd = p->round;
-        if (err) {
-                free(value);
-                return provision_launch_failed(p, "GetParameter (EKS AMI)", err);
-        }
+        if (err)
+                return provision_launch_failed(p, what, err);
         free(rd->res->ami[rd->arch]);
-        rd->res->ami[rd->arch] = value;
+        rd->res->ami[rd->arch] = id;
         rd->res->image_checked_usec[rd->arch] = provision_now_usec(p);
         rd->res->resolved_usec = provision_now_usec(p);
         rd->step = STEP_TEMPLATE;
         provision_round_next(p);
 }
 
-int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size);
-
-/* One term's images: the newest available one of the architecture competes with the other
- * terms' (terms are ORed); after the last term the newest of all is the image. */
-static void on_images(Ec2Client *ec2, const Ec2Error *err, Ec2ImageList *list, void *userdata) {
-        Provisioner *p = userdata;
-        Round *rd = p->round;
-        const char *arch = rd->arch ? "arm64" : "x86_64";
-        if (err) {
-                ec2_image_list_free(list);
-                free(rd->ami_best);
-                rd->ami_best = NULL;
-                return provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", err);
-        }
-        const Ec2Image *img = NULL;
-        for (size_t i = 0; list && i < list->n && !img; i++)
-                if (streq_ptr(list->items[i].architecture, arch) &&
-                    (!list->items[i].state || streq(list->items[i].state, "available")))
-                        img = &list->items[i];
-        if (img && (!rd->ami_best || img->creation_date > rd->ami_best_date)) {
-                free(rd->ami_best);
-                rd->ami_best = strdup(img->id);
-                rd->ami_best_date = img->creation_date;
-        }
-        ec2_image_list_free(list);
-        const SolverNodePool *pool = &rd->snap.nodepools[rd->result->launches[rd->next].nodepool];
-        const cJSON *terms = class_terms(p, pool->node_class, "amiSelectorTerms");
-        if (++rd->ami_term < (size_t) cJSON_GetArraySize(terms)) {
-                char ssm[256];
-                int r = provision_ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
-                if (r >= 0)
-                        return;
-                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
-                snprintf(e.code, sizeof e.code, "Local");
-                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
-                return provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
-        }
-        char *id = TAKE_PTR(rd->ami_best);
-        if (!id) {
-                Ec2Error e = { .kind = EC2_ERROR_NOT_FOUND, .error = -ENOENT };
-                snprintf(e.code, sizeof e.code, "NoMatchingImage");
-                snprintf(e.message, sizeof e.message, "no available %s image matches the EC2NodeClass's amiSelectorTerms",
-                         arch);
-                return provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
-        }
-        on_ami(ec2, NULL, id, p);
-}
-
-/* An ssmParameter term's image id, then that image (its architecture and state). */
-static void on_term_parameter(Ec2Client *ec2, const Ec2Error *err, char *value, void *userdata) {
-        Provisioner *p = userdata;
-        if (err) {
-                free(value);
-                return provision_launch_failed(p, "GetParameter (amiSelectorTerms ssmParameter)", err);
-        }
-        const char *ids[2] = { value, NULL };
-        int r = ec2_describe_images(p->ec2, ids, NULL, NULL, 0, on_images, p);
-        free(value);
-        if (r < 0) {
-                Ec2Error e = { .kind = EC2_ERROR_OTHER, .error = r };
-                snprintf(e.code, sizeof e.code, "Local");
-                snprintf(e.message, sizeof e.message, "%s", strerror(-r));
-                provision_launch_failed(p, "DescribeImages (amiSelectorTerms)", &e);
-        }
-}
-
-/* The image for the launch's architecture from the EC2NodeClass's amiSelectorTerms: an alias
- * (al2023@latest, al2023@vYYYYMMDD: the SSM parameters AWS publishes); else each term in turn
- * (an id; an ssmParameter holding an id; a name, tags and owner), the newest available image
- * of the architecture among them. No terms: al2023@latest. */
-int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size) {
-        const cJSON *terms = class_terms(p, node_class, "amiSelectorTerms");
-        const char *arch = rd->arch ? "arm64" : "x86_64", *k8s = p->cfg.kubernetes_version;
-        const cJSON *first = cJSON_GetArrayItem(terms, 0);
-        const char *alias = jstr(first, "alias");
-        if (!first || alias) {
-                int r = launchclass_alias_parameter(alias, k8s, arch, ssm, size);
-                return r < 0 ? r : ec2_ssm_get_parameter(p->ec2, ssm, on_ami, p);
-        }
-        const cJSON *t = cJSON_GetArrayItem(terms, (int) rd->ami_term);
-        if (!t)
-                return -ENOENT;
-        if (jstr(t, "ssmParameter"))
-                return ec2_ssm_get_parameter(p->ec2, jstr(t, "ssmParameter"), on_term_parameter, p);
-        const char *ids[2] = { jstr(t, "id"), NULL }, *owners[2] = { jstr(t, "owner"), NULL }, *archv[1] = { arch };
-        Ec2Filter f[EC2_MAX_FILTERS];
-        char names[EC2_MAX_FILTERS][160];
-        const char *values[EC2_MAX_FILTERS][1];
-        size_t nf = 0;
-        f[nf++] = (Ec2Filter) { .name = "architecture", .values = archv, .n_values = 1 };
-        if (jstr(t, "name")) {
-                values[nf][0] = jstr(t, "name");
-                f[nf] = (Ec2Filter) { .name = "name", .values = values[nf], .n_values = 1 };
-                nf++;
-        }
-        const cJSON *tag;
-        cJSON_ArrayForEach(tag, jget(t, "tags")) {
-                if (!cJSON_IsString(tag) || nf >= ELEMENTSOF(f))
-                        return -E2BIG;
-                snprintf(names[nf], sizeof names[nf], "tag:%s", tag->string);
-                values[nf][0] = tag->valuestring;
-                f[nf] = (Ec2Filter) { .name = names[nf], .values = values[nf], .n_values = 1 };
-                nf++;
-        }
-        return ec2_describe_images(p->ec2, ids[0] ? ids : NULL, owners[0] ? owners : NULL, f, nf, on_images, p);
+int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class) {
+        return provision_image_resolve(p, node_class, rd->arch, on_image, NULL);
 }
 
 void provision_on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata) {
@@ -533,9 +434,16 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
         uds.kubelet = lc->kubelet;
         uds.user_data = lc->user_data;
         uds.raid0 = lc->raid0;
+        uds.agent_image = cfg->agent_image;
         if (streq(lc->ami_family, "Custom"))
                 r = (ud = strdup(strempty(lc->user_data))) ? 0 : -ENOMEM; /* as given, as Karpenter does */
-        else
+        else if (streq(lc->ami_family, "Bottlerocket")) {
+                if (isempty(cfg->agent_image))
+                        return log_warning_errno(-EINVAL, "EC2NodeClass %s is Bottlerocket: its nodes run nodesmith-agent as "
+                                                          "a host container, and --agent-image names none.",
+                                                 strempty(pool->node_class));
+                r = userdata_render_bottlerocket(&uds, &ud);
+        } else
                 r = userdata_render(&uds, &ud);
         if (r < 0)
                 return r;

@@ -64,7 +64,9 @@ typedef struct Resolved {
         char *sgs[MAX_SGS + 1];  /* NULL-terminated */
         char *ami[2];            /* by arch: 0 amd64, 1 arm64 */
         char *profile;           /* the instance profile ("" for none), NULL until known */
-        uint64_t image_checked_usec[2]; /* an alias's image last looked up again (images.c) */
+        uint64_t image_checked_usec[2]; /* the terms' image last looked up again (images.c) */
+        char **net_subnets, **net_sgs;  /* what the selector terms match now (classnet.c), NULL-terminated */
+        bool net_checking;
         char *template_name[2];
         char *template_hash[2];  /* what the template was made from */
         uint64_t resolved_usec;
@@ -108,9 +110,6 @@ typedef struct Round {
         Step step;
         Resolved *res;              /* of the launch under way */
         int arch;                   /* 0 amd64, 1 arm64 */
-        size_t ami_term;            /* amiSelectorTerms: the term looked up now */
-        char *ami_best;             /* the newest image of the terms so far */
-        int64_t ami_best_date;
         bool launched_nothing;      /* a launch failed for capacity: solve again */
         bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;
@@ -151,6 +150,10 @@ struct Provisioner {
         size_t n_ice;
         Resolved **resolved;
         size_t n_resolved;
+        uint64_t static_checked_usec;    /* static NodePools last counted (staticpools.c) */
+        Ec2InstanceList *seen_instances; /* running, as last listed for drift (classnet.c) */
+        bool seeing_instances;
+        uint64_t networks_checked_usec;
 
         /* metrics */
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
@@ -210,6 +213,14 @@ size_t provision_price_cap_abandon(Registry *reg, const SolverSnapshot *snap, co
  * images behind aliases. */
 const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class);
 void provisioner_images_refresh(Provisioner *p);
+/* classnet.c: the subnets and security groups the classes' selector terms match now, and the
+ * running instances', looked up again every --image-refresh; whether instance_id's subnet or
+ * groups no longer match node_class's (why written then). Not known: false. */
+void provisioner_networks_refresh(Provisioner *p);
+/* staticpools.c: a provisioning round when a static NodePool lacks nodes. */
+void provisioner_static_check(Provisioner *p);
+bool provisioner_network_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
+                                 size_t size);
 /* TerminateInstances of one instance of this cluster, if this replica is acting; the Node of a
  * terminated instance loses its finalizer. */
 void provisioner_terminate_one(Provisioner *p, const char *instance_id);
@@ -260,7 +271,12 @@ bool provision_prefetch(Provisioner *p, const char *node_class);
 void provision_on_subnets(Ec2Client *ec2, const Ec2Error *err, Ec2SubnetList *list, void *userdata);
 void provision_on_sgs(Ec2Client *ec2, const Ec2Error *err, Ec2SecurityGroupList *list, void *userdata);
 int provision_profile_resolve(Provisioner *p, Round *rd, const char *node_class);
-int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class, char *ssm, size_t size);
+int provision_ami_lookup(Provisioner *p, Round *rd, const char *node_class);
+/* amiterms.c: the image node_class's amiSelectorTerms give for arch (0 amd64, 1 arm64) now;
+ * done() takes id (NULL on failure: err and what say why). */
+typedef void (*provision_image_done_t)(Provisioner *p, const Ec2Error *err, const char *what, char *id, void *userdata);
+int provision_image_resolve(Provisioner *p, const char *node_class, int arch, provision_image_done_t done,
+                            void *userdata);
 void provision_on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata);
 int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *ret_create,
                         Ec2LaunchTemplateSpec *spec, char **ret_userdata);

@@ -186,6 +186,8 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         learn(p);
         provision_catalog_refresh(p);
         provisioner_images_refresh(p);
+        provisioner_networks_refresh(p);
+        provisioner_static_check(p);
         if (p->leading && p->learned)
                 provision_termination_pass(p);
         if (p->cfg.consolidation_interval_ms > 0 &&
@@ -379,6 +381,7 @@ Provisioner *provisioner_free(Provisioner *p) {
         for (size_t i = 0; i < p->n_resolved; i++)
                 provision_resolved_free(p->resolved[i]);
         free(p->resolved);
+        ec2_instance_list_free(p->seen_instances);
         free(p->agent_ca_pem);
         free(p);
         return NULL;

@@ -34,7 +34,7 @@ typedef struct ProvisionerConfig {
         const char *region, *ec2_endpoint, *ssm_endpoint, *iam_endpoint;
         const char *catalog, *price_table; /* the shipped catalog; on-demand prices for EC2's */
         uint64_t catalog_refresh_ms;       /* 0: only the file */
-        uint64_t image_refresh_ms;         /* the image behind an AMI alias looked up again */
+        uint64_t image_refresh_ms;         /* classes' images, subnets, security groups looked up again */
         uint64_t batch_idle_ms, batch_max_ms;
         uint64_t solver_budget_ms;         /* 0: the solver runs to the end */
         uint64_t registration_timeout_ms;
@@ -43,6 +43,7 @@ typedef struct ProvisionerConfig {
         uint64_t stale_after_ms;           /* an agent silent this long no longer counts */
         /* user data of the nodes launched */
         const char *kubernetes_version, *instance_profile;
+        const char *agent_image;           /* Bottlerocket nodes' agent host container (NULL: none) */
         const char *cluster_endpoint, *cluster_ca, *cluster_cidr;
         const char *agent_endpoint, *agent_ca, *agent_tls_server_name;
         const char *token;                 /* the agents' bootstrap token */

@@ -30,7 +30,6 @@
 void provision_round_next(Provisioner *p) {
         Round *rd = p->round;
         int r = 0;
-        char ssm[256];
 
         for (;;) {
                 if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
@@ -89,10 +88,7 @@ void provision_round_next(Provisioner *p) {
                         }
                         break;
                 case STEP_AMI:
-                        rd->ami_term = 0;
-                        free(rd->ami_best);
-                        rd->ami_best = NULL;
-                        r = provision_ami_lookup(p, rd, pool->node_class, ssm, sizeof ssm);
+                        r = provision_ami_lookup(p, rd, pool->node_class);
                         break;
                 case STEP_TEMPLATE: {
                         Ec2LaunchTemplateSpec spec;
@@ -131,7 +127,6 @@ void provision_round_next(Provisioner *p) {
 void provisioner_round_free(Round *rd) {
         if (!rd)
                 return;
-        free(rd->ami_best);
         solver_result_free(rd->result);
         solver_free(rd->solver);
         nodepool_objects_free(rd->objects);
@@ -187,9 +182,12 @@ void provision_round_start(Provisioner *p) {
 
         r = provisioner_snapshot(p, rd, &pending);
         p->pending_unschedulable = pending;
-        if (r >= 0 && pending == 0)
+        size_t missing = 0; /* nodes static NodePools lack: launched without pending pods */
+        for (size_t k = 0; r >= 0 && k < rd->snap.n_nodepools; k++)
+                missing += solver_static_missing(&rd->snap, k);
+        if (r >= 0 && pending == 0 && missing == 0)
                 log_debug("Provisioning round %llu: no pod is pending.", (unsigned long long) p->rounds);
-        if (r < 0 || pending == 0) {
+        if (r < 0 || (pending == 0 && missing == 0)) {
                 p->round = NULL;
                 provisioner_round_free(rd);
                 return;
@@ -247,6 +245,8 @@ void provision_round_start(Provisioner *p) {
                  "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
                  res->n_unschedulable, p->last_decision_seconds * 1000);
+        if (missing > 0)
+                log_info("Provisioning: static NodePools lack %zu node(s), launched whatever the pods.", missing);
         if (res->budget_exhausted) {
                 /* a partial plan: launch it, and plan the rest in the next round */
                 rd->budget_cut = true;

@@ -742,6 +742,12 @@ static int open_node(Solver *s, Variant *v, int z, uint32_t *ret) {
                 if (!pc->ok)
                         continue;
                 const Pool *p = &s->pools[pi];
+                if (p->np->is_static) { /* its nodes are its replicas (static.c), never opened for pods */
+                        fail(s, SOLVER_REASON_LIMITS,
+                             solver_arena_printf(s->rarena, "NodePool %s is static: it keeps %u node(s) and launches none "
+                                                 "for pods", p->np->name, p->np->replicas));
+                        continue;
+                }
                 if (p->nodes_left_run <= 0) {
                         fail(s, SOLVER_REASON_LIMITS,
                              solver_arena_printf(s->rarena, "NodePool %s has reached its limit of %lld nodes", p->np->name,

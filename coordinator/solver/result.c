@@ -193,7 +193,7 @@ int solver_build_result(Solver *s, SolverResult **ret) {
         size_t nl = 0;
         for (uint32_t i = 0; i < n_new; i++) {
                 const Node *n = &s->nodes[s->n_existing + i];
-                launch_of[i] = (npods[i] || n->headroom) ? (uint32_t) nl++ : NONE32;
+                launch_of[i] = (npods[i] || n->headroom || n->is_static) ? (uint32_t) nl++ : NONE32;
         }
         res->launches = solver_arena_alloc(s->rarena, (nl + 1) * sizeof(SolverLaunch));
         if (!res->launches) {
@@ -311,6 +311,8 @@ int solver_provision(Solver *s, const SolverOptions *opts, SolverResult **ret) {
 
         solver_budget_start(s, opts->time_budget_usec);
         q = solver_place_all(s);
+        if (q >= 0 && !s->out_of_time)
+                q = solver_static_open(s);
         SolverResult *res = NULL;
         if (q >= 0)
                 q = solver_build_result(s, &res);

@@ -283,6 +283,7 @@ typedef struct Node {
         uint32_t n_ports, cap_ports;
         uint32_t n_pods;
         uint32_t headroom;
+        bool is_static;                     /* new: kept for a static NodePool (static.c) */
         int32_t min_priority;               /* existing: lowest bound pod priority */
         uint32_t first_bound, n_bound;      /* existing: range in Solver.bound */
 } Node;
@@ -441,6 +442,8 @@ bool solver_pool_min_values_ok(Solver *s, const Pool *p, const uint64_t *types);
 void solver_fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t *out);
 uint64_t *solver_offer_set(const Solver *s, uint64_t slots, uint64_t *out);
 int solver_grow_nodes(Solver *s, size_t need);
+/* static.c: the empty nodes static NodePools lack, opened after the pending pods are placed. */
+int solver_static_open(Solver *s);
 const char *solver_format_resources(SolverArena *a, const int64_t *v);
 
 /* place.c */

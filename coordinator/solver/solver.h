@@ -247,6 +247,11 @@ typedef struct SolverNodePool {
          * Indexed like SolverSnapshot.types. */
         const SolverResources *allocatable;
         const char *node_class;               /* informational, carried to launches */
+        /* A static NodePool (Karpenter's spec.replicas): it keeps exactly `replicas` nodes,
+         * launched whatever the pods (empty, the cheapest offering, spread over its zones);
+         * no node of it is opened for pending pods, which still go onto its nodes. */
+        bool is_static;
+        uint32_t replicas;
 } SolverNodePool;
 
 /* ---- nodes and pods ------------------------------------------------------------------------- */
@@ -395,6 +400,11 @@ typedef struct SolverLaunchOffering {
         SolverCapacityType capacity_type;
         double price;
 } SolverLaunchOffering;
+
+/* How many nodes static NodePool k of the snapshot lacks: replicas less its nodes that are
+ * not leaving (in flight ones counted), within its limits.nodes (all its nodes counted). 0 for
+ * a dynamic pool. */
+size_t solver_static_missing(const SolverSnapshot *snap, size_t k);
 
 typedef struct SolverLaunch {
         uint32_t nodepool;               /* index into snapshot.nodepools */

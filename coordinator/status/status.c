@@ -214,7 +214,8 @@ static int add_quantity(cJSON *o, const char *key, char *value) {
 }
 
 /* status.resources: the capacity of the pool's nodes (as their agents report it) and their
- * number, as Karpenter's NodePool status carries them. */
+ * number, as Karpenter's NodePool status carries them; status.nodes the number again, as an
+ * integer (the scale subresource's status replicas, for static NodePools). */
 static int pool_resources(StatusWriter *s, const char *pool, cJSON *status) {
         int64_t cpu = 0, memory = 0, pods = 0, storage = 0, nodes = 0;
         NodeEntry *e;
@@ -233,7 +234,7 @@ static int pool_resources(StatusWriter *s, const char *pool, cJSON *status) {
         if (!res)
                 return -ENOMEM;
         snprintf(n, sizeof n, "%lld", (long long) nodes);
-        if (!cJSON_AddStringToObject(res, "nodes", n))
+        if (!cJSON_AddStringToObject(res, "nodes", n) || !cJSON_AddNumberToObject(status, "nodes", (double) nodes))
                 return -ENOMEM;
         int r = add_quantity(res, "cpu", quantity_milli(cpu));
         if (r >= 0)

@@ -23,7 +23,9 @@ CN=system:node:NAME, O=system:nodes (so the Node authorizer and NodeRestriction 
     and Ready after `start_delay` (a readiness probe's initialDelaySeconds × `grace_factor` before
     Ready); each pod's steps run on a pool of 8 workers, as the kubelet's pod workers do; a pod being deleted is finished (containers terminated, then
     DELETE with gracePeriodSeconds 0 and the pod's UID as precondition) after its
-    deletionGracePeriodSeconds × `grace_factor` (factor > 0: the grace always shows).
+    deletionGracePeriodSeconds × `grace_factor` (factor > 0: the grace always shows). As the
+    kubelet's status manager does, a Running pod the API shows not Ready while this kubelet has it
+    Ready (the node lifecycle controller marks a NotReady node's pods so) is written Ready again.
   - shutdown(period): the kubelet's graceful node shutdown: Ready False ("node is shutting
     down"), every running pod gets min(its grace, period) × factor and then phase Failed,
     reason Terminated, with a DisruptionTarget condition; the pods are not deleted. With
@@ -60,6 +62,10 @@ def now_rfc3339(micro=False):
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if micro else t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _ready(pod):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
 class Kubelet:
     def __init__(self, server, ca, cert, key, node, boot_delay=1.0, grace_factor=1.0,
                  start_delay=0.2, renew_interval=2.0, lease_seconds=40, status_interval=30.0,
@@ -89,6 +95,7 @@ class Kubelet:
         self.seq = itertools.count()
         self.wake = threading.Condition(self.lock)
         self.threads = []
+        self.informer = None
         self.workers = concurrent.futures.ThreadPoolExecutor(max_workers=8,
                                                              thread_name_prefix=f"kubelet-pod-{self.name}")
         self.errors = 0
@@ -121,6 +128,8 @@ class Kubelet:
         with self.lock:
             self.wake.notify_all()
         self.workers.shutdown(wait=False, cancel_futures=True)
+        if self.informer is not None:
+            self.informer.close()  # its open watch would keep the API server from exiting
 
     def join(self, timeout=10):
         for t in self.threads:
@@ -313,9 +322,11 @@ class Kubelet:
     # ---- pods ------------------------------------------------------------------------------
     def _pods_loop(self):
         sel = urllib.parse.quote(f"spec.nodeName={self.name}")
-        inf = Informer(self.server, self.ctx, f"/api/v1/pods?fieldSelector={sel}", self._pod_event,
-                       self.dead, headers={"User-Agent": USER_AGENT}, on_error=self._count_error)
-        inf.run()
+        inf = self.informer = Informer(self.server, self.ctx, f"/api/v1/pods?fieldSelector={sel}",
+                                       self._pod_event, self.dead, headers={"User-Agent": USER_AGENT},
+                                       on_error=self._count_error)
+        if not self.dead.is_set():
+            inf.run()
 
     def _count_error(self, what):
         self.errors += 1
@@ -341,10 +352,19 @@ class Kubelet:
             elif not deleting and phase == "Pending" and not p.get("started") and not self.shutting_down:
                 p["started"] = True
                 action = ("start", self.start_delay)
+            elif not deleting and phase == "Running" and p.get("ready") and not p.get("finishing") and \
+                    not p.get("resyncing") and not self.shutting_down and not _ready(pod):
+                # the kubelet's status manager: the API's status differs from the kubelet's (the
+                # node lifecycle controller marks pods not ready while their node is NotReady or
+                # Unknown); it is written again
+                p["resyncing"] = True
+                action = ("resync", 0.0)
             else:
                 action = None
         if action and action[0] == "start":
             self._after(action[1], lambda: self._start_pod(uid, p))
+        elif action and action[0] == "resync":
+            self._after(action[1], lambda: self._resync(uid, p))
         elif action:
             self._after(action[1], lambda: self._finish_pod(uid, p))
 
@@ -360,6 +380,12 @@ class Kubelet:
         self._running_status(uid, p, pod, ready=delay <= 0, start=True)
         if delay > 0:
             self._after(delay, lambda: self._running_status(uid, p, None, ready=True))
+
+    def _resync(self, uid, p):
+        try:
+            self._running_status(uid, p, None, ready=True)
+        finally:
+            p["resyncing"] = False
 
     def _running_status(self, uid, p, pod, ready, start=False):
         if self.dead.is_set() or p.get("finishing") or self.shutting_down:
@@ -387,6 +413,8 @@ class Kubelet:
                            ctype="application/strategic-merge-patch+json")
         if st != 200:
             self.errors += 1
+        elif ready:
+            p["ready"] = True
 
     def _terminate_status(self, p, uid, phase, reason=None, message=None):
         ts = now_rfc3339()

@@ -4,7 +4,7 @@
     python3 tests/fakes/kubeproxy.py --upstream https://127.0.0.1:6443 --upstream-ca ca.crt \
         --tls-cert proxy.crt --tls-key proxy.key --client-ca ca.crt \
         --front-proxy-cert fp.crt --front-proxy-key fp.key [--port 0] [--control-port 0] \
-        [--idle-timeout SEC]
+        [--idle-timeout SEC] [--idle-close notify|fin]
 
 Prints `listening on 127.0.0.1:PORT` then `control on 127.0.0.1:CPORT`. Clients speak HTTPS to
 PORT exactly as to the API server. Identity passes through as Kubernetes' authenticating proxy
@@ -173,8 +173,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             super().handle()
             # the connection ends (idle, or a Connection: close): with TLS's close_notify first,
-            # as kube-apiserver's Go server closes it; a cut (fault, dropped watch) sends none
-            if not self.cut_done:
+            # as kube-apiserver's Go server closes it, unless --idle-close fin (only the TCP FIN,
+            # as from a killed server or some middleboxes); a cut (fault, dropped watch) sends none
+            if not self.cut_done and self.server.px.args.idle_close == "notify":
                 self.connection.settimeout(1.0)
                 self.connection.unwrap()
         except (OSError, ssl.SSLError, ValueError):
@@ -374,6 +375,8 @@ def main(argv=None):
     ap.add_argument("--control-port", type=int, default=0)
     ap.add_argument("--idle-timeout", type=float, default=None,
                     help="close a client connection idle this long, seconds (default 120)")
+    ap.add_argument("--idle-close", choices=("notify", "fin"), default="notify",
+                    help="end a connection with TLS close_notify (as Go's server), or with only the TCP FIN")
     args = ap.parse_args(argv)
     px = Proxy(args)
 

@@ -2,18 +2,22 @@
 """Node emulator for nodesmith's local stack: plays EC2's hypervisor and each node's boot.
 
     python3 tests/fakes/nodeemu.py --port 0 --ec2-endpoint http://127.0.0.1:P1 \
-        --kube-server http://127.0.0.1:P2 --cluster NAME --coordinator tls+tcp://127.0.0.1:P3 \
-        --tls-ca ca.crt --token-file token [--tls-server-name localhost] [--boot-delay 1] \
-        [--spot-grace 120] [--build build] [--workdir DIR] [--agent-arg ARG ...]
+        --kube-server https://127.0.0.1:P2 --kube-ca ca.crt --kube-client-cert c.crt \
+        --kube-client-key c.key --node-ca ca.crt --node-ca-key ca.key --cluster NAME \
+        --coordinator tls+tcp://127.0.0.1:P3 --tls-ca ca.crt --token-file token \
+        [--tls-server-name localhost] [--boot-delay 1] [--spot-grace 120] [--build build] \
+        [--workdir DIR] [--agent-arg ARG ...]
 
 Polls EC2 (DescribeInstances through the EC2 proxy, filter tag:nodesmith.io/cluster=NAME) every
 --poll-interval. For each instance that is pending or running it starts a fake IMDS, waits the
-boot delay, registers the Node in the fake Kubernetes API (POST /_fake/nodes, as a kubelet
-would) and starts a real nodesmith-agent with a fake node root. When the instance is going away
-(shutting-down, terminated, stopping, stopped, or gone from the answer) it stops the agent
-(SIGTERM) and the IMDS and deletes the Node as the cloud node lifecycle controller does
-(DELETE /_fake/nodes/NAME: Ready becomes Unknown, finalizers keep the object). Spot
-interruptions, rebalance recommendations and maintenance events are sent through /_emu/.
+boot delay, starts an emulated kubelet (tests/fakes/kubelet.py) that registers the Node with the
+node's own client certificate on the real API server, and starts a real nodesmith-agent with a
+fake node root. When the instance is going away (shutting-down, terminated, stopping, stopped,
+or gone from the answer) it stops the agent (SIGTERM), the IMDS and the kubelet (graceful node
+shutdown when the user data sets one) and deletes the Node as the cloud node lifecycle
+controller does (finalizers keep the object; the node lifecycle controller marks it Unknown once
+its Lease is no longer renewed). Spot interruptions, rebalance recommendations and maintenance
+events are sent through /_emu/.
 
 Prints `listening on 127.0.0.1:PORT` first. SIGTERM or SIGINT stop every agent and IMDS it
 started. tests/fakes/README-emu.md ("Node emulator") describes the conventions it reads (tags,
@@ -503,18 +507,11 @@ class Emulator:
         self.ec2 = EC2(args.ec2_endpoint, args.region,
                        os.environ.get("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE"),
                        os.environ.get("AWS_SECRET_ACCESS_KEY", "dummy-secret"))
-        self.kube = args.kube_server.rstrip("/")
-        self.kube_ctx = None
-        if self.kube.startswith("https://"):
-            self.kube_ctx = ssl.create_default_context(cafile=args.kube_ca) if args.kube_ca else \
-                ssl._create_unverified_context()
-            if args.kube_client_cert:
-                self.kube_ctx.load_cert_chain(args.kube_client_cert, args.kube_client_key)
-        # a real API server: each node gets a kubelet (tests/fakes/kubelet.py) with its own
+        # the real API server: each node gets a kubelet (tests/fakes/kubelet.py) with its own
         # certificate, signed here as the cluster's CA would sign the kubelet's CSR
-        self.real = bool(args.node_ca and args.node_ca_key)
-        if self.real and not (self.kube.startswith("https://") and args.kube_ca):
-            raise SystemExit("nodeemu: --node-ca needs an https --kube-server and --kube-ca")
+        self.kube = args.kube_server.rstrip("/")
+        self.kube_ctx = ssl.create_default_context(cafile=args.kube_ca)
+        self.kube_ctx.load_cert_chain(args.kube_client_cert, args.kube_client_key)
         self.lock = threading.RLock()
         self.instances = {}          # id -> Instance (the current boot)
         self.history = []            # earlier boots of restarted instances
@@ -772,12 +769,7 @@ class Emulator:
         self.event("booted", inst, f"{spec['vcpu']} vCPU, {spec['memory_mib']} MiB, maxPods "
                                    f"{max_pods}; user data: {inst.user_data_source or 'none'}")
 
-        if self.real:
-            self.start_kubelet(inst, name, labels, taints, capacity, allocatable, ip, arch,
-                               ks["config"])
-        else:
-            self.register_fake_node(inst, name, labels, taints, capacity, allocatable, ip, arch,
-                                    max_pods)
+        self.start_kubelet(inst, name, labels, taints, capacity, allocatable, ip, arch, ks["config"])
         if inst.gone.is_set():
             return
         self.start_agent(inst, conf, root, port, name, arch)
@@ -810,33 +802,6 @@ class Emulator:
                                        f"allocatable cpu {allocatable['cpu']} memory "
                                        f"{allocatable['memory']} pods {allocatable['pods']}")
 
-    def register_fake_node(self, inst, name, labels, taints, capacity, allocatable, ip, arch, max_pods):
-        """The fake API server's kubelet: POST /_fake/nodes."""
-        d = inst.desc
-        region = self.args.region
-        body = {"name": name, "labels": labels, "taints": taints, "capacity": capacity,
-                "allocatable": allocatable, "zone": d["zone"], "region": region,
-                "instanceID": inst.id, "instanceType": d["type"],
-                "providerID": f"aws:///{d['zone']}/{inst.id}", "ready": True,
-                "internalIP": ip, "arch": arch}
-        deadline = time.monotonic() + 15
-        while True:
-            if inst.gone.is_set():
-                return
-            try:
-                st, out = http_json("POST", self.kube + "/_fake/nodes", body, ctx=self.kube_ctx)
-            except OSError as e:
-                st, out = 0, {"error": str(e)}
-            if st in (200, 201):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Node {name} not registered: HTTP {st} {str(out)[:300]}")
-            time.sleep(0.25)  # 409 while an older Node of that name still exists, API not up...
-        inst.node_registered = True
-        self.event("registered", inst, f"Node {name} Ready, allocatable cpu {allocatable['cpu']} "
-                                       f"memory {allocatable['memory']} pods {max_pods}"
-                   + (f", taints {[t['key'] + ':' + t['effect'] for t in taints]}" if taints else ""))
-
     def start_agent(self, inst, conf, root, port, name, arch):
         """systemd starts nodesmith-agent after cloud-init."""
         argv = [self.agent_bin, "--config", conf, "--root", root,
@@ -848,7 +813,7 @@ class Emulator:
             argv += ["--logind", "no"]  # no per-node logind; the host's must not be touched
         if self.args.agent_kubeconfig:
             argv += ["--kubeconfig", self.args.agent_kubeconfig]
-        elif getattr(inst, "kubelet_cred", None):
+        else:
             # the kubelet's kubeconfig as nodeadm leaves it, with the node's client certificate:
             # the agent acts as its node (Node authorizer, NodeRestriction; docs/security.md)
             kc = os.path.join(root, "var", "lib", "kubelet", "kubeconfig")
@@ -863,18 +828,6 @@ class Emulator:
                                                                         "user": "kubelet"}}],
                            "current-context": "kubelet", "users": [{"name": "kubelet", "user": {
                                "client-certificate": cert, "client-key": key}}]}, f)
-            argv += ["--kubeconfig", kc]
-        elif "--kube-server" in self.agent_opts:
-            argv += ["--kube-server", self.kube]
-        elif "--kubeconfig" in self.agent_opts:
-            # where nodeadm leaves the kubelet's kubeconfig; the agent reads it as the node does
-            kc = os.path.join(root, "var", "lib", "kubelet", "kubeconfig")
-            with open(kc, "w") as f:
-                json.dump({"apiVersion": "v1", "kind": "Config",
-                           "clusters": [{"name": "kubernetes", "cluster": {"server": self.kube}}],
-                           "contexts": [{"name": "kubelet", "context": {"cluster": "kubernetes",
-                                                                        "user": "kubelet"}}],
-                           "current-context": "kubelet", "users": [{"name": "kubelet", "user": {}}]}, f)
             argv += ["--kubeconfig", kc]
         if inst.coordinator and re.match(r"^(tcp|ipc)[46]?://", inst.coordinator) \
                 and "--insecure" in self.agent_opts:
@@ -995,9 +948,8 @@ class Emulator:
             self.event("node-left", inst, f"Node {inst.node} left to the cloud controller manager")
         elif delete_node and inst.node_registered:
             # as the cloud node lifecycle controller deletes the Node of a gone instance
-            path = "/api/v1/nodes/" if self.real else "/_fake/nodes/"
             try:
-                st, out = http_json("DELETE", f"{self.kube}{path}{urllib.parse.quote(inst.node)}",
+                st, out = http_json("DELETE", f"{self.kube}/api/v1/nodes/{urllib.parse.quote(inst.node)}",
                                     ctx=self.kube_ctx)
             except OSError as e:
                 st, out = 0, str(e)
@@ -1011,7 +963,7 @@ class Emulator:
                                    f"{obj['metadata'].get('finalizers')}, deletionTimestamp set)")
                 except OSError:
                     pass
-                self.event("node-deleted", inst, f"Node {inst.node} NotReady (Unknown), deleted{remains}")
+                self.event("node-deleted", inst, f"Node {inst.node} deleted{remains}")
             elif st == 404:
                 self.event("node-deleted", inst, f"Node {inst.node} was already gone")
             else:
@@ -1321,14 +1273,16 @@ class Handler(BaseHTTPRequestHandler):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ec2-endpoint", required=True, help="the EC2 proxy, http://127.0.0.1:PORT")
-    ap.add_argument("--kube-server", required=True, help="the fake API server, http://127.0.0.1:PORT")
-    ap.add_argument("--kube-ca", help="CA file when --kube-server is https")
-    ap.add_argument("--kube-client-cert", help="the emulator's own client certificate on an https "
-                                               "API server (it deletes the Nodes of gone instances)")
-    ap.add_argument("--kube-client-key")
-    ap.add_argument("--node-ca", help="CA certificate that signs each kubelet's client certificate "
-                                      "(a real API server: kubelets emulated by tests/fakes/kubelet.py)")
-    ap.add_argument("--node-ca-key")
+    ap.add_argument("--kube-server", required=True, help="the API server, https://127.0.0.1:PORT")
+    ap.add_argument("--kube-ca", required=True, help="CA of the API server's certificate")
+    ap.add_argument("--kube-client-cert", required=True,
+                    help="the emulator's own client certificate (it deletes the Nodes of gone "
+                         "instances and lists Nodes for /_emu/state)")
+    ap.add_argument("--kube-client-key", required=True)
+    ap.add_argument("--node-ca", required=True,
+                    help="CA certificate that signs each kubelet's client certificate (kubelets "
+                         "emulated by tests/fakes/kubelet.py)")
+    ap.add_argument("--node-ca-key", required=True)
     ap.add_argument("--ready-delay", type=float, default=1.0,
                     help="seconds from the Node's registration (NotReady) to Ready [1]")
     ap.add_argument("--grace-factor", type=float, default=1.0,
@@ -1342,8 +1296,8 @@ def main(argv=None):
     ap.add_argument("--cloud-controller-manager", action="store_true",
                     help="the real AWS cloud controller manager runs (tests/pylib/ccm.py): it "
                          "deletes the Nodes of gone instances, the emulator does not")
-    ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig); without it, on "
-                    "the real control plane, each agent gets its node's kubelet kubeconfig")
+    ap.add_argument("--agent-kubeconfig", help="kubeconfig every agent gets (--kubeconfig); without it, "
+                    "each agent gets its node's kubelet kubeconfig")
     ap.add_argument("--agent-kube-server", help="API server URL in the kubelet kubeconfig the agents use "
                     "(default: --kube-server)")
     ap.add_argument("--cluster", required=True, help="value of the nodesmith.io/cluster tag")
@@ -1372,10 +1326,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not args.grace_factor > 0:
         ap.error("--grace-factor must be above 0")
-    if bool(args.node_ca) != bool(args.node_ca_key):
-        ap.error("--node-ca and --node-ca-key go together")
-    if bool(args.kube_client_cert) != bool(args.kube_client_key):
-        ap.error("--kube-client-cert and --kube-client-key go together")
+    if not args.kube_server.startswith("https://"):
+        ap.error(f"--kube-server {args.kube_server}: the API server speaks https")
     args.build = os.path.abspath(args.build)
     tmp = None
     if not args.workdir:

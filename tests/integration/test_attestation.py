@@ -42,7 +42,7 @@ def main():
 
 def run(d, s):
     s.start_ec2()
-    s.start_kube(crds=True)
+    s.start_kube()
     fast = ("--stale-after", "30s", "--lease-duration", "2s")
     clog = s.start_coordinator(*fast)
     assert re.search(r"Attestation required: \d+ trusted signer", clog.output()), clog.output()[-2000:]

@@ -42,6 +42,8 @@ def main():
     binaries()
     with TestDir("ccm") as d:
         os.makedirs(os.path.join(d, "stack"))
+        # the stack gives EC2 only (moto behind the proxy, its network); the control plane is a
+        # bare Cluster: the CCM needs no nodesmith manifest, coordinator or node emulator
         with LocalStack(os.path.join(d, "stack")) as s, Cluster(
                 os.path.join(d, "cluster"), node_monitor_grace=8, external_cloud_provider=True) as c:
             run(d, s, c)

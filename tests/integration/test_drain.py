@@ -170,8 +170,12 @@ def scenario_spot(d, coord, kube):
     n = kube.node(node)
     assert n["spec"].get("unschedulable") is True, n["spec"]
     assert any(t["key"] == "nodesmith.io/disrupted" and t["effect"] == "NoSchedule" for t in n["spec"]["taints"])
-    reasons = {e["reason"] for e in events_for(kube, node)}
-    assert {"NodesmithDraining", "NodesmithDrained", "NodesmithEvictionBlocked"} <= reasons, reasons
+    # the agent posts its events after the state it reports: the last one may follow it closely
+    want = {"NodesmithDraining", "NodesmithDrained", "NodesmithEvictionBlocked"}
+    try:
+        wait_for("the drain's events on the Node", lambda: want <= {e["reason"] for e in events_for(kube, node)}, 10, 0.2)
+    except AssertionError:
+        raise AssertionError(f"events {sorted({e['reason'] for e in events_for(kube, node)})}, want {sorted(want)}")
     print(f"spot: drained in {took:.1f}s, {deadline - time.time():.1f}s before the deadline; "
           f"11 pods evicted, DaemonSet and mirror pods untouched, {len(denied)} PDB refusals, 0 violations")
 

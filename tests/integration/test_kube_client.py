@@ -91,6 +91,8 @@ class World:
         c = self.c
         print(f"control plane start-up: {c.start()}s", flush=True)
         self.px = c.start_fault_proxy(idle_timeout=0.5)
+        # the same, but idle connections end with a bare TCP FIN (a killed or crashed server)
+        self.px_fin = c.start_fault_proxy(name="kubeproxy-fin", idle_timeout=0.5, idle_close="fin")
         for n in ("n1", "n2"):
             ident = c.node_identity(n)
             self.kubelets.append(Kubelet(c.server, c.ca, ident.cert, ident.key, node_spec(n), boot_delay=0.2,
@@ -107,6 +109,8 @@ class World:
         assert r.returncode == 0, r.stderr
         self.admin_kc = c.write_kubeconfig(os.path.join(self.d, "admin-proxy.kubeconfig"), c.admin,
                                            server=self.px.server)
+        self.fin_kc = c.write_kubeconfig(os.path.join(self.d, "admin-fin.kubeconfig"), c.admin,
+                                         server=self.px_fin.server)
         wait_for("n1 and n2 Ready", lambda: all(self.ready(f"/api/v1/nodes/{n}") for n in ("n1", "n2")), 60, 0.2)
         return self
 
@@ -291,6 +295,15 @@ def run(w, d, idx):
     r = probe(conn, "--max-body", "2000", "list", "/api/v1/nodes", expect_rc=1)
     assert r["errno"] == "EFBIG", r
     print("retries (429 with Retry-After, 500, dropped connection), attempts and deadline bounds, body cap: ok")
+
+    # --- a kept TLS connection the server ended with a bare FIN (no close_notify) ----------------
+    # The retry after Retry-After: 1 finds its kept connection ended 0.5 s after the 429. NNG's
+    # backend once waited there for the whole time-out, then hung for ever freeing the request
+    # (docs/http.md); now it sees the FIN and goes at once on a new connection.
+    w.px_fin.fault(method="GET", path="/api/v1/nodes/n2$", count=1, status=429, retryAfter=1)
+    r = probe(["--kubeconfig", w.fin_kc], "--timeout", "10", "get", "/api/v1/nodes/n2", expect_rc=0, timeout=60)
+    assert r["attempts"] == 2 and 900 <= r["elapsedMs"] < 6000, r
+    print("kept TLS connection ended with a bare FIN: ok")
 
     # --- watch: events, a cut stream, compaction, relist ---------------------------------------
     wns = f"/api/v1/namespaces/{ns}-w/configmaps"

@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """The node emulator (tests/fakes/nodeemu.py) in the local stack (tests/pylib/stack.py).
 
-ec2proxy + moto, the fake API server, a coordinator (TLS, bootstrap token) and the emulator on
-127.0.0.1. Three instances are launched with botocore RunInstances: a spot one from a launch
+ec2proxy + moto, the real control plane (tests/pylib/cluster.py), a coordinator (TLS, bootstrap
+token) and the emulator (one emulated kubelet and one real agent per instance) on 127.0.0.1.
+Three instances are launched with botocore RunInstances: a spot one from a launch
 template whose user data is the real AL2023 bootstrap (NodeConfig labels and taint, cloud-config
 agent.conf/ca.crt/token), an on-demand one without user data (the emulator's own agent settings,
 labels from the nodesmith.io/node-labels tag), and one without this cluster's tag (plus one of
-another cluster). Shown: the two become Ready Nodes with the right labels, taints, providerID,
-capacity and allocatable, and their agents report to the coordinator with the identity read
+another cluster). Shown: the two register NotReady with node.kubernetes.io/not-ready, as their
+own node identity (system:node:NAME), and become Ready Nodes with the right labels, taints (the
+node lifecycle controller removes not-ready), providerID, capacity and allocatable, and their agents report to the coordinator with the identity read
 from their fake IMDS, allocatable equal to the Node's; the others are ignored; rebalance and
 maintenance reach the coordinator; a spot interruption reaches it as KIND_SPOT_INTERRUPTION and,
-after --spot-grace, the instance is terminated in EC2, its agent stopped, its Node NotReady with
-a deletionTimestamp (a finalizer holds it) and gone once the finalizer is removed; terminating
+after --spot-grace, the instance is terminated in EC2, its agent stopped, its Node with a
+deletionTimestamp (a finalizer of the test's holds it: the coordinator removes its own once the
+instance is gone), Unknown once the node lifecycle controller misses its Lease, and gone once the
+finalizer is removed; terminating
 the on-demand instance with botocore stops its agent and removes its Node; the timeline holds
 every step in order; nothing is left running at the end.
 
-Run: python3 tests/integration/test_nodeemu.py   (BUILD=build/emu to use that build; ~25 s)"""
+Run: python3 tests/integration/test_nodeemu.py   (BUILD=build/emu to use that build; ~60 s)"""
 import http.client
 import json
 import os
@@ -26,8 +30,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import BUILD, MiB, TestDir, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
 
+HOLD = "nodesmith.test/hold"   # the test's finalizer on the spot Node (the coordinator's is its own)
 SPOT_GRACE = 3.0
 BOOT_DELAY = 0.3
+READY_DELAY = 0.5
+MONITOR_GRACE = 6   # node lifecycle controller: seconds without a Lease renewal to Unknown
 CATALOG = os.path.join(os.path.dirname(__file__), "..", "..", "data", "catalog-us-east-1.json")
 T0 = time.monotonic()
 
@@ -45,8 +52,11 @@ def cpu_m(q):
 
 
 def ki(q):
-    assert q.endswith("Ki"), q
-    return int(q[:-2]) * 1024
+    """Bytes of a binary quantity (the API server writes the largest exact suffix: 8Gi, 7712Mi)."""
+    for suffix, mult in (("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40)):
+        if q.endswith(suffix):
+            return int(q[:-2]) * mult
+    return int(q)
 
 
 def expect_http(fn, status):
@@ -84,13 +94,13 @@ def run(s):
 
     s.start_ec2()
     net = s.setup_network()
-    s.start_kube(grace_scale=0.05)
+    s.start_kube(grace_scale=0.05, node_monitor_grace=MONITOR_GRACE)
     # This test is about the emulator, so the coordinator only watches: notices drain nothing
     # (a drained node would be terminated by the coordinator before EC2 reclaims it), and no
     # disruption pass runs (the test's NodePools exist only as tags: a pass would drain their
     # nodes as "NodePool deleted").
     s.start_coordinator("--drain-on", "none", "--consolidation-interval", "0")
-    s.start_emulator(boot_delay=BOOT_DELAY, spot_grace=SPOT_GRACE,
+    s.start_emulator(boot_delay=BOOT_DELAY, spot_grace=SPOT_GRACE, ready_delay=READY_DELAY,
                      agent_args=["--imds-poll-interval", "250ms"])
     step(f"stack up: EC2 {s.ec2_endpoint}, API {s.kube_server}, coordinator {s.coordinator_url}, "
          f"emulator {s.emulator_url}")
@@ -123,10 +133,19 @@ def run(s):
     # three whole polls after every launch (and a boot delay): all there is to see has been seen
     st = wait_for("three more EC2 polls", lambda: (lambda x: x if x["polls"] >= polls0 + 4 else None)(
         s.emu_state()), 10)
-    time.sleep(BOOT_DELAY + 0.5)
-    nodes = s.nodes()
     names = {insts[spot]["PrivateDnsName"]: spot, insts[od]["PrivateDnsName"]: od}
-    assert set(nodes) == set(names), (sorted(nodes), names)
+    want_taints = {spot: [("dedicated", "web", "NoSchedule")], od: []}
+
+    def taints_of(n):
+        return sorted((x["key"], x.get("value"), x["effect"]) for x in n["spec"].get("taints") or [])
+    # each kubelet registered its Node NotReady with the not-ready taint, as itself
+    for name, iid in names.items():
+        reg = [e["detail"] for e in s.emu_events() if e["instance"] == iid and e["event"] == "kubelet"
+               and "registered Node" in e["detail"]]
+        assert reg and "NotReady" in reg[0] and "node.kubernetes.io/not-ready:NoSchedule" in reg[0], reg
+    # once Ready, the real node lifecycle controller takes the not-ready taint away
+    nodes = wait_for("the not-ready taints removed", lambda: (lambda ns: ns if set(ns) == set(names) and all(
+        taints_of(ns[n]) == want_taints[i] for n, i in names.items()) else None)(s.nodes()), 30, 0.3)
     table = s.kubectl("get", "nodes")
     for name in names:
         row = [line for line in table.splitlines() if line.startswith(name)]
@@ -148,8 +167,7 @@ def run(s):
         want.update({"team": "web"} if iid == spot else {"tier": "batch"})
         assert {k: lab.get(k) for k in want} == want, (name, lab)
         assert n["spec"]["providerID"] == f"aws:///{zone}/{iid}", n["spec"]
-        taints = [(x["key"], x.get("value"), x["effect"]) for x in n["spec"].get("taints", [])]
-        assert taints == ([("dedicated", "web", "NoSchedule")] if iid == spot else []), taints
+        assert taints_of(n) == want_taints[iid], n["spec"]
         cap, alloc = n["status"]["capacity"], n["status"]["allocatable"]
         pods = t["enis"] * (t["ipv4_per_eni"] - 1) + 2
         assert cap["cpu"] == str(t["vcpu"]) and ki(cap["memory"]) == t["memory_mib"] * MiB, cap
@@ -214,8 +232,7 @@ def run(s):
 
     # ---- spot interruption -------------------------------------------------------------------
     spot_node = insts[spot]["PrivateDnsName"]
-    s.kubectl("patch", "node", spot_node, "--type=merge", "-p",
-              json.dumps({"metadata": {"finalizers": ["nodesmith.io/termination"]}}))
+    s.kubectl("patch", "node", spot_node, "--type=strategic", "-p", json.dumps({"metadata": {"finalizers": [HOLD]}}))
     spot_agent_pid = spot_state["agentPid"]
     t_notice = time.time()
     s.spot_interrupt(spot)
@@ -250,14 +267,20 @@ def run(s):
     def held():
         n = s.nodes().get(spot_node)
         return n if n and n["metadata"].get("deletionTimestamp") else None
-    n = wait_for("spot Node deleting (finalizer holds it)", held, 10)
-    assert ready(n) == "Unknown", n["status"]["conditions"]
+    wait_for("spot Node deleting (finalizer holds it)", held, 10)
+    # its kubelet is gone with the instance: the node lifecycle controller marks it Unknown
+    # once the Lease is MONITOR_GRACE seconds old
+    n = wait_for("spot Node Unknown", lambda: (lambda x: x if x and ready(x) == "Unknown" else None)(
+        held()), MONITOR_GRACE + 20, 0.3)
+    assert HOLD in n["metadata"]["finalizers"], n["metadata"]
     row = s.kubectl("get", "node", spot_node).splitlines()[1].split()
     assert row[0] == spot_node and row[1] != "Ready", row
     step(f"spot instance terminated {t_term - t_notice:.1f}s after the notice (grace {SPOT_GRACE}s); "
-         f"agent stopped; Node NotReady with a deletionTimestamp")
-    s.kubectl("patch", "node", spot_node, "--type=merge", "-p",
-              json.dumps({"metadata": {"finalizers": None}}))
+         f"agent stopped; Node NotReady (Unknown) with a deletionTimestamp")
+    fins = n["metadata"]["finalizers"]
+    s.kubectl("patch", "node", spot_node, "--type=json", "-p", json.dumps([
+        {"op": "test", "path": f"/metadata/finalizers/{fins.index(HOLD)}", "value": HOLD},
+        {"op": "remove", "path": f"/metadata/finalizers/{fins.index(HOLD)}"}]))
     wait_for("spot Node gone once its finalizer is removed", lambda: spot_node not in s.nodes(), 10)
 
     # ---- on-demand terminated with botocore --------------------------------------------------

@@ -378,12 +378,13 @@ class Cluster:
         post("/v3/kv/compaction", {"revision": str(rev), "physical": True})
         return int(rev)
 
-    def start_fault_proxy(self, name="kubeproxy", idle_timeout=None):
+    def start_fault_proxy(self, name="kubeproxy", idle_timeout=None, idle_close=None):
         """tests/fakes/kubeproxy.py in front of this API server (TLS both sides, identities
         passed on through the front-proxy headers). Returns a FaultProxy: .server (https URL
         clients use instead of .server here), .control (its /_fake/ endpoint), .fault(...),
         .clear(), .drop_watches(), .stats(). idle_timeout: seconds after which the proxy closes
-        a client's idle kept-alive connection (default 120)."""
+        a client's idle kept-alive connection (default 120); idle_close: "fin" ends connections
+        with only the TCP FIN, no TLS close_notify (default "notify")."""
         cert, key = issue_cert(self.pki.dir, self.pki.fp_ca, self.pki.fp_ca_key,
                                "front-proxy-client", "front-proxy-client")
         p = Proc(name, [sys.executable, os.path.join(ROOT, "tests", "fakes", "kubeproxy.py"),
@@ -391,7 +392,8 @@ class Cluster:
                         "--tls-cert", self.serving[0], "--tls-key", self.serving[1],
                         "--client-ca", self.pki.ca, "--front-proxy-cert", cert,
                         "--front-proxy-key", key]
-                 + ([] if idle_timeout is None else ["--idle-timeout", str(idle_timeout)]), self.workdir)
+                 + ([] if idle_timeout is None else ["--idle-timeout", str(idle_timeout)])
+                 + ([] if idle_close is None else ["--idle-close", idle_close]), self.workdir)
         self.procs[name] = p
         ports = wait_for("the fault proxy to listen", lambda: self._alive(name) and (
             lambda m: m and (int(m.group(1)), int(m.group(2))))(re.search(
@@ -534,7 +536,9 @@ def api_request(server, ctx, method, path, body=None, token=None, ctype="applica
 class Informer(threading.Thread):
     """List, then watch, a collection (path such as /api/v1/pods?fieldSelector=...) and call
     on_event(kind, object) for every object listed (ADDED) and every event after; relists on a
-    410 or a broken stream. Stops when stop_evt is set. .synced is set after the first list."""
+    410 or a broken stream. Stops when stop_evt is set; close() also ends the request in
+    flight (an open watch would keep the API server from exiting). .synced is set after the
+    first list."""
 
     def __init__(self, server, ctx, path, on_event, stop_evt, headers=None, on_error=None):
         super().__init__(daemon=True, name=f"informer {path}")
@@ -544,6 +548,19 @@ class Informer(threading.Thread):
         self.on_error = on_error or (lambda what: None)
         self.synced = threading.Event()
         self.known = {}             # uid -> last object seen
+        self.conn = None            # the connection in use
+        self.conn_lock = threading.Lock()
+
+    def close(self):
+        """Ends the list or watch in flight (after stop_evt is set: no new one starts)."""
+        import socket
+        with self.conn_lock:  # not between a connection's creation and its connect
+            sock = self.conn.sock if self.conn is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def run(self):
         import http.client
@@ -552,6 +569,11 @@ class Informer(threading.Thread):
         while not self.stop_evt.is_set():
             conn = http.client.HTTPSConnection(u.hostname, u.port, context=self.ctx, timeout=90)
             try:
+                with self.conn_lock:
+                    if self.stop_evt.is_set():
+                        break
+                    self.conn = conn
+                    conn.connect()
                 conn.request("GET", self.path, headers=self.headers)
                 resp = conn.getresponse()
                 body = resp.read()

@@ -85,6 +85,10 @@ class PodAudit:
 
     def stop(self):
         self.stop_evt.set()
+        for i in self.informers:
+            i.close()
+        for i in self.informers:
+            i.join(5)
 
     def _pod(self, kind, pod):
         md = pod["metadata"]

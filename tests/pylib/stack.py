@@ -1,6 +1,7 @@
-"""The local stack for integration tests and the demo: the EC2 proxy in front of moto, the fake
-Kubernetes API server, a nodesmith-coordinator and the node emulator, all on 127.0.0.1, all
-stopped by stop_all() (or leaving a `with LocalStack(...)` block).
+"""The local stack for integration tests and the demo: the EC2 proxy in front of moto, the real
+Kubernetes control plane (tests/pylib/cluster.py), a nodesmith-coordinator and the node emulator
+with one emulated kubelet and one real agent per instance, all on 127.0.0.1, all stopped by
+stop_all() (or leaving a `with LocalStack(...)` block).
 
     with LocalStack(workdir) as s:
         s.start_ec2(); s.setup_network(); s.start_kube(grace_scale=0.05)
@@ -9,7 +10,7 @@ stopped by stop_all() (or leaving a `with LocalStack(...)` block).
         s.wait_nodes(1); print(s.kubectl("get", "nodes"))
 
 botocore is used for the EC2 side of the tests (the emulator itself speaks plain HTTP).
-tests/fakes/README-emu.md describes the emulator and this helper."""
+tests/fakes/README-emu.md describes the emulator and this helper, docs/testing.md the topology."""
 import json
 
 import os
@@ -171,11 +172,14 @@ class ServiceProxy:
 
 class LocalStack:
     def __init__(self, workdir, build=BUILD, cluster="nodesmith-test", region="us-east-1",
-                 insecure=False, report_interval="1s", kube="fake"):
-        if kube not in ("real", "fake"):
-            raise ValueError("kube must be 'real' (tests/pylib/cluster.py) or 'fake' (kubeapi.py)")
-        self.kube = kube                # the Kubernetes under the stack
-        self.cluster_cp = None          # cluster.Cluster when kube == "real"
+                 insecure=False, report_interval="1s", kube="real"):
+        # kube names the Kubernetes under the stack; the real control plane is the only one
+        # (the project's Python API server no longer backs a stack): "real" is accepted so that
+        # callers naming it keep working, anything else is refused
+        if kube != "real":
+            raise ValueError(f"LocalStack(kube={kube!r}): the stack runs on the real control "
+                             "plane only (tests/pylib/cluster.py); leave kube out")
+        self.cluster_cp = None          # cluster.Cluster after start_kube()
         self.audit = None               # kubeaudit.PodAudit on the real control plane
         self.fault_proxy = None         # cluster.FaultProxy: the product's clients go through it
         self.ccm = None                 # ccm.CloudControllerManager after start_ccm()
@@ -223,9 +227,9 @@ class LocalStack:
 
     @property
     def kube_server(self):
-        if self.cluster_cp is not None:
-            return self.cluster_cp.server
-        return f"http://127.0.0.1:{self.ports['kube']}"
+        if self.cluster_cp is None:
+            raise AssertionError("start_kube() first: no API server yet")
+        return self.cluster_cp.server
 
     @property
     def coordinator_url(self):
@@ -405,37 +409,24 @@ class LocalStack:
         return self.ec2.terminate_instances(InstanceIds=list(instance_ids))
 
     # ---- Kubernetes ----------------------------------------------------------------------
-    def start_kube(self, grace_scale=0.05, crds=True, extra=(), node_monitor_grace=10,
+    def start_kube(self, grace_scale=0.05, extra=(), node_monitor_grace=10,
                    external_cloud_provider=False, fault_proxy=False, helm=None):
-        """Kubernetes for the stack. kube="real": the control plane of tests/pylib/cluster.py
-        (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) in WORKDIR/cluster, the
-        shipped manifests applied with `kubectl apply -k packaging/kubernetes` (the in-cluster
-        coordinator Deployment scaled to 0: the test runs the coordinator here), kubeconfigs for
-        the coordinator's and the agents' ServiceAccounts (TokenRequest); grace_scale becomes the
-        emulated kubelets' grace factor; extra goes to kube-apiserver. With fault_proxy, the
-        coordinator and the agents reach the API server through tests/fakes/kubeproxy.py
-        (s.fault_proxy.fault(...), s.kube_control); a PodAudit (s.audit) records evictions.
-        helm (a list of helm install arguments, [] for the defaults): the Helm chart
-        packaging/helm/nodesmith is installed instead of the kustomize base.
-        kube="fake": tests/fakes/kubeapi.py; with crds, nodesmith's CRDs are applied."""
+        """The real control plane of tests/pylib/cluster.py (etcd, kube-apiserver,
+        kube-controller-manager, kube-scheduler) in WORKDIR/cluster, the shipped manifests
+        applied with `kubectl apply -k packaging/kubernetes` (the in-cluster coordinator
+        Deployment scaled to 0: the test runs the coordinator here), kubeconfigs for the
+        coordinator's ServiceAccount (TokenRequest); the agents use their node's kubelet
+        identity. grace_scale becomes the emulated kubelets' grace factor (above 0); extra goes
+        to kube-apiserver; node_monitor_grace to the node lifecycle controller. With
+        fault_proxy, the coordinator and the agents reach the API server through
+        tests/fakes/kubeproxy.py (s.fault_proxy.fault(...), s.kube_control); a PodAudit
+        (s.audit) records evictions. helm (a list of helm install arguments, [] for the
+        defaults): the Helm chart packaging/helm/nodesmith is installed instead of the
+        kustomize base."""
+        if not grace_scale > 0:
+            raise ValueError(f"start_kube(grace_scale={grace_scale}): must be above 0 (pods take "
+                             "their grace period x this to go)")
         self.grace_scale = grace_scale
-        if self.kube == "real":
-            return self._start_real_kube(extra, node_monitor_grace, external_cloud_provider,
-                                         fault_proxy, helm)
-        p = self._proc("kubeapi", [sys.executable, os.path.join(FAKES, "kubeapi.py"), "--port", "0",
-                                   "--grace-scale", str(grace_scale)] + list(extra))
-        self.ports["kube"] = _listening(p, "fake API server", 30)
-        with open(self.kubeconfig, "w") as f:
-            f.write(json.dumps({
-                "apiVersion": "v1", "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": self.kube_server}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                "current-context": "fake", "users": [{"name": "u", "user": {}}]}))
-        if crds:
-            self.install_crds()
-        return self.kube_server
-
-    def _start_real_kube(self, extra, node_monitor_grace, external_cloud_provider, fault_proxy, helm=None):
         from cluster import Cluster
         from kubeaudit import PodAudit
         c = self.cluster_cp = Cluster(os.path.join(self.workdir, "cluster"), build=self.build,
@@ -467,44 +458,29 @@ class LocalStack:
         return self.kube_server
 
     def kube_get(self, path, timeout=10):
-        """GET path from the API server as admin (TLS and a client certificate on the real
-        control plane): the parsed JSON; an error status raises."""
-        if self.cluster_cp is not None:
-            st, out = self.cluster_cp.api("GET", path, timeout=timeout)
-            if st != 200:
-                raise urllib.error.HTTPError(self.kube_server + path, st, str(out)[:300], None, None)
-            return out
-        return _json("GET", self.kube_server + path, timeout=timeout)
+        """GET path from the API server as admin (TLS and a client certificate): the parsed
+        JSON; an error status raises."""
+        st, out = self.api("GET", path, timeout=timeout)
+        if st != 200:
+            raise urllib.error.HTTPError(self.kube_server + path, st, str(out)[:300], None, None)
+        return out
 
     def eviction_audit(self):
         """{"evictions": [...], "violations": [...], "violationCount": N}: every eviction and
-        pod deletion with its PDB accounting, from the fake API server's /_fake/evictions or,
-        on the real control plane, from kube-apiserver's audit log (tests/pylib/kubeaudit.py)."""
-        if self.audit is not None:
-            v = self.audit.violations()
-            return {"evictions": self.audit.evictions(), "violations": v, "violationCount": len(v)}
-        return _json("GET", self.kube_server + "/_fake/evictions")
+        pod deletion with its PDB accounting, from kube-apiserver's audit log
+        (tests/pylib/kubeaudit.py)."""
+        if self.audit is None:
+            raise AssertionError("start_kube() first: the eviction audit reads its audit log")
+        v = self.audit.violations()
+        return {"evictions": self.audit.evictions(), "violations": v, "violationCount": len(v)}
 
     @property
     def kube_control(self):
         """Where /_fake/faults and /_fake/watches/drop are served: the fault proxy's control
-        port on the real control plane, the fake API server itself otherwise."""
-        if self.cluster_cp is not None:
-            if self.fault_proxy is None:
-                raise AssertionError("start_kube(fault_proxy=True) for API faults")
-            return self.fault_proxy.control
-        return self.kube_server
-
-    def install_crds(self):
-        d = os.path.join(ROOT, "packaging", "kubernetes")
-        files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("crd-")
-                       and f.endswith((".yaml", ".yml")))
-        for f in files:
-            self.kubectl("apply", "-f", f)
-        if files:
-            self.kubectl("wait", "--for=condition=Established", "--timeout=20s",
-                         *[a for f in files for a in ("-f", f)])
-        return files
+        port (start_kube(fault_proxy=True))."""
+        if self.fault_proxy is None:
+            raise AssertionError("start_kube(fault_proxy=True) for API faults")
+        return self.fault_proxy.control
 
     def kubectl(self, *args, input=None, check=True, timeout=30):
         r = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
@@ -526,15 +502,12 @@ class LocalStack:
         return json.loads(self.kubectl(*args))["items"]
 
     # ---- the coordinator -----------------------------------------------------------------
-    def kube_fake(self, method, path, body=None):
-        """The fake API server's control endpoint: kube_fake("POST", "controllers", {"pause": [...]})."""
-        if self.kube == "real":
-            raise AssertionError("kube_fake: the real control plane has no /_fake/ endpoint")
-        return _json(method, f"{self.kube_server}/_fake/{path}", body)
-
-    def api(self, method, path, body=None, identity=None, ctype="application/json"):
-        """One request to the real API server (admin unless identity): (status, JSON)."""
-        return self.cluster_cp.api(method, path, body, identity=identity, ctype=ctype)
+    def api(self, method, path, body=None, identity=None, ctype="application/json", timeout=15):
+        """One request to the API server (admin unless identity): (status, JSON)."""
+        if self.cluster_cp is None:
+            raise AssertionError("start_kube() first: no API server yet")
+        return self.cluster_cp.api(method, path, body, identity=identity, ctype=ctype,
+                                   timeout=timeout)
 
     def proxy(self, method, path, body=None):
         """The EC2 proxy's control endpoint: proxy("POST", "rules", {...}), proxy("GET", "log")."""
@@ -670,10 +643,10 @@ class LocalStack:
         """The real AWS cloud controller manager (tests/pylib/ccm.py, docs/testing-aws.md): it
         initialises the Nodes (with start_kube(external_cloud_provider=True) they register
         tainted uninitialized) and deletes those whose instances are gone; the node emulator,
-        started after this, leaves that to it. Needs kube="real", start_ec2() and
-        setup_network()."""
+        started after this, leaves that to it. Needs start_ec2(), setup_network() and
+        start_kube()."""
         if self.cluster_cp is None or self.network is None:
-            raise ValueError("start_ccm() needs kube='real', start_kube() and setup_network()")
+            raise ValueError("start_ccm() needs start_kube() and setup_network()")
         from ccm import CloudControllerManager
         d = os.path.join(self.workdir, "ccm")
         os.makedirs(d, exist_ok=True)
@@ -688,9 +661,12 @@ class LocalStack:
     # ---- the node emulator ---------------------------------------------------------------
     def start_emulator(self, boot_delay=0.3, spot_grace=120.0, agent_args=(), extra=(),
                        ready_delay=0.5):
-        """tests/fakes/nodeemu.py. On the real control plane each node gets an emulated
-        kubelet (tests/fakes/kubelet.py): registered NotReady boot_delay after launch, Ready
-        ready_delay later; pods go in their grace period x the grace_scale of start_kube()."""
+        """tests/fakes/nodeemu.py (after start_kube()). Each node gets an emulated kubelet
+        (tests/fakes/kubelet.py): registered NotReady boot_delay after launch, Ready ready_delay
+        later; pods go in their grace period x the grace_scale of start_kube()."""
+        c = self.cluster_cp
+        if c is None:
+            raise AssertionError("start_kube() before start_emulator(): the kubelets register there")
         argv = [sys.executable, os.path.join(FAKES, "nodeemu.py"), "--port", "0",
                 "--ec2-endpoint", self.ec2_endpoint, "--kube-server", self.kube_server,
                 "--cluster", self.cluster, "--region", self.region, "--build", self.build,
@@ -700,18 +676,16 @@ class LocalStack:
             argv += ["--coordinator", self.agent_endpoint, "--token-file", self.pki["token_file"]]
             if not self.insecure:
                 argv += ["--tls-ca", self.pki["ca"], "--tls-server-name", "localhost"]
-        if self.cluster_cp is not None:
-            c = self.cluster_cp
-            emu_id = c.user_identity("nodesmith-test-cloud-node-lifecycle", groups=("system:masters",))
-            argv += ["--kube-ca", c.ca, "--kube-client-cert", emu_id.cert,
-                     "--kube-client-key", emu_id.key, "--node-ca", c.pki.ca,
-                     "--node-ca-key", c.pki.ca_key, "--ready-delay", str(ready_delay),
-                     "--grace-factor", str(self.grace_scale),
-                     "--agent-kube-server", self.agent_kube_server]
-            if c.external_cloud_provider:
-                argv.append("--external-cloud-provider")
-            if self.ccm is not None:
-                argv.append("--cloud-controller-manager")
+        emu_id = c.user_identity("nodesmith-test-cloud-node-lifecycle", groups=("system:masters",))
+        argv += ["--kube-ca", c.ca, "--kube-client-cert", emu_id.cert,
+                 "--kube-client-key", emu_id.key, "--node-ca", c.pki.ca,
+                 "--node-ca-key", c.pki.ca_key, "--ready-delay", str(ready_delay),
+                 "--grace-factor", str(self.grace_scale),
+                 "--agent-kube-server", self.agent_kube_server]
+        if c.external_cloud_provider:
+            argv.append("--external-cloud-provider")
+        if self.ccm is not None:
+            argv.append("--cloud-controller-manager")
         argv += [f"--agent-arg={a}" for a in agent_args] + list(extra)
         p = self._proc("nodeemu", argv, env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
                                              "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
@@ -746,8 +720,9 @@ class LocalStack:
 
     # ---- stopping ------------------------------------------------------------------------
     def stop_all(self):
-        """Emulator first (it stops its agents and IMDS), then coordinator, API server, EC2
-        proxy (which stops moto). Returns {name: exit code}."""
+        """Emulator first (it stops its agents and kubelets), then coordinator, the cloud
+        controller manager, EC2 proxy (which stops moto), the control plane. Returns {name:
+        exit code}."""
         if "emulator" in self.ports and self.procs.get("nodeemu") and self.procs["nodeemu"].alive():
             try:
                 self.emu_state()  # learn the pids of agents and IMDS to check them afterwards
@@ -755,7 +730,7 @@ class LocalStack:
                 pass
         rcs = {}
         for name in ("nodeemu", "coordinator", "aws-cloud-controller-manager", "aemm-control-plane",
-                     "kubeapi", "ec2proxy"):
+                     "ec2proxy"):
             p = self.procs.get(name)
             if p is not None:
                 rcs[name] = p.stop(timeout=45 if name == "nodeemu" else 15)

@@ -1,5 +1,5 @@
 """What integration tests on the local stack (stack.LocalStack) do again and again: workloads
-and PDBs, the fake API server's eviction audit, metrics, emulated instances, and an SQS
+and PDBs, the eviction audit (tests/pylib/kubeaudit.py), API faults, metrics, emulated instances, and an SQS
 interruption queue in moto with EventBridge events for it.
 
     from workload import Queue, deployment, pdb, apply_objs, running_of, wait_registered
@@ -57,7 +57,7 @@ spec:
 
 
 def start_real(s, objects, coordinator=(), kube=None, emulator=None):
-    """A LocalStack(kube="real") started for a test: EC2 and its network, the control plane
+    """A LocalStack started for a test: EC2 and its network, the control plane
     (grace factor 0.05, plus kube), objects applied, one coordinator (700 ms batches, a 3 s
     Lease, identity coord-a, plus coordinator) and the node emulator (plus emulator).
     Returns the coordinator's Proc."""
@@ -76,14 +76,15 @@ def apply_objs(s, *objs):
 
 
 def deployment(name, replicas, cpu, memory="128Mi", annotations=None, ready_after=None):
-    """ready_after: seconds from Running to Ready, as a readiness probe's initialDelaySeconds
-    (scaled by the emulated kubelets' grace factor, as the fake's grace scale did)."""
+    """ready_after: whole seconds from Running to Ready, as a readiness probe's
+    initialDelaySeconds (the emulated kubelets scale it by their grace factor)."""
     container = {"name": name, "image": "registry.example/app",
                  "resources": {"requests": {"cpu": cpu, "memory": memory}}}
     if ready_after:
+        if ready_after != int(ready_after) or ready_after < 0:
+            raise ValueError(f"ready_after={ready_after}: initialDelaySeconds is a whole number of seconds")
         container["readinessProbe"] = {"exec": {"command": ["true"]},
                                        "initialDelaySeconds": int(ready_after)}
-        annotations = dict(annotations or {}, **{"kubeapi.fake/ready-after-seconds": str(ready_after)})
     spec = {"terminationGracePeriodSeconds": 30, "containers": [container]}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
@@ -97,8 +98,8 @@ def pdb(name, **spec):
 
 
 def fake_api(s, method, path, body=None):
-    """The fake API server's control endpoint /_fake/PATH (the fault proxy's on the real
-    control plane: faults and watches only)."""
+    """The fault proxy's control endpoint /_fake/PATH (tests/fakes/kubeproxy.py, with
+    start_kube(fault_proxy=True)): faults and watches."""
     req = urllib.request.Request(f"{s.kube_control}/_fake/{path}", method=method,
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"Content-Type": "application/json"})
@@ -108,19 +109,14 @@ def fake_api(s, method, path, body=None):
 
 
 def evictions(s, node, decision=None):
-    """The eviction audit for pods of node: [{pod, uid, node, decision, pdb, ...}] (on the real
-    control plane from kube-apiserver's audit log, tests/pylib/kubeaudit.py)."""
-    if s.audit is not None:
-        return s.audit.evictions(node, decision)
-    return [e for e in fake_api(s, "GET", "audit")["evictions"] if e.get("node") == node
-            and (decision is None or e.get("decision") == decision)]
+    """The eviction audit for pods of node: [{pod, uid, node, decision, pdb, ...}], from
+    kube-apiserver's audit log (tests/pylib/kubeaudit.py)."""
+    return s.audit.evictions(node, decision)
 
 
 def violations(s):
     """Evictions or deletions that broke a PDB."""
-    if s.audit is not None:
-        return len(s.audit.violations())
-    return fake_api(s, "GET", "audit")["violationCount"]
+    return len(s.audit.violations())
 
 
 def running_of(s, app):

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""F1, F4: one node cannot harm another. The local stack (moto behind ec2proxy, the fake API
-server, the node emulator with one real agent and one fake IMDS per instance), a coordinator with
-the shipped defaults (attestation required) and --report-interval 1s --stale-after 5s, so an
-agent counts as silent after 3 s and stale after 5 s.
+"""F1, F4: one node cannot harm another. The local stack (moto behind ec2proxy, the real control
+plane, the node emulator with one emulated kubelet, one real agent and one fake IMDS per
+instance), a coordinator with the shipped defaults (attestation required) and
+--report-interval 1s --stale-after 5s, so an agent counts as silent after 3 s and stale after
+5 s. The evictions are read from kube-apiserver's audit log.
 
 Two nodes: A (the attacker is root there: it has A's bootstrap token, A's boot id and A's signed
 identity document from A's IMDS) and V, the victim, running two pods with the termination

@@ -330,6 +330,7 @@ static void test_parse_instances_and_more(void **state) {
                 "<item><instanceId>i-1</instanceId><imageId>ami-1</imageId><instanceState><code>16</code><name>running</name></instanceState>"
                 "<privateIpAddress>10.0.0.5</privateIpAddress><instanceType>m5.large</instanceType><launchTime>2025-01-01T00:00:10.000Z</launchTime>"
                 "<placement><availabilityZone>us-east-1a</availabilityZone></placement><subnetId>subnet-1</subnetId><instanceLifecycle>spot</instanceLifecycle>"
+                "<groupSet><item><groupId>sg-1</groupId><groupName>nodes</groupName></item><item><groupId>sg-2</groupId></item></groupSet>"
                 "<tagSet><item><key>nodesmith.io/cluster</key><value>prod</value></item><item><key>empty</key><value></value></item></tagSet></item>"
                 "<item><instanceId>i-2</instanceId><instanceState><name>stopped</name></instanceState></item>"
                 "</instancesSet></item></reservationSet></DescribeInstancesResponse>";
@@ -342,6 +343,11 @@ static void test_parse_instances_and_more(void **state) {
         assert_string_equal(l->items[0].zone, "us-east-1a");
         assert_string_equal(l->items[0].private_ip, "10.0.0.5");
         assert_int_equal(l->items[0].launch_time, 1735689610);
+        assert_string_equal(l->items[0].subnet_id, "subnet-1");
+        assert_string_equal(l->items[0].security_groups[0], "sg-1");
+        assert_string_equal(l->items[0].security_groups[1], "sg-2");
+        assert_null(l->items[0].security_groups[2]);
+        assert_null(l->items[1].security_groups[0]);
         assert_string_equal(ec2_instance_tag(&l->items[0], EC2_CLUSTER_TAG), "prod");
         assert_string_equal(ec2_instance_tag(&l->items[0], "empty"), "");
         assert_string_equal(l->items[1].lifecycle, "on-demand");

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "coordinator/model/karpenter.h"
+#include "base64.h"
 #include "coordinator/model/nodepool.h"
+#include "coordinator/model/toml.h"
 #include "coordinator/model/userdata.h"
 #include "yaml-json.h"
 
@@ -354,6 +356,8 @@ static void test_convert_v1beta1_with_kubelet(void **state) {
         const cJSON *np = find_kind(out, "NodePool"), *nc = find_kind(out, "EC2NodeClass");
         assert_string_equal(jstr(np, "apiVersion"), "nodesmith.io/v1");
         assert_string_equal(jstr(np, "spec.disruption.consolidationPolicy"), "WhenEmptyOrUnderutilized");
+        /* v1 requires consolidateAfter; WhenUnderutilized consolidated at once */
+        assert_string_equal(jstr(np, "spec.disruption.consolidateAfter"), "0s");
         assert_string_equal(jstr(np, "spec.template.spec.expireAfter"), "48h");
         assert_null(jstr(np, "spec.disruption.expireAfter"));
         assert_string_equal(jstr(np, "spec.template.spec.nodeClassRef.group"), "nodesmith.io");
@@ -484,12 +488,43 @@ static void test_karpenter_refusals(void **state) {
         expect_error(NC_HEAD "spec:\n  role: r\n  amiSelectorTerms: [{id: ami-1, name: x}]\n  amiFamily: AL2023\n"
                      "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
                      "'id' is mutually exclusive");
-        expect_error(NP_HEAD "  replicas: 3\n", "spec.replicas: is not supported: static NodePools");
+        /* static NodePools: Karpenter's rules, and nodesmith's dynamic-only fields */
+        expect_error(NP_HEAD "  replicas: -1\n", "spec.replicas");
+        expect_error(NP_HEAD "  replicas: 3\n  weight: 10\n", "spec.weight: is not supported on static NodePools");
+        expect_error(NP_HEAD "  replicas: 3\n  limits: {cpu: 100}\n",
+                     "spec.limits.cpu: only limits.nodes is supported on static NodePools");
+        expect_error(NP_HEAD "  replicas: 3\n  headroom: {cpu: 1}\n", "spec.headroom: has no meaning on a static NodePool");
+        expect_error(NP_HEAD "  replicas: 3\n  disruption: {churnGuard: 5m}\n",
+                     "spec.disruption.churnGuard: has no meaning on a static NodePool");
         expect_error(NP_HEAD "  disruption: {consolidationThreshold: 3}\n",
                      "spec.disruption.consolidationThreshold: an integer goes with consolidationPolicy Balanced");
         expect_error(NP_HEAD "  limits: {nodes: -1}\n", "spec.limits.nodes: \"-1\" is out of range");
         expect_error(NP_HEAD "  limits: {nodes: few}\n", "spec.limits.nodes: \"few\" is not a quantity");
         expect_error(NP_HEAD "  weights: 3\n", "spec.weights: is not a field of Karpenter v1's NodePool");
+}
+
+/* spec.replicas makes a static NodePool; Karpenter's consolidation fields are accepted (and
+ * ignored there, as Karpenter documents). */
+static void test_static_nodepool(void **state) {
+#define POOL(name, rest) "apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: " name "}\nspec:\n" rest \
+        "  template:\n    spec:\n      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: c}\n---\n"
+        NodepoolObjects *o = load(POOL("fixed", "  replicas: 3\n  limits: {nodes: 4}\n"
+                                       "  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}\n")
+                                  POOL("zero", "  replicas: 0\n") POOL("dynamic", "") NC_HEAD NC_BASE,
+                                  NULL);
+#undef POOL
+        size_t seen = 0;
+        for (size_t i = 0; i < o->n_pools; i++) {
+                const SolverNodePool *p = &o->pools[i];
+                bool fixed = streq(p->name, "fixed"), zero = streq(p->name, "zero");
+                assert_int_equal(p->is_static, fixed || zero);
+                assert_int_equal(p->replicas, fixed ? 3 : 0);
+                assert_int_equal(p->has_node_limit, fixed);
+                assert_int_equal(p->node_limit, fixed ? 4 : 0);
+                seen++;
+        }
+        assert_int_equal(seen, 3);
+        nodepool_objects_free(o);
 }
 
 /* Gte and Lte, percentage eviction thresholds, ephemeral reservations, RAID0, the root volume. */
@@ -595,6 +630,75 @@ static void test_userdata_merge(void **state) {
         cJSON_Delete(kubelet);
 }
 
+static const cJSON *at(const cJSON *j, const char *path) {
+        char buf[256], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", path);
+        for (char *k = strtok_r(buf, "/", &save); k && j; k = strtok_r(NULL, "/", &save))
+                j = cJSON_GetObjectItemCaseSensitive(j, k);
+        return j;
+}
+
+/* Bottlerocket: the user's TOML kept but where Karpenter overwrites it; the agent as a host
+ * container. */
+static void test_userdata_bottlerocket(void **state) {
+        const char *labels[] = { "nodesmith.io/nodepool=p", "team=web", NULL };
+        const char *taints[] = { "dedicated=web:NoSchedule", "gpu:NoExecute", NULL };
+        cJSON *kubelet = cJSON_Parse("{\"maxPods\": 50, \"clusterDNS\": [\"10.0.0.10\"], \"imageGCHighThresholdPercent\": 85,"
+                                     " \"evictionHard\": {\"memory.available\": \"5%\"}, \"cpuCFSQuota\": false}");
+        UserDataSpec s = { .cluster_name = "c", .api_server_endpoint = "https://k", .certificate_authority = "Q0E=",
+                           .labels = labels, .taints = taints, .coordinator = "tls+tcp://x:1",
+                           .coordinator_ca_pem = "-----BEGIN CERTIFICATE-----\n", .token = "secret", .nodepool = "p",
+                           .kubelet = kubelet, .raid0 = true, .agent_image = "registry.example/agent:1",
+                           .user_data = "[settings.kubernetes]\ncluster-name = \"theirs\"\nkube-api-qps = 30\n"
+                                        "[settings.kubernetes.node-labels]\nteam = \"db\"\nowner = \"me\"\n"
+                                        "[settings.kubernetes.node-taints]\nold = [\"x:NoSchedule\"]\n"
+                                        "[settings.kubernetes.eviction-hard]\n\"nodefs.available\" = \"10%\"\n"
+                                        "[settings.autoscaling]\nshould-wait = true\n"
+                                        "[settings.kernel]\nlockdown = \"integrity\"\n" };
+        char *ud = NULL, *err = NULL;
+        assert_int_equal(userdata_render_bottlerocket(&s, &ud), 0);
+        cJSON *j = NULL;
+        assert_int_equal(toml_parse_json(ud, &j, &err), 0);
+        const cJSON *k = at(j, "settings/kubernetes");
+        assert_string_equal(cJSON_GetStringValue(at(k, "cluster-name")), "c");       /* Karpenter's */
+        assert_string_equal(cJSON_GetStringValue(at(k, "api-server")), "https://k");
+        assert_int_equal(at(k, "kube-api-qps")->valueint, 30);                         /* the user's */
+        assert_string_equal(cJSON_GetStringValue(at(j, "settings/kernel/lockdown")), "integrity");
+        assert_string_equal(cJSON_GetStringValue(at(k, "node-labels/team")), "web");  /* merged, the pool's win */
+        assert_string_equal(cJSON_GetStringValue(at(k, "node-labels/owner")), "me");
+        assert_null(at(k, "node-taints/old"));                                           /* replaced */
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetArrayItem(at(k, "node-taints/dedicated"), 0)), "web:NoSchedule");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetArrayItem(at(k, "node-taints/gpu"), 0)), ":NoExecute");
+        assert_int_equal(at(k, "max-pods")->valueint, 50);
+        assert_string_equal(cJSON_GetStringValue(at(k, "cluster-dns-ip")), "10.0.0.10");
+        assert_string_equal(cJSON_GetStringValue(at(k, "image-gc-high-threshold-percent")), "85");
+        assert_true(cJSON_IsFalse(at(k, "cpu-cfs-quota-enforced")));
+        /* the class's evictionHard replaces the user's table, as Karpenter's does */
+        assert_string_equal(cJSON_GetStringValue(at(k, "eviction-hard/memory.available")), "5%");
+        assert_null(at(k, "eviction-hard/nodefs.available"));
+        assert_true(cJSON_IsFalse(at(j, "settings/autoscaling/should-wait")));
+        assert_non_null(at(j, "settings/bootstrap-commands/000-mount-instance-storage/commands"));
+        const cJSON *hc = at(j, "settings/host-containers/nodesmith");
+        assert_string_equal(cJSON_GetStringValue(at(hc, "source")), "registry.example/agent:1");
+        assert_true(cJSON_IsTrue(at(hc, "superpowered")));
+        char *conf = NULL;
+        size_t n = 0;
+        const char *b64 = cJSON_GetStringValue(at(hc, "user-data"));
+        assert_int_equal(base64_decode(b64, strlen(b64), 0, (void **) &conf, &n), 0);
+        assert_non_null(strstr(conf, "token = secret\nnodepool = p\nroot = /.bottlerocket/rootfs\n"));
+        assert_non_null(strstr(conf, "-----BEGIN CERTIFICATE-----"));
+        free(conf);
+        cJSON_Delete(j);
+        free(ud);
+
+        s.user_data = "[settings.kubernetes\n";
+        assert_int_equal(userdata_render_bottlerocket(&s, &ud), -EBADMSG);
+        s.user_data = NULL;
+        s.agent_image = NULL;
+        assert_int_equal(userdata_render_bottlerocket(&s, &ud), -EINVAL);
+        cJSON_Delete(kubelet);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nodepool),
@@ -609,7 +713,9 @@ int main(void) {
                 cmocka_unit_test(test_yaml_anchors_and_emitter),
                 cmocka_unit_test(test_karpenter_refusals),
                 cmocka_unit_test(test_karpenter_accepted),
+                cmocka_unit_test(test_static_nodepool),
                 cmocka_unit_test(test_userdata_merge),
+                cmocka_unit_test(test_userdata_bottlerocket),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1515,6 +1515,85 @@ static void test_deterministic(void **state) {
         }
 }
 
+/* ---- static NodePools (spec.replicas) ------------------------------------------------------- */
+
+static size_t launches_in_zone(const char *zone) {
+        size_t n = 0;
+        for (size_t i = 0; i < F->res->n_launches; i++) {
+                const SolverLaunch *l = &F->res->launches[i];
+                n += strcmp(l->zone ? l->zone : l->offerings[0].zone, zone) == 0;
+        }
+        return n;
+}
+
+static void test_static_pool_keeps_replicas(void **state) {
+        /* 3 nodes whatever the pods: empty, the cheapest type, spread over the three zones, one
+         * zone-a node there already (and a zone-b one leaving, which does not count) */
+        F->n_pools = 0;
+        SolverNodePool *p = add_pool("fixed", 0);
+        pool_req(p, SOLVER_LABEL_CAPACITY_TYPE, SOLVER_OP_IN, "on-demand", 0);
+        pool_req(p, "nodesmith.io/instance-family", SOLVER_OP_IN, "c", 0);
+        p->is_static = true;
+        p->replicas = 3;
+        add_node("s1", "fixed", "c.large", "zone-a", 2, 4);
+        add_node("s2", "fixed", "c.large", "zone-b", 2, 4)->deleting = true;
+        const SolverResult *r = solve();
+        assert_int_equal(solver_static_missing(&F->snap, 0), 2);
+        assert_int_equal(r->n_launches, 2);
+        for (size_t i = 0; i < r->n_launches; i++) {
+                assert_int_equal(r->launches[i].n_pods, 0);
+                assert_string_equal(launch_type(i), "c.large");
+        }
+        assert_int_equal(launches_in_zone("zone-a"), 0);
+        assert_int_equal(launches_in_zone("zone-b"), 1);
+        assert_int_equal(launches_in_zone("zone-c"), 1);
+}
+
+static void test_static_pool_within_node_limit(void **state) {
+        /* limits.nodes counts the leaving node too: 3 replicas, at most 2 nodes, one leaving -> 1 */
+        F->n_pools = 0;
+        SolverNodePool *p = add_pool("fixed", 0);
+        pool_req(p, SOLVER_LABEL_CAPACITY_TYPE, SOLVER_OP_IN, "on-demand", 0);
+        p->is_static = true;
+        p->replicas = 3;
+        p->has_node_limit = true;
+        p->node_limit = 2;
+        add_node("s1", "fixed", "c.large", "zone-a", 2, 4)->deleting = true;
+        const SolverResult *r = solve();
+        assert_int_equal(solver_static_missing(&F->snap, 0), 1);
+        assert_int_equal(r->n_launches, 1);
+}
+
+static void test_static_pool_launches_for_no_pod(void **state) {
+        /* a pending pod goes onto a static node with room, never onto a new one: with only the
+         * static pool (at its replicas) a pod too big for its node stays pending */
+        F->n_pools = 0;
+        SolverNodePool *p = add_pool("fixed", 0);
+        pool_req(p, SOLVER_LABEL_CAPACITY_TYPE, SOLVER_OP_IN, "on-demand", 0);
+        p->is_static = true;
+        p->replicas = 1;
+        add_node("s1", "fixed", "c.xlarge", "zone-a", 4, 8);
+        add_pod("fits", 1000, 1024);
+        add_pod("big", 6000, 1024);
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_launches, 0);
+        assert_int_equal(decision("fits")->kind, SOLVER_DECISION_EXISTING);
+        assert_int_equal(decision("big")->kind, SOLVER_DECISION_UNSCHEDULABLE);
+        assert_non_null(strstr(decision("big")->message, "NodePool fixed is static"));
+}
+
+static void test_static_pool_beside_dynamic(void **state) {
+        /* the dynamic pool launches for the pods; the static one (replicas 0) launches nothing */
+        SolverNodePool *p = add_pool("fixed", 0);
+        p->is_static = true;
+        p->replicas = 0;
+        add_pods("web", 2, 1000, 1024);
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_launches, 1);
+        assert_string_equal(F->pools[r->launches[0].nodepool].name, "default");
+        assert_int_equal(r->launches[0].n_pods, 2);
+}
+
 static void test_no_nodepool(void **state) {
         F->n_pools = 0;
         add_pod("p", 100, 100);
@@ -1594,6 +1673,10 @@ int main(void) {
                 T(test_consolidate_spot),
                 T(test_consolidate_keeps_headroom),
                 T(test_deterministic),
+                T(test_static_pool_keeps_replicas),
+                T(test_static_pool_within_node_limit),
+                T(test_static_pool_launches_for_no_pod),
+                T(test_static_pool_beside_dynamic),
                 T(test_no_nodepool),
                 T(test_bad_snapshot),
         };

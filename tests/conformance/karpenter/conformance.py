@@ -4,8 +4,14 @@ documentation (manifests/*.yaml, each naming its source) through `nodesmithctl c
 `nodesmithctl simulate` and an apply to the local stack, each accepted and honoured or refused with
 its message, as its "# Expect:" line (and docs/migrating-from-karpenter.md) says.
 
+The apply stage runs on the real control plane (tests/pylib/cluster.py), so the CRDs' schemas
+and CEL rules judge every object first, as on a cluster.
+
 Header lines of a manifest:
   # Expect: accepted | refused: MESSAGE     what nodesmith does with it
+  # API server: refused: MESSAGE            the apply is refused by the API server (the CRDs'
+                                            schema or CEL rules) with MESSAGE, before nodesmith
+                                            sees the object (needs Expect: refused)
   # Pod: arm64 | ephemeral-storage 200Gi   the pending pod's shape (default 500m cpu, 1Gi)
   # Apply: plan only                        not launched (e.g. AMIs that exist in no account)
   # Check: ...                              what is read back after the launch (see CHECKS)
@@ -31,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "pylib"))
 from nsharness import TestDir, binary  # noqa: E402
 
 CLUSTER = "conformance"
+AGENT_IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/nodesmith-agent:test"  # Bottlerocket's host container
 CATALOG = os.path.join(ROOT, "data", "catalog-us-east-1.json")
 CANON = {"karpenter.k8s.aws/": "nodesmith.io/", "karpenter.sh/capacity-type": "nodesmith.io/capacity-type",
          "topology.ebs.csi.aws.com/zone": "topology.kubernetes.io/zone"}
@@ -44,13 +51,17 @@ class Case:
         text = open(path).read()
         head = {}
         for line in text.splitlines():
-            m = re.match(r"#\s*(Source|Expect|Pod|Apply|Check):\s*(.*)", line)
+            m = re.match(r"#\s*(Source|Expect|Pod|Apply|Check|API server):\s*(.*)", line)
             if m:
                 head.setdefault(m.group(1), []).append(m.group(2).strip())
         assert head.get("Source"), f"{self.name}: no '# Source:' line"
         expect = head["Expect"][0]
         self.accepted = expect == "accepted"
         self.message = None if self.accepted else expect.split(":", 1)[1].strip()
+        api = (head.get("API server") or [""])[0]
+        assert not api or (api.startswith("refused:") and not self.accepted), \
+            f"{self.name}: '# API server:' must say 'refused: MESSAGE' on a refused manifest"
+        self.api_message = api.split(":", 1)[1].strip() if api else None
         self.pod = (head.get("Pod") or [""])[0]
         self.apply_note = (head.get("Apply") or [""])[0]
         self.plan_only = self.apply_note.startswith("plan only")
@@ -240,13 +251,19 @@ def check_launch(s, case, inst, types):
     bad = unmet(pool["spec"]["template"]["spec"].get("requirements") or [], labels)
     if bad:
         problems.append(f"{inst['InstanceType']} breaks {bad}")
-    # the template of the instance's pool (its name carries the pool's)
-    lts = [t for t in ec2.describe_launch_templates()["LaunchTemplates"]
-           if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
-    data = ec2.describe_launch_template_versions(LaunchTemplateId=lts[-1]["LaunchTemplateId"])[
-        "LaunchTemplateVersions"][-1]["LaunchTemplateData"] if lts else None
+    # the template the instance was launched from (EC2 tags the instance with its id and
+    # version); else the newest of its pool's, by name (the name carries the pool's; moto
+    # answers at most 15 templates and no NextToken)
+    lt_id, lt_version = inst["Tags_"].get("aws:ec2launchtemplate:id"), inst["Tags_"].get("aws:ec2launchtemplate:version")
+    if not lt_id:
+        lts = [t for t in ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": [
+               f"*-{pool['metadata']['name']}-*"]}])["LaunchTemplates"] if f"-{pool['metadata']['name']}-" in t["LaunchTemplateName"]]
+        lt_id = lts[-1]["LaunchTemplateId"] if lts else None
+    versions = ec2.describe_launch_template_versions(
+        LaunchTemplateId=lt_id, **({"Versions": [lt_version]} if lt_version else {}))["LaunchTemplateVersions"] if lt_id else []
+    data = versions[-1]["LaunchTemplateData"] if versions else None
     if case.checks and not data:
-        problems.append("no launch template found for the pool")
+        problems.append(f"no launch template found for the pool (instance tags {sorted(inst['Tags_'])})")
     for c in case.checks:
         if c.startswith("user data parts") and data:
             msg = email.message_from_string(base64.b64decode(data["UserData"]).decode())
@@ -260,6 +277,10 @@ def check_launch(s, case, inst, types):
             nc = next(json.loads(p.get_payload()) for p in msg.walk() if p.get_content_type() == "application/node.eks.aws")
             got = nc["spec"].get("instance", {}).get("localStorage", {}).get("strategy")
             (checked if got == c.split()[-1] else problems).append(f"NodeConfig localStorage strategy {got}")
+        if c.startswith("user data bottlerocket") and data:
+            problems_, seen = bottlerocket_user_data(base64.b64decode(data["UserData"]).decode(), c.split()[3:])
+            problems += problems_
+            checked += seen
         if c.startswith("volumes") and data:
             want = {m.group(1): int(m.group(2)) for m in re.finditer(r"(/dev/\w+) (\d+)", c)}
             got = {b["DeviceName"]: b["Ebs"].get("VolumeSize") for b in data.get("BlockDeviceMappings", [])}
@@ -267,6 +288,31 @@ def check_launch(s, case, inst, types):
                 problems.append(f"volumes {got}, want {want}")
             else:
                 checked.append(f"volumes {got}")
+    return problems, checked
+
+
+def bottlerocket_user_data(text, want):
+    """The TOML settings nodesmith wrote for a Bottlerocket node: its own (cluster, agent host
+    container) and, for want ([key value]...), the user's settings kept where Karpenter keeps them."""
+    import tomllib
+    problems, checked = [], []
+    try:
+        k8s_ = tomllib.loads(text)["settings"]["kubernetes"]
+        hc = tomllib.loads(text)["settings"]["host-containers"]["nodesmith"]
+    except (tomllib.TOMLDecodeError, KeyError) as e:
+        return [f"Bottlerocket user data: {e!r}"], []
+    conf = base64.b64decode(hc["user-data"]).decode()
+    if k8s_.get("cluster-name") != CLUSTER or not k8s_.get("api-server") or not k8s_.get("cluster-certificate"):
+        problems.append(f"settings.kubernetes {k8s_.get('cluster-name')} {k8s_.get('api-server')}")
+    elif hc.get("source") != AGENT_IMAGE or hc.get("superpowered") is not True or "coordinator = " not in conf \
+            or "BEGIN CERTIFICATE" not in conf:
+        problems.append(f"host container {hc.get('source')} superpowered={hc.get('superpowered')}")
+    else:
+        checked.append(f"TOML: cluster {CLUSTER}, agent host container {AGENT_IMAGE}")
+    flat = dict(k8s_, **k8s_.get("eviction-hard", {}))
+    for key, value in zip(want[::2], want[1::2]):
+        got = str(flat.get(key))
+        (checked if got == value else problems).append(f"{key} = {got}")
     return problems, checked
 
 
@@ -286,7 +332,7 @@ def stage_apply(cases, d, types, rep):
                                text=True, timeout=60,
                                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
             applied[c.name] = r
-        coord = s.start_coordinator("--batch-idle", "500ms")
+        coord = s.start_coordinator("--batch-idle", "500ms", "--agent-image", AGENT_IMAGE)
         want = {}
         for c in cases:
             pools = [o["metadata"]["name"] for o in renamed(c) if o["kind"] == "NodePool"]
@@ -320,7 +366,12 @@ def stage_apply(cases, d, types, rep):
             if not c.accepted:
                 line = next((l for l in log.splitlines() if c.message in l), None)
                 if r.returncode != 0:
-                    rep.result(c, "apply", True, "refused by the API server: " + r.stderr.strip()[-300:])
+                    # the API server refused it: with the message the manifest names
+                    want = c.api_message or c.message
+                    rep.result(c, "apply", want in r.stderr, ("refused by the API server: " if want in r.stderr
+                               else f"refused by the API server without \"{want}\": ") + r.stderr.strip()[-300:])
+                elif c.api_message:
+                    rep.result(c, "apply", False, f"the API server accepted it; expected \"{c.api_message}\"")
                 else:
                     rep.result(c, "apply", line is not None, ("refused by the coordinator: " +
                                line.split("] ", 1)[-1][:400]) if line else "no refusal in the coordinator's log")
