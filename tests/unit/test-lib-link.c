@@ -228,6 +228,12 @@ static void test_close_peers_untracked(void **state) {
         link_open(x, NULL, MAX_MSG);
         assert_int_equal(link_server_close_peers(x->server), -EOPNOTSUPP);
         assert_int_equal(link_server_close_peers(NULL), -EOPNOTSUPP);
+        /* it still serves; and the client's first dial is done before the teardown closes it
+         * (a dialer closed before then was left unreaped by NNG 1.5.2 under load, and the leak
+         * checker reported it) */
+        assert_int_equal(exchange(x, x->client, "still", 5, 10 * 1000000ULL), 0);
+        assert_int_equal(x->error, 0);
+        assert_string_equal(x->reply, "loop:still");
 }
 
 static void test_no_reply_times_out(void **state) {
@@ -280,5 +286,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_oversized_request_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_refuses_plain_url_of_unknown_scheme, setup, teardown),
         };
-        return cmocka_run_group_tests(tests, NULL, NULL);
+        int failed = cmocka_run_group_tests(tests, NULL, NULL);
+        /* NNG frees closed sockets' dialers and pipes on its reaper thread: wait for it, or a
+         * leak checker at exit reports what is only not reaped yet (under load it lags) */
+        nng_fini();
+        return failed;
 }
