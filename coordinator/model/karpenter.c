@@ -61,17 +61,20 @@ static void convert_requirements(cJSON *reqs) {
         }
 }
 
+/* The labels with their keys in canonical form; anything but a map is passed on as it is, for
+ * the NodePool's own validation to refuse by name. */
 static cJSON *convert_label_map(const cJSON *m) {
+        if (!cJSON_IsObject(m))
+                return cJSON_Duplicate(m, true);
         cJSON *out = cJSON_CreateObject();
         const cJSON *e;
         cJSON_ArrayForEach(e, m) {
                 cJSON *d = cJSON_Duplicate(e, true);
-                if (!out || !d) {
+                if (!out || !d || !cJSON_AddItemToObject(out, canon_key(e->string), d)) {
                         cJSON_Delete(d);
                         cJSON_Delete(out);
                         return NULL;
                 }
-                cJSON_AddItemToObject(out, canon_key(e->string), d);
         }
         return out;
 }
