@@ -99,13 +99,21 @@ typedef enum Step {
         STEP_FLEET,
 } Step;
 
-/* A round: one solve, then its launches one after the other. */
+typedef struct SnapshotBuild SnapshotBuild;
+typedef struct Solve Solve;
+
+/* A round: the snapshot (built in slices), one solve (on a worker thread), then its launches
+ * one after the other. */
 typedef struct Round {
         SolverArena *arena;         /* owns copies of what the launches need */
         NodepoolObjects *objects;
         Solver *solver;
         SolverResult *result;
         SolverSnapshot snap;
+        SnapshotBuild *build;       /* the snapshot under construction (snapshot.c, round arena) */
+        Solve *solve;               /* the solve under way off the loop (solve.c) */
+        size_t pending;             /* pods waiting for capacity, as the snapshot counted them */
+        size_t missing;             /* nodes static NodePools lack */
         size_t next;                /* next launch to start */
         Step step;
         Resolved *res;              /* of the launch under way */
@@ -137,6 +145,7 @@ struct Provisioner {
         char *agent_ca_pem;
 
         sd_event_source *batch_idle, *batch_max, *housekeeping;
+        sd_event_source *snapshot_slice; /* the round's snapshot reads its next slice of pods */
         bool batch_open;
         bool leading;
         uint64_t leading_since_usec;
@@ -189,6 +198,23 @@ static inline const char *jstr(const cJSON *o, const char *k) {
 /* A snapshot of the cluster into rd: pending pods (counted in *ret_pending, with the pods of
  * leaving nodes), nodes with the pods their agents report, instances in flight. */
 int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
+/* The same in steps, so that the loop is never held long: begin (NodePools, classes,
+ * DaemonSets, Nodes, and the keys of the watched pods), then pods until deadline_usec
+ * (CLOCK_MONOTONIC, 0: no deadline; returns 1 when all are read, 0 when time is up), then end
+ * (everything else). */
+int provisioner_snapshot_begin(Provisioner *p, Round *rd);
+int provisioner_snapshot_pods(Provisioner *p, Round *rd, uint64_t deadline_usec);
+int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending);
+/* metadata.uid of the snapshot's pending pod i, as it was read; NULL past them. */
+const char *provisioner_snapshot_pod_uid(const Round *rd, size_t i);
+
+/* solve.c: solver_new() and solver_provision() over rd->snap on a worker thread; done() runs on
+ * the loop once they are over, with rd->solver and rd->result set (r < 0: err says why, owned by
+ * the callee) and how long they took. Nothing on the loop may change what rd->snap points to
+ * before then. provision_solve_free() waits for a solve under way. */
+typedef void (*provision_solve_done_t)(Provisioner *p, int r, char *err, uint64_t usec);
+int provision_solve_start(Provisioner *p, Round *rd, const SolverOptions *opts, provision_solve_done_t done);
+Solve *provision_solve_free(Solve *s);
 void provisioner_round_free(Round *rd);
 /* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
 bool pod_unschedulable(const cJSON *pod);
@@ -284,6 +310,7 @@ int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l);
 void provision_round_next(Provisioner *p);
 void provision_round_finish(Provisioner *p);
 void provision_round_start(Provisioner *p);
+int provision_on_snapshot_slice(sd_event_source *s, void *userdata);
 void provision_termination_pass(Provisioner *p);
 void provision_catalog_swap(Provisioner *p);
 void provision_catalog_refresh(Provisioner *p);

@@ -333,6 +333,8 @@ int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registr
         if (r >= 0)
                 r = sd_event_add_time(e, &p->batch_max, CLOCK_MONOTONIC, UINT64_MAX, 1, provision_on_batch_timer, p);
         if (r >= 0)
+                r = sd_event_add_defer(e, &p->snapshot_slice, provision_on_snapshot_slice, p);
+        if (r >= 0)
                 r = sd_event_add_time(e, &p->housekeeping, CLOCK_MONOTONIC, 0, USEC_PER_MSEC * 100,
                                       on_housekeeping, p);
         if (r >= 0)
@@ -341,6 +343,7 @@ int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registr
                 goto fail;
         (void) sd_event_source_set_enabled(p->batch_idle, SD_EVENT_OFF);
         (void) sd_event_source_set_enabled(p->batch_max, SD_EVENT_OFF);
+        (void) sd_event_source_set_enabled(p->snapshot_slice, SD_EVENT_OFF);
         log_info("Provisioning for cluster %s: %zu instance types in the catalog, EC2 %s.", cfg->cluster_name,
                  ({ size_t n; catalog_types(p->catalog, &n); n; }), isempty(cfg->ec2_endpoint) ? cfg->region : cfg->ec2_endpoint);
         *ret = p;
@@ -354,6 +357,7 @@ Provisioner *provisioner_free(Provisioner *p) {
         if (!p)
                 return NULL;
         provisioner_round_free(p->round);
+        sd_event_source_disable_unref(p->snapshot_slice);
         p->proxy_drains = proxy_drains_free(p->proxy_drains);
         kube_watch_free(p->pods);
         kube_watch_free(p->nodepools);

@@ -127,6 +127,7 @@ void provision_round_next(Provisioner *p) {
 void provisioner_round_free(Round *rd) {
         if (!rd)
                 return;
+        provision_solve_free(rd->solve); /* waits for a solve under way */
         solver_result_free(rd->result);
         solver_free(rd->solver);
         nodepool_objects_free(rd->objects);
@@ -150,10 +151,140 @@ void provision_round_finish(Provisioner *p) {
                 provisioner_poke(p);
 }
 
+/* A slice of the snapshot's pods holds the loop this long at most (and the first pod of each
+ * slice is always read): agents' reports and watch events are handled between slices. */
+#define SNAPSHOT_SLICE_USEC (10 * USEC_PER_MSEC)
+
+/* The round ends before launching anything. A batch that opened while it was under way (its
+ * timers let it be) fires afresh. */
+static void round_abort(Provisioner *p) {
+        Round *rd = p->round;
+        p->round = NULL;
+        (void) sd_event_source_set_enabled(p->snapshot_slice, SD_EVENT_OFF);
+        provisioner_round_free(rd);
+        if (p->batch_open)
+                provisioner_poke(p);
+}
+
+static void round_decided(Provisioner *p, int r, char *err, uint64_t usec) {
+        Round *rd = p->round;
+        p->last_decision_seconds = (double) usec / 1e6;
+        histogram_observe(&p->histograms.solver_seconds, p->last_decision_seconds);
+        if (r < 0) {
+                log_warning("Solver failed: %s", err ? err : strerror(-r));
+                provision_set_error(p, "solver: %s", err ? err : strerror(-r));
+                free(err);
+                return round_abort(p);
+        }
+        free(err);
+        const SolverResult *res = rd->result;
+        size_t pending = rd->pending;
+        p->pods_unschedulable = res->n_unschedulable;
+        log_info("Provisioning: %zu pending pod(s): %zu on existing or in-flight nodes, %zu on %zu new node(s) "
+                 "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
+                 pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
+                 res->n_unschedulable, p->last_decision_seconds * 1000);
+        if (rd->missing > 0)
+                log_info("Provisioning: static NodePools lack %zu node(s), launched whatever the pods.", rd->missing);
+        if (res->budget_exhausted) {
+                /* a partial plan: launch it, and plan the rest in the next round */
+                rd->budget_cut = true;
+                p->budget_cuts++;
+                p->pods_deferred += res->n_deferred;
+                log_info("Provisioning: the solver's time budget (%llu ms) ran out; %zu pod(s) left for the next round.",
+                         (unsigned long long) p->cfg.solver_budget_ms, res->n_deferred);
+        }
+        for (size_t i = 0; i < res->n_decisions; i++)
+                if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
+                    res->decisions[i].target < rd->snap.n_nodes)
+                        if (p->ports.nominated)
+                                p->ports.nominated(p->ports.userdata, rd->snap.nodes[res->decisions[i].target].name);
+        for (size_t i = 0; i < res->n_decisions; i++)
+                if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
+                        log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
+                                 strempty(res->decisions[i].message));
+        if (p->ports.decided)
+                p->ports.decided(p->ports.userdata, rd);
+        rd->next = 0;
+        rd->step = STEP_IDLE;
+        provision_round_next(p);
+}
+
+/* The snapshot is complete: what the solve needs, then the solve on its thread. */
+static void round_snapshot_done(Provisioner *p) {
+        Round *rd = p->round;
+        size_t pending = 0;
+        int r;
+
+        r = provisioner_snapshot_end(p, rd, &pending);
+        p->pending_unschedulable = pending;
+        rd->pending = pending;
+        size_t missing = 0; /* nodes static NodePools lack: launched without pending pods */
+        for (size_t k = 0; r >= 0 && k < rd->snap.n_nodepools; k++)
+                missing += solver_static_missing(&rd->snap, k);
+        rd->missing = missing;
+        if (r >= 0 && pending == 0 && missing == 0)
+                log_debug("Provisioning round %llu: no pod is pending.", (unsigned long long) p->rounds);
+        if (r < 0 || (pending == 0 && missing == 0))
+                return round_abort(p);
+        /* the zones nodes can go to must be known before solving */
+        bool waiting = false;
+        for (size_t i = 0; i < rd->snap.n_nodepools; i++)
+                waiting |= provision_prefetch(p, rd->snap.nodepools[i].node_class);
+        if (waiting)
+                return round_abort(p); /* the look-up starts the round again when done */
+        /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
+        rd->pod_uids = solver_arena_alloc(rd->arena, (rd->snap.n_pods + 1) * sizeof(char *));
+        if (!rd->pod_uids)
+                return round_abort(p);
+        for (size_t i = 0; i < rd->snap.n_pods; i++) {
+                const SolverPod *sp = &rd->snap.pods[i];
+                const char *uid = sp->node_name ? NULL : provisioner_snapshot_pod_uid(rd, i);
+                rd->pod_uids[i] = solver_arena_printf(rd->arena, "%s/%s", strempty(sp->namespace_),
+                                                      uid ? uid : strempty(sp->name));
+        }
+
+        SolverOptions opts = SOLVER_OPTIONS_DEFAULT;
+        /* a consolidation that found its replacement on-demand (spot is not replaced by
+         * spot unless allowed) launches it so */
+        NodeEntry *e;
+        REGISTRY_FOREACH(e, p->registry)
+                opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
+        /* the budget bounds placing: compiling the snapshot is not cut (a budget spent
+         * there would leave each round one node's worth of progress) */
+        opts.time_budget_usec = p->cfg.solver_budget_ms * USEC_PER_MSEC;
+        r = provision_solve_start(p, rd, &opts, round_decided);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot start the solver: %m");
+                provision_set_error(p, "solver: %s", strerror(-r));
+                round_abort(p);
+        }
+}
+
+/* Reads the next slice of the snapshot's pods; the last one goes on to the solve. */
+static void round_snapshot_slice(Provisioner *p) {
+        Round *rd = p->round;
+        int r = provisioner_snapshot_pods(p, rd, provision_clock_usec() + SNAPSHOT_SLICE_USEC);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot build the snapshot: %m");
+                return round_abort(p);
+        }
+        if (r == 0) {
+                (void) sd_event_source_set_enabled(p->snapshot_slice, SD_EVENT_ONESHOT);
+                return;
+        }
+        round_snapshot_done(p);
+}
+
+int provision_on_snapshot_slice(sd_event_source *s, void *userdata) {
+        Provisioner *p = userdata;
+        if (p->round && p->round->build && !p->round->solve && !p->round->result)
+                round_snapshot_slice(p);
+        return 0;
+}
+
 void provision_round_start(Provisioner *p) {
         Round *rd = NULL;
-        size_t pending = 0;
-        char *err = NULL;
         int r;
 
         if (!p->leading || !p->learned || p->round)
@@ -180,93 +311,10 @@ void provision_round_start(Provisioner *p) {
         p->rounds++;
         log_debug("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
 
-        r = provisioner_snapshot(p, rd, &pending);
-        p->pending_unschedulable = pending;
-        size_t missing = 0; /* nodes static NodePools lack: launched without pending pods */
-        for (size_t k = 0; r >= 0 && k < rd->snap.n_nodepools; k++)
-                missing += solver_static_missing(&rd->snap, k);
-        if (r >= 0 && pending == 0 && missing == 0)
-                log_debug("Provisioning round %llu: no pod is pending.", (unsigned long long) p->rounds);
-        if (r < 0 || (pending == 0 && missing == 0)) {
-                p->round = NULL;
-                provisioner_round_free(rd);
-                return;
-        }
-        /* the zones nodes can go to must be known before solving */
-        bool waiting = false;
-        for (size_t i = 0; i < rd->snap.n_nodepools; i++)
-                waiting |= provision_prefetch(p, rd->snap.nodepools[i].node_class);
-        if (waiting) {
-                p->round = NULL;
-                provisioner_round_free(rd);
-                return; /* the look-up starts the round again when done */
-        }
-        /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
-        rd->pod_uids = solver_arena_alloc(rd->arena, (rd->snap.n_pods + 1) * sizeof(char *));
-        if (!rd->pod_uids) {
-                p->round = NULL;
-                provisioner_round_free(rd);
-                return;
-        }
-        for (size_t i = 0; i < rd->snap.n_pods; i++) {
-                const SolverPod *sp = &rd->snap.pods[i];
-                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
-                rd->pod_uids[i] = solver_arena_printf(rd->arena, "%s/%s", strempty(sp->namespace_),
-                                                      obj ? strempty(kube_object_meta(obj, "uid")) : strempty(sp->name));
-        }
-
-        uint64_t t0 = provision_clock_usec();
-        r = solver_new(&rd->snap, &rd->solver, &err);
-        if (r >= 0) {
-                SolverOptions opts = SOLVER_OPTIONS_DEFAULT;
-                /* a consolidation that found its replacement on-demand (spot is not replaced by
-                 * spot unless allowed) launches it so */
-                NodeEntry *e;
-                REGISTRY_FOREACH(e, p->registry)
-                        opts.on_demand_only |= e->replace_started_usec && e->replace_on_demand;
-                /* the budget bounds placing: compiling the snapshot is not cut (a budget spent
-                 * there would leave each round one node's worth of progress) */
-                opts.time_budget_usec = p->cfg.solver_budget_ms * USEC_PER_MSEC;
-                r = solver_provision(rd->solver, &opts, &rd->result);
-        }
-        p->last_decision_seconds = (double) (provision_clock_usec() - t0) / 1e6;
-        histogram_observe(&p->histograms.solver_seconds, p->last_decision_seconds);
+        r = provisioner_snapshot_begin(p, rd);
         if (r < 0) {
-                log_warning("Solver failed: %s", err ? err : strerror(-r));
-                provision_set_error(p, "solver: %s", err ? err : strerror(-r));
-                free(err);
-                p->round = NULL;
-                provisioner_round_free(rd);
-                return;
+                log_warning_errno(r, "Cannot build the snapshot: %m");
+                return round_abort(p);
         }
-        const SolverResult *res = rd->result;
-        p->pods_unschedulable = res->n_unschedulable;
-        log_info("Provisioning: %zu pending pod(s): %zu on existing or in-flight nodes, %zu on %zu new node(s) "
-                 "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
-                 pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
-                 res->n_unschedulable, p->last_decision_seconds * 1000);
-        if (missing > 0)
-                log_info("Provisioning: static NodePools lack %zu node(s), launched whatever the pods.", missing);
-        if (res->budget_exhausted) {
-                /* a partial plan: launch it, and plan the rest in the next round */
-                rd->budget_cut = true;
-                p->budget_cuts++;
-                p->pods_deferred += res->n_deferred;
-                log_info("Provisioning: the solver's time budget (%llu ms) ran out; %zu pod(s) left for the next round.",
-                         (unsigned long long) p->cfg.solver_budget_ms, res->n_deferred);
-        }
-        for (size_t i = 0; i < res->n_decisions; i++)
-                if (res->decisions[i].kind == SOLVER_DECISION_EXISTING && !rd->snap.pods[i].node_name &&
-                    res->decisions[i].target < rd->snap.n_nodes)
-                        if (p->ports.nominated)
-                                p->ports.nominated(p->ports.userdata, rd->snap.nodes[res->decisions[i].target].name);
-        for (size_t i = 0; i < res->n_decisions; i++)
-                if (res->decisions[i].kind == SOLVER_DECISION_UNSCHEDULABLE && !rd->snap.pods[i].node_name)
-                        log_info("Pod %s/%s cannot be placed: %s", rd->snap.pods[i].namespace_, rd->snap.pods[i].name,
-                                 strempty(res->decisions[i].message));
-        if (p->ports.decided)
-                p->ports.decided(p->ports.userdata, rd);
-        rd->next = 0;
-        rd->step = STEP_IDLE;
-        provision_round_next(p);
+        round_snapshot_slice(p);
 }

@@ -139,10 +139,43 @@ out:
         return r;
 }
 
-int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
+/* ---- the pending pods, read in slices --------------------------------------------------- */
+
+/* The pods watch is read a slice at a time (provisioner_snapshot_pods), so that a backlog of
+ * pending pods never holds the loop for long: the keys of the watched pods are taken when the
+ * build begins; each slice looks its pods up (one deleted meanwhile is skipped, one changed is
+ * read as it is now) and parses those that wait for capacity. What the rest of the round needs
+ * of each collected pod's object (its uid, the node it is nominated to) is kept beside it, so
+ * nothing looks the watch up again. */
+struct SnapshotBuild {
+        const char **ns, **names; /* the watched pods' keys (round arena) */
+        size_t n_keys, next;
+        const char **uids;        /* per collected pod: metadata.uid */
+        const char **nominated;   /* per collected pod: status.nominatedNodeName, or NULL */
+        size_t pending;
+};
+
+typedef struct KeyCollect {
+        SolverArena *a;
+        SnapshotBuild *b;
+        size_t cap;
+} KeyCollect;
+
+static int key_one(const cJSON *obj, void *userdata) {
+        KeyCollect *k = userdata;
+        SnapshotBuild *b = k->b;
+        if (b->n_keys >= k->cap)
+                return 0; /* the watch holds no more than it said */
+        b->ns[b->n_keys] = solver_arena_strdup(k->a, kube_object_meta(obj, "namespace"));
+        b->names[b->n_keys] = solver_arena_strdup(k->a, kube_object_meta(obj, "name"));
+        if (!b->names[b->n_keys])
+                return -ENOMEM;
+        b->n_keys++;
+        return 0;
+}
+
+int provisioner_snapshot_begin(Provisioner *p, Round *rd) {
         NodepoolObjects *o = NULL;
-        char *err = NULL;
-        size_t pending = 0;
         int r;
 
         r = nodepool_objects_new(&o);
@@ -156,17 +189,81 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                 r = collect_kind(p->daemonsets, o, "DaemonSet", "apps/v1", false, NULL);
         if (r >= 0)
                 r = collect_kind(p->nodes, o, "Node", "v1", false, NULL);
-        if (r >= 0)
-                r = collect_kind(p->pods, o, "Pod", "v1", true, &pending);
         if (r < 0)
                 return r;
+        size_t n = kube_watch_size(p->pods);
+        SnapshotBuild *b = solver_arena_alloc(rd->arena, sizeof *b);
+        if (!b)
+                return -ENOMEM;
+        b->ns = solver_arena_alloc(rd->arena, (n + 1) * sizeof(char *));
+        b->names = solver_arena_alloc(rd->arena, (n + 1) * sizeof(char *));
+        b->uids = solver_arena_alloc(rd->arena, (n + 1) * sizeof(char *));
+        b->nominated = solver_arena_alloc(rd->arena, (n + 1) * sizeof(char *));
+        if (!b->ns || !b->names || !b->uids || !b->nominated)
+                return -ENOMEM;
+        rd->build = b;
+        KeyCollect k = { .a = rd->arena, .b = b, .cap = n };
+        return p->pods ? kube_watch_foreach(p->pods, key_one, &k) : 0;
+}
+
+int provisioner_snapshot_pods(Provisioner *p, Round *rd, uint64_t deadline_usec) {
+        SnapshotBuild *b = rd->build;
+        NodepoolObjects *o = rd->objects;
+        Collect k = { .o = o, .kind = "Pod", .api_version = "v1", .pending_only = true };
+        int r = 1;
+
+        for (size_t i = 0; b->next < b->n_keys; b->next++, i++) {
+                /* the clock is read every 32 pods; the first pod of a slice is always read */
+                if (deadline_usec > 0 && i % 32 == 31 && provision_clock_usec() >= deadline_usec) {
+                        r = 0;
+                        break;
+                }
+                const cJSON *obj = kube_watch_get(p->pods, b->ns[b->next], b->names[b->next]);
+                if (!obj)
+                        continue; /* deleted since the build began */
+                size_t at = o->n_pods;
+                int q = collect_one(obj, &k);
+                if (q < 0)
+                        return q;
+                if (o->n_pods == at)
+                        continue;
+                const char *nominated = provision_pod_nominated_node(obj);
+                b->uids[at] = solver_arena_strdup(rd->arena, kube_object_meta(obj, "uid"));
+                b->nominated[at] = nominated ? solver_arena_strdup(rd->arena, nominated) : NULL;
+                if ((nominated && !b->nominated[at]) || (kube_object_meta(obj, "uid") && !b->uids[at]))
+                        return -ENOMEM;
+        }
+        b->pending += k.added;
+        return r;
+}
+
+const char *provisioner_snapshot_pod_uid(const Round *rd, size_t i) {
+        const SnapshotBuild *b = rd->build;
+        return b && rd->objects && i < rd->objects->n_pods ? b->uids[i] : NULL;
+}
+
+int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
+        int r = provisioner_snapshot_begin(p, rd);
+        if (r >= 0)
+                r = provisioner_snapshot_pods(p, rd, 0);
+        if (r >= 0)
+                r = provisioner_snapshot_end(p, rd, ret_pending);
+        return r;
+}
+
+int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
+        NodepoolObjects *o = rd->objects;
+        const SnapshotBuild *b = rd->build;
+        char *err = NULL;
+        int r;
+
         r = nodepool_objects_finish(o, p->catalog, &err);
         if (r < 0) {
                 log_warning("Cannot build the snapshot: %s", err ? err : strerror(-r));
                 free(err);
                 return r;
         }
-        *ret_pending = pending;
+        *ret_pending = b->pending;
 
         SolverArena *a = o->arena;
         uint64_t now = provision_now_usec(p);
@@ -224,11 +321,10 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         /* Pending pods that an instance in flight was launched for count as on it. */
         for (size_t i = 0; i < o->n_pods && p->n_inflight > 0; i++) {
                 SolverPod *sp = &o->pods[i];
-                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
-                if (!obj)
+                if (sp->node_name)
                         continue;
                 char key[512];
-                snprintf(key, sizeof key, "%s/%s", strempty(sp->namespace_), strempty(kube_object_meta(obj, "uid")));
+                snprintf(key, sizeof key, "%s/%s", strempty(sp->namespace_), strempty(b->uids[i]));
                 const InFlight *f = provision_inflight_nominated(p, key);
                 if (!f)
                         continue;
@@ -244,8 +340,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
          * scheduler reserves it: it needs no capacity, and no other pod is planned into it. */
         for (size_t i = 0; i < o->n_pods; i++) {
                 SolverPod *sp = &o->pods[i];
-                const cJSON *obj = sp->node_name ? NULL : kube_watch_get(p->pods, sp->namespace_, sp->name);
-                const char *nominated = obj ? provision_pod_nominated_node(obj) : NULL;
+                const char *nominated = sp->node_name ? NULL : b->nominated[i];
                 if (!nominated)
                         continue;
                 sp->node_name = solver_arena_strdup(a, nominated);
