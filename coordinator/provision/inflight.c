@@ -79,12 +79,44 @@ void provision_inflight_nominate(Provisioner *p, const char *id, const Round *rd
                         k++;
 }
 
-const InFlight *provision_inflight_nominated(const Provisioner *p, const char *key) {
+typedef struct NominatedKey {
+        const char *key;
+        size_t at; /* index into p->inflight */
+} NominatedKey;
+
+static int cmp_nominated(const void *a, const void *b) {
+        const NominatedKey *x = a, *y = b;
+        int c = strcmp(x->key, y->key);
+        return c != 0 ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+int provision_inflight_index(const Provisioner *p, SolverArena *a, InFlightIndex *ret) {
+        size_t n = 0;
         for (size_t i = 0; i < p->n_inflight; i++)
                 for (char **k = p->inflight[i].pods; k && *k; k++)
-                        if (streq(*k, key))
-                                return &p->inflight[i];
-        return NULL;
+                        n++;
+        NominatedKey *keys = solver_arena_alloc(a, (n + 1) * sizeof *keys);
+        if (!keys)
+                return -ENOMEM;
+        size_t j = 0;
+        for (size_t i = 0; i < p->n_inflight; i++)
+                for (char **k = p->inflight[i].pods; k && *k; k++)
+                        keys[j++] = (NominatedKey) { *k, i };
+        qsort(keys, n, sizeof *keys, cmp_nominated);
+        *ret = (InFlightIndex) { .p = p, .keys = keys, .n = n };
+        return 0;
+}
+
+const InFlight *provision_inflight_nominated(const InFlightIndex *x, const char *key) {
+        size_t lo = 0, hi = x->n;
+        while (lo < hi) { /* the first key >= key: of the first instance that holds it */
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(x->keys[mid].key, key) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < x->n && streq(x->keys[lo].key, key) ? &x->p->inflight[x->keys[lo].at] : NULL;
 }
 
 void provision_inflight_remove(Provisioner *p, size_t i) {

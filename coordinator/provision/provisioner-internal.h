@@ -279,7 +279,16 @@ InFlight *provision_inflight_find(Provisioner *p, const char *id);
 int provision_inflight_add(Provisioner *p, const char *id, const char *pool, const char *type, const char *zone,
                         SolverCapacityType ct, uint64_t launched, size_t n_pods);
 void provision_inflight_nominate(Provisioner *p, const char *id, const Round *rd, const SolverLaunch *l);
-const InFlight *provision_inflight_nominated(const Provisioner *p, const char *key);
+/* The in-flight instances' nominated pods ("namespace/uid"), sorted once (arena) so that each
+ * pending pod of a snapshot is looked up in O(log n); valid while p->inflight is unchanged.
+ * provision_inflight_nominated(): the first instance launched for the pod, or NULL. */
+typedef struct InFlightIndex {
+        const Provisioner *p;
+        const struct NominatedKey *keys;
+        size_t n;
+} InFlightIndex;
+int provision_inflight_index(const Provisioner *p, SolverArena *a, InFlightIndex *ret);
+const InFlight *provision_inflight_nominated(const InFlightIndex *x, const char *key);
 void provision_inflight_remove(Provisioner *p, size_t i);
 bool provision_node_reported(Provisioner *p, const char *name);
 int provision_forget_registered(const cJSON *node, void *userdata);
@@ -310,7 +319,7 @@ int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l);
 void provision_round_next(Provisioner *p);
 void provision_round_finish(Provisioner *p);
 void provision_round_start(Provisioner *p);
-int provision_on_snapshot_slice(sd_event_source *s, void *userdata);
+int provision_on_snapshot_slice(sd_event_source *s, uint64_t usec, void *userdata);
 void provision_termination_pass(Provisioner *p);
 void provision_catalog_swap(Provisioner *p);
 void provision_catalog_refresh(Provisioner *p);

@@ -333,7 +333,7 @@ int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registr
         if (r >= 0)
                 r = sd_event_add_time(e, &p->batch_max, CLOCK_MONOTONIC, UINT64_MAX, 1, provision_on_batch_timer, p);
         if (r >= 0)
-                r = sd_event_add_defer(e, &p->snapshot_slice, provision_on_snapshot_slice, p);
+                r = sd_event_add_time(e, &p->snapshot_slice, CLOCK_MONOTONIC, UINT64_MAX, 1, provision_on_snapshot_slice, p);
         if (r >= 0)
                 r = sd_event_add_time(e, &p->housekeeping, CLOCK_MONOTONIC, 0, USEC_PER_MSEC * 100,
                                       on_housekeeping, p);

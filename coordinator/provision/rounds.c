@@ -152,7 +152,8 @@ void provision_round_finish(Provisioner *p) {
 }
 
 /* A slice of the snapshot's pods holds the loop this long at most (and the first pod of each
- * slice is always read): agents' reports and watch events are handled between slices. */
+ * slice is always read): agents' reports and watch events are handled between slices (the
+ * slices' timer and the sockets take turns). */
 #define SNAPSHOT_SLICE_USEC (10 * USEC_PER_MSEC)
 
 /* The round ends before launching anything. A batch that opened while it was under way (its
@@ -270,13 +271,17 @@ static void round_snapshot_slice(Provisioner *p) {
                 return round_abort(p);
         }
         if (r == 0) {
+                /* a timer already due, not a defer source: sd-event dispatches a pending defer
+                 * source before anything else, so slices on one would starve the sockets;
+                 * timers and I/O take turns */
+                (void) sd_event_source_set_time(p->snapshot_slice, 0);
                 (void) sd_event_source_set_enabled(p->snapshot_slice, SD_EVENT_ONESHOT);
                 return;
         }
         round_snapshot_done(p);
 }
 
-int provision_on_snapshot_slice(sd_event_source *s, void *userdata) {
+int provision_on_snapshot_slice(sd_event_source *s, uint64_t usec, void *userdata) {
         Provisioner *p = userdata;
         if (p->round && p->round->build && !p->round->solve && !p->round->result)
                 round_snapshot_slice(p);

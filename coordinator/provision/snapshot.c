@@ -319,13 +319,19 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
         n_nodes = k;
 
         /* Pending pods that an instance in flight was launched for count as on it. */
+        InFlightIndex nominated_on = {};
+        if (p->n_inflight > 0) {
+                r = provision_inflight_index(p, a, &nominated_on);
+                if (r < 0)
+                        return r;
+        }
         for (size_t i = 0; i < o->n_pods && p->n_inflight > 0; i++) {
                 SolverPod *sp = &o->pods[i];
                 if (sp->node_name)
                         continue;
                 char key[512];
                 snprintf(key, sizeof key, "%s/%s", strempty(sp->namespace_), strempty(b->uids[i]));
-                const InFlight *f = provision_inflight_nominated(p, key);
+                const InFlight *f = provision_inflight_nominated(&nominated_on, key);
                 if (!f)
                         continue;
                 const char *on = f->node_name && kube_watch_get(p->nodes, NULL, f->node_name) ? f->node_name : f->instance_id;
