@@ -521,7 +521,9 @@ static void port_more_metrics(void *userdata, StrBuf *b) {
         Coordinator *c = userdata;
         if (c->disruption)
                 disruption_metrics(c->disruption, b);
-        observe_metrics(c, b);
+        ObserveSources os = { .registry = &c->registry, .provisioner = c->provisioner, .leader = c->leader,
+                              .status = c->status };
+        observe_metrics(&os, b);
 }
 
 static int port_render(void *userdata, HttpPage page, char **ret, size_t *ret_len) {
@@ -668,12 +670,13 @@ int coordinator_start(Coordinator *c) {
                 r = provisioner_new(c->event, &pc, &c->registry, &pp, &c->provisioner);
                 if (r >= 0) {
                         DisruptionConfig dc = { .consolidation_validation_ms = c->cfg.consolidation_validation_ms,
-                                                .spot_to_spot = c->cfg.spot_to_spot };
-                        r = disruption_new(c->provisioner, &dc, &c->disruption);
+                                                .spot_to_spot = c->cfg.spot_to_spot,
+                                                .report_interval_ms = c->cfg.report_interval_ms };
+                        r = disruption_new(c->provisioner, &c->registry, &dc, &c->disruption);
                 }
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up provisioning: %m");
-                r = status_writer_new(c->provisioner, &c->status);
+                r = status_writer_new(c->event, c->provisioner, &c->registry, &c->status);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up status writing: %m");
                 r = coordinator_elect(c);
