@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The fleet's metrics gathered from every piece of the process (nodes, budgets, watches, EC2,
- * histograms). */
+/* The fleet's metrics, from what coordinator.c hands over (ObserveSources): nodes, drains,
+ * budgets, watches, EC2, histograms. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Disruption passes: expiration, drift, emptiness, consolidation, within budgets, validated before
+/* Disruption passes: one decision per pass in Karpenter's order (expiration, static scale-down,
+ * drift (drift.c), emptiness, consolidation), within budgets, consolidations validated before
  * acting. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
