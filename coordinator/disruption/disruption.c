@@ -769,9 +769,19 @@ int disruption_pass(Disruption *d) {
                 } else if (ok) {
                         SolverConsolidateOptions co = { .threshold = threshold_of(&s, idx, pd->n_nodes),
                                                         .spot_to_spot = d->cfg.spot_to_spot };
-                        ok = solver_new(sn, &s.solver, &err) >= 0 &&
-                             solver_consolidate_evaluate(s.solver, &co, idx, pd->n_nodes, &c) >= 0 &&
-                             c->kind == pd->kind && (c->kind != SOLVER_CONSOLIDATE_REPLACE || c->new_price <= pd->new_price * 1.001);
+                        /* the solver failing is the pass failing, not the consolidation */
+                        r = solver_new(sn, &s.solver, &err);
+                        if (r >= 0)
+                                r = solver_consolidate_evaluate(s.solver, &co, idx, pd->n_nodes, &c);
+                        if (r < 0) {
+                                snprintf(msg, sizeof msg, "validating the consolidation (%s)", strempty(err));
+                                free(err);
+                                pending_clear(pd);
+                                step = msg;
+                                goto done;
+                        }
+                        ok = c->kind == pd->kind &&
+                             (c->kind != SOLVER_CONSOLIDATE_REPLACE || c->new_price <= pd->new_price * 1.001);
                         char bwhy[300];
                         if (ok && !balanced_approves(sn, o->extra, idx, pd->n_nodes, c->old_price, c->new_price,
                                                      bwhy, sizeof bwhy))
