@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* disruption_pass() reports every failure: it returns it, says it once in the log and in the
  * explain API, and counts it in nodesmith_disruption_pass_failures_total; a pass with nothing
- * to do, or not its turn, returns 0 and counts nothing. The snapshot, the watches and the
- * arena's allocations are replaced (tests/unit/test-coord-disruption-pass.wrap); the pass sees
- * the provisioner only through provisioner.h. */
+ * to do, or not its turn, returns 0 and counts nothing. The snapshot, the watches, the arena's
+ * allocations and the solver's construction are replaced (tests/unit/test-coord-disruption-pass.wrap);
+ * the pass sees the provisioner only through provisioner.h. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +20,13 @@
 static int snapshot_result;
 static unsigned snapshots;
 static bool arena_fails, alloc_fails; /* solver_arena_new(), solver_arena_alloc() say -ENOMEM */
+static bool solver_fails;             /* solver_new() says -ENOMEM */
+
+int __real_solver_new(const SolverSnapshot *snap, Solver **ret, char **ret_error);
+int __wrap_solver_new(const SolverSnapshot *snap, Solver **ret, char **ret_error);
+int __wrap_solver_new(const SolverSnapshot *snap, Solver **ret, char **ret_error) {
+        return solver_fails ? -ENOMEM : __real_solver_new(snap, ret, ret_error);
+}
 
 int __real_solver_arena_new(SolverArena **ret);
 int __wrap_solver_arena_new(SolverArena **ret);
@@ -67,7 +74,7 @@ static int setup(void **state) {
                          0);
         snapshot_result = 0;
         snapshots = 0;
-        arena_fails = alloc_fails = false;
+        arena_fails = alloc_fails = solver_fails = false;
         log_set_max_level(LOG_EMERG); /* the failures are expected */
         *state = f;
         return 0;
@@ -141,6 +148,18 @@ static void test_allocation_failure_reported(void **state) {
         assert_int_equal(failures(f->d), 2);
 }
 
+/* The solver cannot be made on the snapshot: the pass fails and says so. */
+static void test_solver_failure_reported(void **state) {
+        Fx *f = *state;
+        solver_fails = true;
+        assert_int_equal(disruption_pass(f->d), -ENOMEM);
+        assert_int_equal(failures(f->d), 1);
+        assert_true(explains(f->d, "compiling the snapshot"));
+        solver_fails = false;
+        assert_int_equal(disruption_pass(f->d), 0);
+        assert_int_equal(failures(f->d), 1);
+}
+
 static void test_quiet_pass(void **state) {
         Fx *f = *state;
         /* nothing to disrupt: a pass that decided nothing is no failure */
@@ -166,6 +185,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_snapshot_failure_reported, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocation_failure_reported, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_solver_failure_reported, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_quiet_pass, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_its_turn, setup, teardown),
         };
