@@ -154,7 +154,7 @@ void provision_round_finish(Provisioner *p) {
 /* A slice of the snapshot's pods holds the loop this long at most (and the first pod of each
  * slice is always read): agents' reports and watch events are handled between slices (the
  * slices' timer and the sockets take turns). */
-#define SNAPSHOT_SLICE_USEC (10 * USEC_PER_MSEC)
+#define SNAPSHOT_SLICE_USEC (20 * USEC_PER_MSEC)
 
 /* The round ends before launching anything. A batch that opened while it was under way (its
  * timers let it be) fires afresh. */
@@ -321,5 +321,12 @@ void provision_round_start(Provisioner *p) {
                 log_warning_errno(r, "Cannot build the snapshot: %m");
                 return round_abort(p);
         }
+        /* The subnet look-up a first round waits for (below) starts before the pods are read,
+         * when there are unbound pods: a round that would wait reads them for nothing. */
+        bool waiting = false;
+        for (size_t i = 0; kube_watch_size(p->pods) > 0 && i < rd->objects->n_pools; i++)
+                waiting |= provision_prefetch(p, rd->objects->pools[i].node_class);
+        if (waiting)
+                return round_abort(p); /* the look-up starts the round again when done */
         round_snapshot_slice(p);
 }
