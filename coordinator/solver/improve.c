@@ -34,6 +34,7 @@
 #define SPLIT_MARGIN 0.02      /* a split saves more than 2 % of the node's price */
 #define SPLIT_TRIES 4          /* cheaper types tried per node */
 #define REBALANCE_TRIES 64     /* nodes (the least used) whose group is rebalanced, at most */
+#define IMPROVE_ROUNDS 4       /* rounds, while one lowers the plan's cost */
 
 static double node_price(const Solver *s, const Node *n) {
         return solver_node_type_price(s, n, solver_place_cheapest_type(s, n));
@@ -104,7 +105,7 @@ typedef struct Improve {
         uint32_t *group, *orig; /* [gcap]: a rebalanced group's pods, the node each was on */
         size_t gcap;
         SplitCand *cand;        /* [T] */
-        double *slack;          /* [planned nodes]: room left in what each costs (slack_share) */
+        double *slack;          /* [2 x planned nodes]: cpu and memory room left in what each costs */
         Saved sv, gsv[REBALANCE_NODES];
 } Improve;
 
@@ -124,6 +125,20 @@ static void node_restore(const Solver *s, Node *n, const Saved *sv) {
         bs_copy(n->base, sv->base, s->W);
 }
 
+/* Whether node n, after taking a pod, may still be every type it could be before that holds what
+ * it now holds: a pod's own size drops from its base the types too small for it alone, which
+ * narrows nothing the node could still be. */
+static bool same_base(Solver *s, const Node *n, const Saved *sv) {
+        if (bs_eq(n->base, sv->base, s->W))
+                return true;
+        uint64_t *fit = s->scratch + 6 * s->W, *was = s->scratch + 7 * s->W;
+        solver_fit_set(s, s->pools[n->pool].fit, n->used, fit);
+        bs_copy(was, sv->base, s->W);
+        bs_and(was, fit, s->W);
+        bs_and(fit, n->base, s->W);
+        return bs_eq(was, fit, s->W);
+}
+
 /* Commits pod pi onto planned node b only if that narrows nothing on b (offerings, zone, labels,
  * the types its pods allow) and b's price stays at most max_price; 1 done, 0 not (b as it was). */
 static int trial_commit(Solver *s, Variant *v, uint32_t b, uint32_t pi, int z, double max_price, Saved *sv) {
@@ -132,7 +147,7 @@ static int trial_commit(Solver *s, Variant *v, uint32_t b, uint32_t pi, int z, d
         if (q < 0)
                 return q;
         const Node *n = &s->nodes[b];
-        if (n->slots == sv->slots && n->zone == sv->zone && n->custom == sv->custom && bs_eq(n->base, sv->base, s->W) &&
+        if (n->slots == sv->slots && n->zone == sv->zone && n->custom == sv->custom && same_base(s, n, sv) &&
             node_price(s, n) <= max_price * (1 + 1e-9))
                 return 1;
         q = solver_place_uncommit(s, v, b);
@@ -372,16 +387,15 @@ static double node_use(const Solver *s, const Node *n) {
  * before; kept when the nodes then cost less (d, or another, ends empty or smaller). First-fit
  * puts pods of one shape together, leaving memory-bound nodes with idle cpu beside cpu-bound
  * ones with idle memory; this mixes them. 1 kept, 0 undone. */
-static double slack_share(const Solver *s, const Node *n) {
+static void slack_share(const Solver *s, const Node *n, double *ret) {
         uint32_t t = solver_place_cheapest_type(s, n);
+        ret[0] = ret[1] = 0;
         if (t == NONE32)
-                return 0;
+                return;
         const int64_t *al = s->pools[n->pool].fit->alloc + (size_t) t * R_MAX;
-        double x = 0;
         for (int r = SOLVER_RES_CPU; r <= SOLVER_RES_MEMORY; r++)
                 if (al[r] > 0)
-                        x += (double) MAX(al[r] - n->used[r], (int64_t) 0) / (double) al[r];
-        return x;
+                        ret[r - SOLVER_RES_CPU] = (double) MAX(al[r] - n->used[r], (int64_t) 0) / (double) al[r];
 }
 
 static int recommit(Solver *s, uint32_t pi, uint32_t from, uint32_t to) {
@@ -405,7 +419,9 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
                 on->work++;
                 if (b == d || n->pool != nd->pool || n->zone != nd->zone || !node_eligible(s, n))
                         continue;
-                double x = c->slack[b - s->n_existing];
+                /* room where d is full: what d gives up has somewhere to go */
+                const double *sb = c->slack + 2 * (b - s->n_existing), *sd = c->slack + 2 * (d - s->n_existing);
+                double x = sb[0] * (1 - sd[0]) + sb[1] * (1 - sd[1]);
                 uint32_t at = k;
                 while (at > 1 && x > gs[at - 1])
                         at--;
@@ -498,7 +514,7 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
                 after += s->nodes[g[j]].n_pods ? node_price(s, &s->nodes[g[j]]) : 0;
         if (placed == n && after < before * (1 - SPLIT_MARGIN)) {
                 for (uint32_t j = 0; j < k; j++)
-                        c->slack[g[j] - s->n_existing] = slack_share(s, &s->nodes[g[j]]);
+                        slack_share(s, &s->nodes[g[j]], c->slack + 2 * (g[j] - s->n_existing));
                 return 1;
         }
         /* undone: every pod back where it was */
@@ -643,7 +659,7 @@ static int improve_init(Solver *s, Improve *c) {
         c->group = malloc(c->gcap * sizeof(uint32_t));
         c->orig = malloc(c->gcap * sizeof(uint32_t));
         c->cand = malloc(((size_t) s->T + 1) * sizeof(SplitCand));
-        c->slack = malloc(((size_t) c->on.n_nodes - s->n_existing + 1) * sizeof(double));
+        c->slack = malloc(2 * ((size_t) c->on.n_nodes - s->n_existing + 1) * sizeof(double));
         bool ok = c->pods && c->to && c->group && c->orig && c->cand && c->slack;
         Saved *all[REBALANCE_NODES + 1] = { &c->sv, &c->gsv[0], &c->gsv[1], &c->gsv[2] };
         for (size_t j = 0; j < ELEMENTSOF(all) && ok; j++) {
@@ -658,48 +674,73 @@ static int improve_init(Solver *s, Improve *c) {
         return 0;
 }
 
-int solver_improve(Solver *s) {
-        uint32_t first = s->n_existing, nn = s->n_nodes - s->n_existing;
-        if (nn == 0 || nn > IMPROVE_MAX_NODES)
-                return 0;
-        Improve c;
-        int q = improve_init(s, &c);
-        if (q < 0)
-                return q;
+static double plan_price(const Solver *s) {
+        double sum = 0;
+        for (uint32_t a = s->n_existing; a < s->n_nodes; a++)
+                if (s->nodes[a].kind == NODE_NEW && s->nodes[a].n_pods > 0)
+                        sum += node_price(s, &s->nodes[a]);
+        return sum;
+}
+
+/* One round of the four steps over the nodes planned when it starts. */
+static int improve_round(Solver *s, Improve *c) {
+        uint32_t first = s->n_existing, nn = c->on.n_nodes - s->n_existing;
         _cleanup_free_ ByUse *order = malloc((size_t) nn * sizeof(ByUse));
-        if (!order) {
-                q = -ENOMEM;
-                goto out;
-        }
+        if (!order)
+                return -ENOMEM;
+        int q;
         /* the least used nodes first */
         for (uint32_t i = 0; i < nn; i++)
                 order[i] = (ByUse) { node_use(s, &s->nodes[first + i]), first + i };
         qsort(order, nn, sizeof(ByUse), cmp_use);
-        for (uint32_t i = 0; i < nn && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_empty(s, &c, order[i].node)) < 0)
-                        goto out;
+        for (uint32_t i = 0; i < nn && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
+                if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_empty(s, c, order[i].node)) < 0)
+                        return q;
         for (uint32_t i = 0; i < nn; i++)
-                c.slack[i] = slack_share(s, &s->nodes[first + i]);
-        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c.on.work < IMPROVE_WORK &&
+                slack_share(s, &s->nodes[first + i], c->slack + 2 * i);
+        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c->on.work < IMPROVE_WORK &&
                                         !solver_out_of_time(s); i++)
                 if (node_eligible(s, &s->nodes[order[i].node])) {
                         tries++;
-                        if ((q = try_rebalance(s, &c, order[i].node)) < 0)
-                                goto out;
+                        if ((q = try_rebalance(s, c, order[i].node)) < 0)
+                                return q;
                 }
-        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c.on.work < IMPROVE_WORK &&
+        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c->on.work < IMPROVE_WORK &&
                                         !solver_out_of_time(s); i++)
                 if (node_eligible(s, &s->nodes[order[i].node])) {
                         tries++;
-                        if ((q = try_absorb(s, &c, order[i].node, order, nn)) < 0)
-                                goto out;
+                        if ((q = try_absorb(s, c, order[i].node, order, nn)) < 0)
+                                return q;
                 }
         bool may_split = s->opts->target_nodes == 0;
-        for (uint32_t a = first; may_split && a < c.on.n_nodes && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
-                if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, &c, a)) < 0)
-                        goto out;
-        q = 0;
-out:
-        improve_done(&c);
-        return q;
+        for (uint32_t a = first; may_split && a < c->on.n_nodes && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
+                if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, c, a)) < 0)
+                        return q;
+        return 0;
+}
+
+int solver_improve(Solver *s) {
+        uint32_t nn = s->n_nodes - s->n_existing;
+        if (nn == 0 || nn > IMPROVE_MAX_NODES)
+                return 0;
+        double before = plan_price(s);
+        size_t work = 0;
+        for (unsigned round = 0; round < IMPROVE_ROUNDS && work < IMPROVE_WORK && !solver_out_of_time(s); round++) {
+                /* nodes a round opened (splits) are for the next one to see: rebuilt each time */
+                Improve c;
+                int q = improve_init(s, &c);
+                if (q < 0)
+                        return q;
+                c.on.work = work;
+                q = improve_round(s, &c);
+                work = c.on.work;
+                improve_done(&c);
+                if (q < 0)
+                        return q;
+                double after = plan_price(s);
+                if (after >= before * (1 - 1e-9))
+                        break;
+                before = after;
+        }
+        return 0;
 }
