@@ -3,7 +3,8 @@
  *
  * Placement fills one node at a time, shape after shape (first-fit decreasing), so a node often
  * ends up full in one resource and half idle in the other, or holding 60 % of a type twice the
- * size it needs. Two moves, each kept only when the plan's cost drops:
+ * size it needs. The moves below (empty, rebalance, absorb, split, regroup), each kept only when
+ * the plan's cost drops, run in rounds (at most IMPROVE_ROUNDS) while a round lowers it:
  *
  * - empty: a planned node gives every pod to other planned nodes of its NodePool (weights stay
  *   honoured) that have room for it in what they already cost (the least used nodes are tried
@@ -13,6 +14,11 @@
  *   by more than SPLIT_MARGIN. Within an EC2 family the price per vCPU is flat, so this trims
  *   the rounding up to the next size: a 16-vCPU node holding 10 vCPU of pods becomes 8 + 2 or
  *   8 + 4 vCPU.
+ * - regroup: like rebalance (below), but each emptied node of the group first takes the type
+ *   that buys what is left of the group's pods at the least cost (a c6g where the mix is
+ *   cpu-heavy, an m6g where it is even), the last one whatever holds the rest: first-fit's
+ *   16xlarge of cpu-heavy pods beside one of memory-heavy pods becomes two nodes of the type
+ *   their mix suits.
  *
  * Every move is checked like any placement (requirements, taints, resources, hostname and zone
  * rules; a pod whose variant pins a zone stays in its node's zone) or undone. Pods with host
@@ -90,7 +96,7 @@ typedef struct Saved {
         uint64_t *types, *base; /* W words each */
 } Saved;
 
-#define REBALANCE_NODES 3
+#define REBALANCE_NODES 4
 
 typedef struct SplitCand {
         double est;
@@ -381,12 +387,13 @@ static double node_use(const Solver *s, const Node *n) {
         return u;
 }
 
-/* Rebalance: node d and up to two nodes of its pool and zone with the most room left in what
- * they cost give up their pods, which are placed again node by node (the dearest first), each
+/* Rebalance: node d and up to two nodes of its pool and zone with the most room where d is full
+ * (idle memory beside a memory-bound d, idle cpu beside a cpu-bound one) give up their pods, which are placed again node by node (the dearest first), each
  * time the pod that keeps the node's cpu and memory use most even, within what the node cost
  * before; kept when the nodes then cost less (d, or another, ends empty or smaller). First-fit
  * puts pods of one shape together, leaving memory-bound nodes with idle cpu beside cpu-bound
- * ones with idle memory; this mixes them. 1 kept, 0 undone. */
+ * ones with idle memory; this mixes them. With retype (regroup), up to three partners, and each
+ * node's target is target_type()'s instead of its own type and price. 1 kept, 0 undone. */
 static void slack_share(const Solver *s, const Node *n, double *ret) {
         uint32_t t = solver_place_cheapest_type(s, n);
         ret[0] = ret[1] = 0;
@@ -407,12 +414,44 @@ static int recommit(Solver *s, uint32_t pi, uint32_t from, uint32_t to) {
         return q < 0 ? q : solver_place_commit(s, v, to, &pi, 1, z);
 }
 
-static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
+/* For an emptied node of a regroup: among the types it may be, the one that buys what pods[0..n)
+ * need at the least cost, counting a fraction of a node as a fraction of its price and at least
+ * one node; NONE32 when none holds one of them. */
+static uint32_t target_type(const Solver *s, const Node *nd, const uint32_t *pods, size_t n) {
+        const Pool *p = &s->pools[nd->pool];
+        int64_t d[R_MAX] = {};
+        for (size_t i = 0; i < n; i++)
+                for (int r = 0; r < R_MAX; r++)
+                        d[r] += s->shapes[s->pod_shape[pods[i]]].req.v[r];
+        d[SOLVER_RES_PODS] = MAX(d[SOLVER_RES_PODS], (int64_t) n);
+        uint32_t best = NONE32;
+        double best_cost = INFINITY;
+        BS_FOREACH(t, nd->types, s->W) {
+                const int64_t *al = p->fit->alloc + t * R_MAX;
+                double pt = solver_node_type_price(s, nd, (uint32_t) t), cover = 1;
+                bool ok = pt > 0;
+                for (int r = 0; r < R_MAX && ok; r++) {
+                        if (d[r] == 0)
+                                continue;
+                        int64_t room = al[r] - p->ds.v[r];
+                        ok = room > 0;
+                        if (ok)
+                                cover = MAX(cover, (double) d[r] / (double) room);
+                }
+                if (ok && pt * cover < best_cost * (1 - 1e-9)) {
+                        best = (uint32_t) t;
+                        best_cost = pt * cover;
+                }
+        }
+        return best;
+}
+
+static int try_rebalance(Solver *s, Improve *c, uint32_t d, bool retype) {
         PodOn *on = &c->on;
         uint32_t *pods = c->group, *orig = c->orig;
         size_t cap = c->gcap;
         const Node *nd = &s->nodes[d];
-        uint32_t g[REBALANCE_NODES] = { d }, k = 1;
+        uint32_t g[REBALANCE_NODES] = { d }, k = 1, kmax = retype ? REBALANCE_NODES : REBALANCE_NODES - 1;
         double gs[REBALANCE_NODES] = {};
         for (uint32_t b = s->n_existing; b < on->n_nodes && on->work < IMPROVE_WORK; b++) {
                 const Node *n = &s->nodes[b];
@@ -425,12 +464,12 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
                 uint32_t at = k;
                 while (at > 1 && x > gs[at - 1])
                         at--;
-                if (at >= REBALANCE_NODES || x <= 0)
+                if (at >= kmax || x <= 0)
                         continue;
-                for (uint32_t j = MIN(k, REBALANCE_NODES - 1); j > at; j--)
+                for (uint32_t j = MIN(k, kmax - 1); j > at; j--)
                         g[j] = g[j - 1], gs[j] = gs[j - 1];
                 g[at] = b, gs[at] = x;
-                k = MIN(k + 1, REBALANCE_NODES);
+                k = MIN(k + 1, kmax);
         }
         if (k < 2)
                 return 0;
@@ -466,6 +505,14 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
                 double pj = price[j];
                 price[j] = -1; /* done after this round */
                 uint32_t b = g[j];
+                if (retype) {
+                        /* the type that serves what is left best, the last node whatever holds it */
+                        uint32_t t = target_type(s, &s->nodes[b], pods + placed, n - placed);
+                        if (t == NONE32)
+                                break;
+                        al0[j] = s->pools[s->nodes[b].pool].fit->alloc + (size_t) t * R_MAX;
+                        pj = round + 1 == k ? INFINITY : solver_node_type_price(s, &s->nodes[b], t);
+                }
                 for (;;) {
                         size_t best = SIZE_MAX;
                         double best_score = INFINITY;
@@ -661,7 +708,7 @@ static int improve_init(Solver *s, Improve *c) {
         c->cand = malloc(((size_t) s->T + 1) * sizeof(SplitCand));
         c->slack = malloc(2 * ((size_t) c->on.n_nodes - s->n_existing + 1) * sizeof(double));
         bool ok = c->pods && c->to && c->group && c->orig && c->cand && c->slack;
-        Saved *all[REBALANCE_NODES + 1] = { &c->sv, &c->gsv[0], &c->gsv[1], &c->gsv[2] };
+        Saved *all[REBALANCE_NODES + 1] = { &c->sv, &c->gsv[0], &c->gsv[1], &c->gsv[2], &c->gsv[3] };
         for (size_t j = 0; j < ELEMENTSOF(all) && ok; j++) {
                 all[j]->types = malloc(2 * (size_t) s->W * sizeof(uint64_t) + 1);
                 all[j]->base = all[j]->types ? all[j]->types + s->W : NULL;
@@ -682,6 +729,20 @@ static double plan_price(const Solver *s) {
         return sum;
 }
 
+/* Rebalances (or regroups, retype) the groups of the least used eligible nodes, at most
+ * REBALANCE_TRIES of them. */
+static int rebalance_some(Solver *s, Improve *c, const ByUse *order, uint32_t nn, bool retype) {
+        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c->on.work < IMPROVE_WORK &&
+                                        !solver_out_of_time(s); i++)
+                if (node_eligible(s, &s->nodes[order[i].node])) {
+                        tries++;
+                        int q = try_rebalance(s, c, order[i].node, retype);
+                        if (q < 0)
+                                return q;
+                }
+        return 0;
+}
+
 /* One round of the four steps over the nodes planned when it starts. */
 static int improve_round(Solver *s, Improve *c) {
         uint32_t first = s->n_existing, nn = c->on.n_nodes - s->n_existing;
@@ -698,13 +759,8 @@ static int improve_round(Solver *s, Improve *c) {
                         return q;
         for (uint32_t i = 0; i < nn; i++)
                 slack_share(s, &s->nodes[first + i], c->slack + 2 * i);
-        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c->on.work < IMPROVE_WORK &&
-                                        !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node])) {
-                        tries++;
-                        if ((q = try_rebalance(s, c, order[i].node)) < 0)
-                                return q;
-                }
+        if ((q = rebalance_some(s, c, order, nn, false)) < 0)
+                return q;
         for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c->on.work < IMPROVE_WORK &&
                                         !solver_out_of_time(s); i++)
                 if (node_eligible(s, &s->nodes[order[i].node])) {
@@ -716,6 +772,8 @@ static int improve_round(Solver *s, Improve *c) {
         for (uint32_t a = first; may_split && a < c->on.n_nodes && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
                 if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, c, a)) < 0)
                         return q;
+        if ((q = rebalance_some(s, c, order, nn, true)) < 0)
+                return q;
         return 0;
 }
 
