@@ -600,9 +600,21 @@ static int unabsorb_node(Solver *s, Improve *c, uint32_t a, uint32_t b) {
 /* Moves every pod of node b onto node a: 1, or 0 (nothing moved) when one does not fit or b
  * would not end empty. */
 static int absorb_node(Solver *s, Improve *c, uint32_t a, uint32_t b) {
+        const Node *na = &s->nodes[a], *nb = &s->nodes[b];
+        const SolverResources *ds = &s->pools[nb->pool].ds;
+        for (int r = 0; r < R_MAX; r++) /* b's pods fit no type a may become */
+                if (nb->used[r] - ds->v[r] > 0 && na->used[r] + nb->used[r] - ds->v[r] > na->cap[r])
+                        return 0;
         size_t n;
         if (!pods_of(s, &c->on, b, c->pods, c->cap, &n) || n == 0 || n != s->nodes[b].n_pods)
                 return 0;
+        /* pods a hostname rule limits per node first: they are the ones likely not to fit */
+        for (size_t i = 0, k = 0; i < n; i++)
+                if (s->shapes[s->pod_shape[c->pods[i]]].anchor) {
+                        uint32_t x = c->pods[i];
+                        memmove(c->pods + k + 1, c->pods + k, (i - k) * sizeof(uint32_t));
+                        c->pods[k++] = x;
+                }
         for (size_t i = 0; i < n; i++) {
                 Variant *v;
                 int z, q = solver_pod_variant_on(s, c->pods[i], b, &v, &z);
