@@ -18,7 +18,10 @@
  *   that buys what is left of the group's pods at the least cost (a c6g where the mix is
  *   cpu-heavy, an m6g where it is even), the last one whatever holds the rest: first-fit's
  *   16xlarge of cpu-heavy pods beside one of memory-heavy pods becomes two nodes of the type
- *   their mix suits.
+ *   their mix suits. A wide regroup does the same from the few least used nodes with up to
+ *   REGROUP_WIDE nodes of their pool and zone at once: where first-fit left memory-heavy pods
+ *   on r6g at 40 % cpu and cpu-heavy ones on c6g at 25 % memory across dozens of nodes, no
+ *   group of four holds enough of both to mix them into m6g.
  *
  * Every move is checked like any placement (requirements, taints, resources, hostname and zone
  * rules; a pod whose variant pins a zone stays in its node's zone) or undone. Pods with host
@@ -96,7 +99,10 @@ typedef struct Saved {
         uint64_t *types, *base; /* W words each */
 } Saved;
 
-#define REBALANCE_NODES 4
+#define REBALANCE_NODES 3 /* a rebalanced group, at most */
+#define REGROUP_NODES 4   /* a regrouped group, at most */
+#define REGROUP_WIDE 64   /* a wide regroup: the least used nodes' whole pool and zone, at most */
+#define REGROUP_WIDE_TRIES 4
 
 typedef struct SplitCand {
         double est;
@@ -112,7 +118,10 @@ typedef struct Improve {
         size_t gcap;
         SplitCand *cand;        /* [T] */
         double *slack;          /* [2 x planned nodes]: cpu and memory room left in what each costs */
-        Saved sv, gsv[REBALANCE_NODES];
+        Saved sv, gsv[REGROUP_WIDE];
+        uint32_t gnode[REGROUP_WIDE];   /* a group's nodes */
+        double gscore[REGROUP_WIDE], gprice[REGROUP_WIDE];
+        const int64_t *gal[REGROUP_WIDE];
 } Improve;
 
 static void node_save(const Solver *s, const Node *n, Saved *sv) {
@@ -446,13 +455,14 @@ static uint32_t target_type(const Solver *s, const Node *nd, const uint32_t *pod
         return best;
 }
 
-static int try_rebalance(Solver *s, Improve *c, uint32_t d, bool retype) {
+static int try_rebalance(Solver *s, Improve *c, uint32_t d, bool retype, uint32_t kmax) {
         PodOn *on = &c->on;
         uint32_t *pods = c->group, *orig = c->orig;
         size_t cap = c->gcap;
         const Node *nd = &s->nodes[d];
-        uint32_t g[REBALANCE_NODES] = { d }, k = 1, kmax = retype ? REBALANCE_NODES : REBALANCE_NODES - 1;
-        double gs[REBALANCE_NODES] = {};
+        uint32_t *g = c->gnode, k = 1;
+        double *gs = c->gscore;
+        g[0] = d, gs[0] = 0;
         for (uint32_t b = s->n_existing; b < on->n_nodes && on->work < IMPROVE_WORK; b++) {
                 const Node *n = &s->nodes[b];
                 on->work++;
@@ -475,8 +485,8 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d, bool retype) {
                 return 0;
         /* the pods, each with the node it was on */
         size_t n = 0;
-        double before = 0, price[REBALANCE_NODES];
-        const int64_t *al0[REBALANCE_NODES];
+        double before = 0, *price = c->gprice;
+        const int64_t **al0 = c->gal;
         for (uint32_t j = 0; j < k; j++) {
                 size_t m;
                 const Node *x = &s->nodes[g[j]];
@@ -701,7 +711,7 @@ static void improve_done(Improve *c) {
         free(c->cand);
         free(c->slack);
         free(c->sv.types);
-        for (size_t j = 0; j < REBALANCE_NODES; j++)
+        for (size_t j = 0; j < REGROUP_WIDE; j++)
                 free(c->gsv[j].types);
 }
 
@@ -712,7 +722,7 @@ static int improve_init(Solver *s, Improve *c) {
                 return q;
         for (uint32_t a = s->n_existing; a < c->on.n_nodes; a++)
                 c->cap = MAX(c->cap, (size_t) (c->on.start[a + 1] - c->on.start[a]));
-        c->gcap = REBALANCE_NODES * c->cap + 1;
+        c->gcap = REGROUP_WIDE * c->cap + 1;
         c->pods = malloc((c->cap + 1) * sizeof(uint32_t));
         c->to = malloc((c->cap + 1) * sizeof(uint32_t));
         c->group = malloc(c->gcap * sizeof(uint32_t));
@@ -720,11 +730,11 @@ static int improve_init(Solver *s, Improve *c) {
         c->cand = malloc(((size_t) s->T + 1) * sizeof(SplitCand));
         c->slack = malloc(2 * ((size_t) c->on.n_nodes - s->n_existing + 1) * sizeof(double));
         bool ok = c->pods && c->to && c->group && c->orig && c->cand && c->slack;
-        Saved *all[REBALANCE_NODES + 1] = { &c->sv, &c->gsv[0], &c->gsv[1], &c->gsv[2], &c->gsv[3] };
-        for (size_t j = 0; j < ELEMENTSOF(all) && ok; j++) {
-                all[j]->types = malloc(2 * (size_t) s->W * sizeof(uint64_t) + 1);
-                all[j]->base = all[j]->types ? all[j]->types + s->W : NULL;
-                ok = all[j]->types;
+        for (size_t j = 0; j <= REGROUP_WIDE && ok; j++) {
+                Saved *x = j == 0 ? &c->sv : &c->gsv[j - 1];
+                x->types = malloc(2 * (size_t) s->W * sizeof(uint64_t) + 1);
+                x->base = x->types ? x->types + s->W : NULL;
+                ok = x->types;
         }
         if (!ok) {
                 improve_done(c);
@@ -741,21 +751,31 @@ static double plan_price(const Solver *s) {
         return sum;
 }
 
-/* Rebalances (or regroups, retype) the groups of the least used eligible nodes, at most
- * REBALANCE_TRIES of them. */
-static int rebalance_some(Solver *s, Improve *c, const ByUse *order, uint32_t nn, bool retype) {
-        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c->on.work < IMPROVE_WORK &&
-                                        !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node])) {
-                        tries++;
-                        int q = try_rebalance(s, c, order[i].node, retype);
-                        if (q < 0)
-                                return q;
-                }
+typedef enum Step {
+        STEP_REBALANCE,
+        STEP_ABSORB,
+        STEP_REGROUP,
+        STEP_REGROUP_WIDE,
+} Step;
+
+/* Runs a step from each of the least used eligible nodes, at most `tries` of them. */
+static int least_used_do(Solver *s, Improve *c, const ByUse *order, uint32_t nn, Step step, uint32_t tries) {
+        for (uint32_t i = 0, done = 0; i < nn && done < tries && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); i++) {
+                uint32_t a = order[i].node;
+                if (!node_eligible(s, &s->nodes[a]))
+                        continue;
+                done++;
+                int q = step == STEP_ABSORB ? try_absorb(s, c, a, order, nn) :
+                        try_rebalance(s, c, a, step != STEP_REBALANCE,
+                                      step == STEP_REBALANCE ? REBALANCE_NODES :
+                                      step == STEP_REGROUP   ? REGROUP_NODES : REGROUP_WIDE);
+                if (q < 0)
+                        return q;
+        }
         return 0;
 }
 
-/* One round of the four steps over the nodes planned when it starts. */
+/* One round of the steps over the nodes planned when it starts. */
 static int improve_round(Solver *s, Improve *c) {
         uint32_t first = s->n_existing, nn = c->on.n_nodes - s->n_existing;
         _cleanup_free_ ByUse *order = malloc((size_t) nn * sizeof(ByUse));
@@ -771,20 +791,15 @@ static int improve_round(Solver *s, Improve *c) {
                         return q;
         for (uint32_t i = 0; i < nn; i++)
                 slack_share(s, &s->nodes[first + i], c->slack + 2 * i);
-        if ((q = rebalance_some(s, c, order, nn, false)) < 0)
+        if ((q = least_used_do(s, c, order, nn, STEP_REBALANCE, REBALANCE_TRIES)) < 0 ||
+            (q = least_used_do(s, c, order, nn, STEP_ABSORB, REBALANCE_TRIES)) < 0)
                 return q;
-        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c->on.work < IMPROVE_WORK &&
-                                        !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node])) {
-                        tries++;
-                        if ((q = try_absorb(s, c, order[i].node, order, nn)) < 0)
-                                return q;
-                }
         bool may_split = s->opts->target_nodes == 0;
         for (uint32_t a = first; may_split && a < c->on.n_nodes && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
                 if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, c, a)) < 0)
                         return q;
-        if ((q = rebalance_some(s, c, order, nn, true)) < 0)
+        if ((q = least_used_do(s, c, order, nn, STEP_REGROUP, REBALANCE_TRIES)) < 0 ||
+            (q = least_used_do(s, c, order, nn, STEP_REGROUP_WIDE, REGROUP_WIDE_TRIES)) < 0)
                 return q;
         return 0;
 }
