@@ -180,6 +180,38 @@ def solve(costs, cols, rhs, upper=None, integer=False, time_limit=None, maximize
             "status": h.modelStatusToString(h.getModelStatus())}
 
 
+class Master:
+    """The restricted master LP, kept from one column-generation iteration to the next: new
+    patterns are added as columns and the simplex restarts from the last basis, where building
+    the LP again each time made an iteration of the 5 000-pod mix take seconds."""
+
+    def __init__(self, rhs):
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("random_seed", 1)
+        m = len(rhs)
+        self.h.addRows(m, np.array(rhs, dtype=float), np.full(m, highspy.kHighsInf), 0,
+                       np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0))
+        self.n = 0
+
+    def solve(self, cols, costs):
+        new = range(self.n, len(cols))
+        if new:
+            start, index, value = [], [], []
+            for j in new:
+                start.append(len(index))
+                for i, v in cols[j]:
+                    index.append(i)
+                    value.append(v)
+            k = len(new)
+            self.h.addCols(k, np.array(costs[self.n:], dtype=float), np.zeros(k), np.full(k, highspy.kHighsInf),
+                           len(index), np.array(start, dtype=np.int32), np.array(index, dtype=np.int32),
+                           np.array(value, dtype=float))
+            self.n = len(cols)
+        self.h.run()
+        return {"dual": np.array(self.h.getSolution().row_dual), "obj": self.h.getInfo().objective_function_value}
+
+
 class CG:
     def __init__(self, model):
         self.m = model
@@ -249,8 +281,9 @@ class CG:
         t0 = time.perf_counter()
         proven = False
         lp = None
+        master = Master(m.demand)
         for _ in range(max_iter):
-            lp = solve(self.costs, self.cols, m.demand)
+            lp = master.solve(self.cols, self.costs)
             pi = np.maximum(lp["dual"], 0)
             effs = {z: m.pi_eff(pi, z) for z in {z for _, z in m.slots}}
             added = 0

@@ -101,7 +101,7 @@ typedef struct Saved {
 
 #define REBALANCE_NODES 3 /* a rebalanced group, at most */
 #define REGROUP_NODES 4   /* a regrouped group, at most */
-#define REGROUP_WIDE 64   /* a wide regroup: the least used nodes' whole pool and zone, at most */
+#define REGROUP_WIDE 128   /* a wide regroup: the least used nodes' whole pool and zone, at most */
 #define REGROUP_WIDE_TRIES 4
 
 typedef struct SplitCand {
