@@ -29,7 +29,8 @@
  * stay as they are, and nothing is split when new nodes are capped (max_new_nodes, as in a
  * consolidation's replacement) or when the caller asked for few big nodes (target_nodes).
  * Node count breaks ties the way the budgets do: a split must save more than SPLIT_MARGIN.
- * Bounded: at most IMPROVE_WORK receiving-node checks per run, skipped beyond
+ * Bounded: at most IMPROVE_WORK receiving-node checks and IMPROVE_SCANS pods looked at while
+ * refilling groups (a wide regroup's refill is quadratic in its pods) per run, skipped beyond
  * IMPROVE_MAX_NODES planned nodes, and the run's time budget stops it. Deterministic: nodes in
  * a fixed order, pods in index order. */
 
@@ -40,6 +41,7 @@
 
 #define IMPROVE_MAX_NODES 4096 /* beyond this many planned nodes the pass is skipped */
 #define IMPROVE_WORK 200000    /* node checks per run, at most */
+#define IMPROVE_SCANS 20000000 /* pods looked at to refill rebalanced and regrouped nodes, per run */
 #define SPLIT_MARGIN 0.02      /* a split saves more than 2 % of the node's price */
 #define SPLIT_TRIES 4          /* cheaper types tried per node */
 #define REBALANCE_TRIES 64     /* nodes (the least used) whose group is rebalanced, at most */
@@ -122,6 +124,7 @@ typedef struct Improve {
         uint32_t gnode[REGROUP_WIDE];   /* a group's nodes */
         double gscore[REGROUP_WIDE], gprice[REGROUP_WIDE];
         const int64_t *gal[REGROUP_WIDE];
+        size_t scans;           /* pods looked at while refilling groups */
 } Improve;
 
 static void node_save(const Solver *s, const Node *n, Saved *sv) {
@@ -526,7 +529,8 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d, bool retype, uint32_
                 for (;;) {
                         size_t best = SIZE_MAX;
                         double best_score = INFINITY;
-                        for (size_t i = placed; i < n && on->work < IMPROVE_WORK; i++) {
+                        for (size_t i = placed; i < n && on->work < IMPROVE_WORK && c->scans < IMPROVE_SCANS; i++) {
+                                c->scans++;
                                 if (i > placed && s->pod_shape[pods[i]] == s->pod_shape[pods[i - 1]] &&
                                     s->decisions[pods[i]].relaxed == s->decisions[pods[i - 1]].relaxed)
                                         continue; /* one of each shape is enough to judge */
@@ -809,7 +813,7 @@ int solver_improve(Solver *s) {
         if (nn == 0 || nn > IMPROVE_MAX_NODES)
                 return 0;
         double before = plan_price(s);
-        size_t work = 0;
+        size_t work = 0, scans = 0;
         for (unsigned round = 0; round < IMPROVE_ROUNDS && work < IMPROVE_WORK && !solver_out_of_time(s); round++) {
                 /* nodes a round opened (splits) are for the next one to see: rebuilt each time */
                 Improve c;
@@ -817,8 +821,10 @@ int solver_improve(Solver *s) {
                 if (q < 0)
                         return q;
                 c.on.work = work;
+                c.scans = scans;
                 q = improve_round(s, &c);
                 work = c.on.work;
+                scans = c.scans;
                 improve_done(&c);
                 if (q < 0)
                         return q;
