@@ -565,6 +565,60 @@ Ec2ImageList *ec2_image_list_free(Ec2ImageList *l) {
         return NULL;
 }
 
+/* ---- capacity reservations --------------------------------------------------------------- */
+
+int ec2_parse_capacity_reservations(xmlDoc *doc, Ec2CapacityReservationList *list, size_t max) {
+        FOREACH_ITEM(item, root_set(doc, "capacityReservationSet")) {
+                Ec2CapacityReservation *cr = NULL;
+                int r = LIST_PUSH(list, max, cr);
+                if (r < 0)
+                        return r;
+                cr->id = ec2_xml_text(item, "capacityReservationId");
+                cr->owner_id = ec2_xml_text(item, "ownerId");
+                cr->instance_type = ec2_xml_text(item, "instanceType");
+                cr->zone = ec2_xml_text(item, "availabilityZone");
+                cr->zone_id = ec2_xml_text(item, "availabilityZoneId");
+                cr->platform = ec2_xml_text(item, "instancePlatform");
+                cr->tenancy = ec2_xml_text(item, "tenancy");
+                cr->state = ec2_xml_text(item, "state");
+                cr->match_criteria = ec2_xml_text(item, "instanceMatchCriteria");
+                cr->reservation_type = ec2_xml_text(item, "reservationType");
+                if (!cr->reservation_type)
+                        cr->reservation_type = strdup("default");
+                cr->total = u64_path(item, "totalInstanceCount");
+                cr->available = u64_path(item, "availableInstanceCount");
+                cr->end_date = time_path(item, "endDate");
+                if (!cr->id || !cr->instance_type || !cr->zone || !cr->state || !cr->reservation_type)
+                        return -EBADMSG;
+                r = parse_tags(item, &cr->tags, &cr->n_tags);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+Ec2CapacityReservationList *ec2_capacity_reservation_list_free(Ec2CapacityReservationList *l) {
+        if (!l)
+                return NULL;
+        for (size_t k = 0; k < l->n; k++) {
+                Ec2CapacityReservation *cr = &l->items[k];
+                free(cr->id);
+                free(cr->owner_id);
+                free(cr->instance_type);
+                free(cr->zone);
+                free(cr->zone_id);
+                free(cr->platform);
+                free(cr->tenancy);
+                free(cr->state);
+                free(cr->match_criteria);
+                free(cr->reservation_type);
+                tags_free(cr->tags, cr->n_tags);
+        }
+        free(l->items);
+        free(l);
+        return NULL;
+}
+
 /* ---- instances ----------------------------------------------------------------------- */
 
 int ec2_parse_instances(xmlDoc *doc, Ec2InstanceList *list, size_t max) {
@@ -584,6 +638,7 @@ int ec2_parse_instances(xmlDoc *doc, Ec2InstanceList *list, size_t max) {
                         i->private_ip = ec2_xml_text(item, "privateIpAddress");
                         i->image_id = ec2_xml_text(item, "imageId");
                         i->subnet_id = ec2_xml_text(item, "subnetId");
+                        i->capacity_reservation_id = ec2_xml_text(item, "capacityReservationId");
                         i->launch_time = time_path(item, "launchTime");
                         size_t g = 0;
                         FOREACH_ITEM(grp, ec2_xml_child(item, "groupSet"))
@@ -619,6 +674,7 @@ Ec2InstanceList *ec2_instance_list_free(Ec2InstanceList *l) {
                 free(i->private_ip);
                 free(i->image_id);
                 free(i->subnet_id);
+                free(i->capacity_reservation_id);
                 for (size_t g = 0; i->security_groups[g]; g++)
                         free(i->security_groups[g]);
                 tags_free(i->tags, i->n_tags);

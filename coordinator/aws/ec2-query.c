@@ -229,6 +229,15 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                 r = ec2_query_add(b, "LaunchTemplateData.Monitoring.Enabled", "true");
         if (r >= 0 && s->enclave)
                 r = ec2_query_add(b, "LaunchTemplateData.EnclaveOptions.Enabled", "true");
+        /* a targeted reservation, or (preference none) no reservation at all: EC2 refuses both */
+        if (r >= 0 && !isempty(s->capacity_reservation_id) && !isempty(s->capacity_reservation_preference))
+                return -EINVAL;
+        if (r >= 0 && !isempty(s->capacity_reservation_id))
+                r = ec2_query_add(b, "LaunchTemplateData.CapacityReservationSpecification.CapacityReservationTarget."
+                                     "CapacityReservationId", s->capacity_reservation_id);
+        if (r >= 0 && !isempty(s->capacity_reservation_preference))
+                r = ec2_query_add(b, "LaunchTemplateData.CapacityReservationSpecification.CapacityReservationPreference",
+                                  s->capacity_reservation_preference);
         if (r >= 0 && s->n_interface_tags > 0) {
                 if (s->n_interface_tags > 50)
                         return -E2BIG;

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Capacity reservations as reservation pools for the solver (see reservations.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "macro.h"
+#include "reservations.h"
+
+const char *reservation_refusal(const NodeReservation *r, int64_t now) {
+        if (!streq_ptr(r->state, "active"))
+                return "not active";
+        if (r->end_date > 0 && r->end_date <= now)
+                return "past its end date";
+        if (!streq_ptr(r->reservation_type, "default"))
+                return "a capacity block: nodesmith launches only into On-Demand Capacity Reservations "
+                       "(capacity blocks need the capacity-block market type and their end-of-block interruption)";
+        return NULL;
+}
+
+bool reservation_usable(const NodeReservation *r, int64_t now) {
+        return !reservation_refusal(r, now);
+}
+
+bool reservation_pool_admits(const SolverNodePool *pool) {
+        const SolverLabel reserved = { SOLVER_LABEL_CAPACITY_TYPE, RESERVATION_CAPACITY_TYPE };
+        for (size_t i = 0; i < pool->n_requirements; i++) {
+                const SolverRequirement *q = &pool->requirements[i];
+                if (streq(solver_canonical_label_key(q->key), SOLVER_LABEL_CAPACITY_TYPE) &&
+                    !solver_requirement_matches_labels(q, &reserved, 1))
+                        return false;
+        }
+        return true;
+}
+
+/* The NodePool narrowed to one reservation. */
+static int reservation_pool(SolverArena *a, const SolverNodePool *base, const NodeReservation *r, SolverNodePool *ret) {
+        static const char *const on_demand[] = { "on-demand" };
+        size_t nq = 0, nl = 0;
+        SolverRequirement *reqs = solver_arena_alloc(a, (base->n_requirements + 3) * sizeof *reqs);
+        SolverLabel *labels = solver_arena_alloc(a, (base->n_labels + 2) * sizeof *labels);
+        const char **type = solver_arena_alloc(a, sizeof(char *)), **zone = solver_arena_alloc(a, sizeof(char *));
+        char *name = solver_arena_printf(a, "%s%c%s", base->name, RESERVATION_POOL_SEP, r->id);
+        if (!reqs || !labels || !type || !zone || !name)
+                return -ENOMEM;
+        /* launched as on-demand capacity into the reservation: the capacity-type requirement
+         * (which admits reserved) gives way to the on-demand offerings of the type and zone */
+        for (size_t i = 0; i < base->n_requirements; i++)
+                if (!streq(solver_canonical_label_key(base->requirements[i].key), SOLVER_LABEL_CAPACITY_TYPE))
+                        reqs[nq++] = base->requirements[i];
+        *type = r->instance_type;
+        *zone = r->zone;
+        reqs[nq++] = (SolverRequirement) { SOLVER_LABEL_CAPACITY_TYPE, SOLVER_OP_IN, on_demand, 1, 0 };
+        reqs[nq++] = (SolverRequirement) { SOLVER_LABEL_INSTANCE_TYPE, SOLVER_OP_IN, type, 1, 0 };
+        reqs[nq++] = (SolverRequirement) { SOLVER_LABEL_ZONE, SOLVER_OP_IN, zone, 1, 0 };
+        for (size_t i = 0; i < base->n_labels; i++)
+                labels[nl++] = base->labels[i];
+        labels[nl++] = (SolverLabel) { RESERVATION_LABEL_ID, r->id };
+        labels[nl++] = (SolverLabel) { RESERVATION_LABEL_TYPE, r->reservation_type };
+        *ret = *base;
+        ret->name = name;
+        ret->requirements = reqs;
+        ret->n_requirements = nq;
+        ret->labels = labels;
+        ret->n_labels = nl;
+        ret->has_node_limit = true;
+        ret->node_limit = (int64_t) r->available;
+        ret->headroom = (SolverResources) {};
+        return 0;
+}
+
+int reservation_pools(SolverArena *a, const SolverNodePool *pools, size_t n, reservation_lookup_t lookup,
+                      void *userdata, int64_t now, SolverNodePool **ret, size_t *ret_n, size_t **ret_base,
+                      const NodeReservation ***ret_reservation) {
+        size_t total = n;
+        for (size_t i = 0; i < n; i++) {
+                size_t nr = 0;
+                const NodeReservation *rs = pools[i].node_class ? lookup(pools[i].node_class, &nr, userdata) : NULL;
+                if (rs && !pools[i].is_static && reservation_pool_admits(&pools[i]))
+                        total += MIN(nr, (size_t) RESERVATION_MAX);
+        }
+        SolverNodePool *out = solver_arena_alloc(a, (total + 1) * sizeof *out);
+        size_t *base = solver_arena_alloc(a, (total + 1) * sizeof *base);
+        const NodeReservation **which = solver_arena_alloc(a, (total + 1) * sizeof *which);
+        if (!out || !base || !which)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+                size_t nr = 0;
+                const NodeReservation *rs = pools[i].node_class ? lookup(pools[i].node_class, &nr, userdata) : NULL;
+                for (size_t j = 0; rs && !pools[i].is_static && reservation_pool_admits(&pools[i]) && j < nr &&
+                                   j < RESERVATION_MAX;
+                     j++) {
+                        if (!reservation_usable(&rs[j], now) || rs[j].available == 0)
+                                continue;
+                        int r = reservation_pool(a, &pools[i], &rs[j], &out[k]);
+                        if (r < 0)
+                                return r;
+                        base[k] = i;
+                        which[k++] = &rs[j];
+                }
+                out[k] = pools[i];
+                base[k] = i;
+                which[k++] = NULL;
+        }
+        *ret = out;
+        *ret_n = k;
+        if (ret_base)
+                *ret_base = base;
+        if (ret_reservation)
+                *ret_reservation = which;
+        return 0;
+}
+
+int reservation_pool_split(const char *name, char *base, size_t size, const char **ret_id) {
+        const char *sep = strchr(name, RESERVATION_POOL_SEP);
+        size_t len = sep ? (size_t) (sep - name) : strlen(name);
+        if (len + 1 > size)
+                return -ENAMETOOLONG;
+        memcpy(base, name, len);
+        base[len] = 0;
+        if (ret_id)
+                *ret_id = sep ? sep + 1 : NULL;
+        return 0;
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* EC2 On-Demand Capacity Reservations an EC2NodeClass selects (capacityReservationSelectorTerms),
+ * as the solver plans with them, Karpenter's way: a NodePool whose capacity-type requirement
+ * admits `reserved` gets, for every active reservation of its class with instances left, a
+ * reservation pool placed just before it (tried first: reserved capacity is already paid for).
+ * A reservation pool is the NodePool narrowed to the reservation's instance type and zone, at
+ * most `available` new nodes (limits.nodes), launched as on-demand into the reservation, with
+ * the labels karpenter.sh/capacity-type=reserved, karpenter.k8s.aws/capacity-reservation-id and
+ * karpenter.k8s.aws/capacity-reservation-type. When the reservations are used up the NodePool's
+ * own offerings (on-demand, spot) follow. Pure: no I/O. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "solver/solver.h"
+
+#define RESERVATION_LABEL_ID "karpenter.k8s.aws/capacity-reservation-id"
+#define RESERVATION_LABEL_TYPE "karpenter.k8s.aws/capacity-reservation-type"
+#define RESERVATION_CAPACITY_TYPE "reserved"
+#define RESERVATION_MAX 256          /* per EC2NodeClass */
+/* A reservation pool's name: "<NodePool>/<reservation id>" ('/' is never in a NodePool's name). */
+#define RESERVATION_POOL_SEP '/'
+
+typedef struct NodeReservation {
+        const char *id, *owner_id, *instance_type, *zone;
+        const char *match_criteria;   /* open, targeted */
+        const char *reservation_type; /* default, capacity-block */
+        const char *state;            /* active, expired, ... */
+        int64_t end_date;             /* seconds since the epoch; 0: none */
+        uint64_t available;           /* instances it can still take */
+} NodeReservation;
+
+/* Whether the reservation can take launches now (active, not past its end, a default one:
+ * capacity blocks are refused, see reservation_refusal()). */
+bool reservation_usable(const NodeReservation *r, int64_t now);
+/* Why a reservation is not used, for status and logs (NULL: it is). */
+const char *reservation_refusal(const NodeReservation *r, int64_t now);
+
+/* Whether pool's requirements admit capacity type `reserved` (a requirement on
+ * karpenter.sh/capacity-type that matches it, or none: Karpenter's default NodePool takes every
+ * capacity type the class offers). */
+bool reservation_pool_admits(const SolverNodePool *pool);
+
+/* The reservations of a node class (NULL class: none); *ret_n entries. */
+typedef const NodeReservation *(*reservation_lookup_t)(const char *node_class, size_t *ret_n, void *userdata);
+
+/* pools with reservation pools inserted before the pools that admit them (in the arena). The
+ * reservation pool k of the result came from pools[ret_base[k]] (ret_base may be NULL);
+ * ret_reservation[k] is its reservation or NULL for a NodePool of its own. */
+int reservation_pools(SolverArena *a, const SolverNodePool *pools, size_t n, reservation_lookup_t lookup,
+                      void *userdata, int64_t now, SolverNodePool **ret, size_t *ret_n, size_t **ret_base,
+                      const NodeReservation ***ret_reservation);
+
+/* "pool/cr-…" -> the NodePool's name into base, the reservation id into *ret_id (NULL for a plain
+ * NodePool); -ENAMETOOLONG when base is too small. */
+int reservation_pool_split(const char *name, char *base, size_t size, const char **ret_id);
