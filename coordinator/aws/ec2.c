@@ -99,7 +99,7 @@ Ec2ErrorKind ec2_error_kind_from_code(const char *code, long status) {
         };
         static const char *const capacity[] = {
                 "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-                "InsufficientReservedInstanceCapacity", "UnfulfillableCapacity",
+                "InsufficientReservedInstanceCapacity", "ReservationCapacityExceeded", "UnfulfillableCapacity",
                 "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded",
                 "SpotMaxPriceTooLow", NULL
         };

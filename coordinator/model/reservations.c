@@ -17,6 +17,19 @@ const char *reservation_refusal(const NodeReservation *r, int64_t now) {
         return NULL;
 }
 
+double reservation_price(double on_demand_price) {
+        return on_demand_price / 10000000.0;
+}
+
+bool reservation_node(const SolverNode *n) {
+        for (size_t i = 0; i < n->n_labels; i++)
+                if (streq(n->labels[i].key, RESERVATION_LABEL_ID) ||
+                    (streq(solver_canonical_label_key(n->labels[i].key), SOLVER_LABEL_CAPACITY_TYPE) &&
+                     streq_ptr(n->labels[i].value, RESERVATION_CAPACITY_TYPE)))
+                        return true;
+        return false;
+}
+
 bool reservation_usable(const NodeReservation *r, int64_t now) {
         return !reservation_refusal(r, now);
 }

@@ -33,6 +33,13 @@ typedef struct NodeReservation {
         uint64_t available;           /* instances it can still take */
 } NodeReservation;
 
+/* Karpenter's price of reserved capacity: the on-demand price / 10,000,000 (near free, the order
+ * of on-demand prices kept for consolidation). */
+double reservation_price(double on_demand_price);
+/* A node in a capacity reservation (labelled karpenter.sh/capacity-type=reserved or with a
+ * karpenter.k8s.aws/capacity-reservation-id). */
+bool reservation_node(const SolverNode *n);
+
 /* Whether the reservation can take launches now (active, not past its end, a default one:
  * capacity blocks are refused, see reservation_refusal()). */
 bool reservation_usable(const NodeReservation *r, int64_t now);

@@ -18,6 +18,7 @@
 #include "http.h"
 #include "kube.h"
 #include "model/nodepool.h"
+#include "model/reservations.h"
 #include "provisioner.h"
 #include "solver/solver.h"
 
@@ -72,6 +73,13 @@ typedef struct Resolved {
         uint64_t resolved_usec;
         uint64_t prefetch_usec;  /* last time subnets were looked up ahead of a solve */
         bool prefetching;
+        /* the capacity reservations the class's terms select (reservations.c) */
+        Ec2CapacityReservationList *cr_list;
+        NodeReservation *reservations;  /* point into cr_list; available counts launches since */
+        size_t n_reservations;
+        uint64_t reservations_usec;     /* last look-up (CLOCK_MONOTONIC), 0: never */
+        bool reservations_looking;
+        char reservations_error[256];   /* the last look-up's failure, "" when it worked */
 } Resolved;
 
 typedef struct Orphan {
@@ -103,6 +111,10 @@ typedef enum Step {
 typedef struct Round {
         SolverArena *arena;         /* owns copies of what the launches need */
         NodepoolObjects *objects;
+        /* snap.nodepools with capacity reservations' pools (model/reservations.h): the NodePool
+         * (index into objects->pools) and reservation of each; NULL without reservations */
+        size_t *pool_base;
+        const NodeReservation **pool_reservation;
         Solver *solver;
         SolverResult *result;
         SolverSnapshot snap;
@@ -177,6 +189,15 @@ static inline uint64_t provisioner_now(Provisioner *p) {
         return t;
 }
 
+/* The NodePool snapshot pool k launches for (a capacity reservation's pool is its NodePool's),
+ * and the reservation (NULL: none). */
+static inline const SolverNodePool *round_pool(const Round *rd, uint32_t k) {
+        return rd->pool_base ? &rd->objects->pools[rd->pool_base[k]] : &rd->snap.nodepools[k];
+}
+static inline const NodeReservation *round_reservation(const Round *rd, uint32_t k) {
+        return rd->pool_reservation ? rd->pool_reservation[k] : NULL;
+}
+
 static inline const cJSON *jget(const cJSON *o, const char *k) {
         return cJSON_GetObjectItemCaseSensitive(o, k);
 }
@@ -217,6 +238,15 @@ void provisioner_images_refresh(Provisioner *p);
  * running instances', looked up again every --image-refresh; whether instance_id's subnet or
  * groups no longer match node_class's (why written then). Not known: false. */
 void provisioner_networks_refresh(Provisioner *p);
+/* reservations.c: the reservations a class's capacityReservationSelectorTerms select, looked up
+ * again when older than a minute before a solve (true: a look-up is under way, solve after it);
+ * the round's pools with reservation pools; a launch into one (its count taken) or its
+ * reservation found used up (ReservationCapacityExceeded: nothing left until the next look-up);
+ * the reservations as EC2NodeClass status.capacityReservations. */
+bool provision_reservations_refresh(Provisioner *p, const char *node_class);
+int provision_reservation_pools(Provisioner *p, Round *rd);
+void provision_reservation_used(Provisioner *p, const char *node_class, const char *id, bool exhausted);
+int provision_reservations_status(const Resolved *res, cJSON *status);
 /* staticpools.c: a provisioning round when a static NodePool lacks nodes. */
 void provisioner_static_check(Provisioner *p);
 bool provisioner_network_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,

@@ -416,8 +416,21 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
                     isempty(profile) ? status_condition_add(conds, old, gen, "InstanceProfileReady", "False", "NotConfigured",
                                                             "no instance profile: set spec.role or spec.instanceProfile") :
                     status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
+        /* capacityReservationSelectorTerms: looked up before each solve, at most once a minute */
+        bool selects = cJSON_GetArraySize(jget(jget(nc, "spec"), "capacityReservationSelectorTerms")) > 0;
+        if (r >= 0 && selects)
+                r = !res || !res->reservations_usec
+                            ? status_condition_add(conds, old, gen, "CapacityReservationsReady", "Unknown", "NotResolved",
+                                                   "looked up in EC2 before a NodePool of this class is planned for")
+                    : res->reservations_error[0]
+                            ? status_condition_add(conds, old, gen, "CapacityReservationsReady", "False",
+                                                   "CapacityReservationsNotFound", res->reservations_error)
+                            : status_condition_add(conds, old, gen, "CapacityReservationsReady", "True",
+                                                   "CapacityReservationsReady", "");
         if (r >= 0)
                 r = status_condition_ready(conds, old, gen);
+        if (r >= 0 && selects && res && res->reservations_usec)
+                r = provision_reservations_status(res, status);
         if (r >= 0 && res && res->resolved_usec)
                 r = nodeclass_resolved(res, status);
         if (r >= 0 && !isempty(profile) && !cJSON_AddStringToObject(status, "instanceProfile", profile))
