@@ -123,15 +123,3 @@ int reservation_pools(SolverArena *a, const SolverNodePool *pools, size_t n, res
                 *ret_reservation = which;
         return 0;
 }
-
-int reservation_pool_split(const char *name, char *base, size_t size, const char **ret_id) {
-        const char *sep = strchr(name, RESERVATION_POOL_SEP);
-        size_t len = sep ? (size_t) (sep - name) : strlen(name);
-        if (len + 1 > size)
-                return -ENAMETOOLONG;
-        memcpy(base, name, len);
-        base[len] = 0;
-        if (ret_id)
-                *ret_id = sep ? sep + 1 : NULL;
-        return 0;
-}

@@ -60,7 +60,3 @@ typedef const NodeReservation *(*reservation_lookup_t)(const char *node_class, s
 int reservation_pools(SolverArena *a, const SolverNodePool *pools, size_t n, reservation_lookup_t lookup,
                       void *userdata, int64_t now, SolverNodePool **ret, size_t *ret_n, size_t **ret_base,
                       const NodeReservation ***ret_reservation);
-
-/* "pool/cr-…" -> the NodePool's name into base, the reservation id into *ret_id (NULL for a plain
- * NodePool); -ENAMETOOLONG when base is too small. */
-int reservation_pool_split(const char *name, char *base, size_t size, const char **ret_id);
