@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Capacity reservations as reservation pools for the solver (see reservations.h). */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "macro.h"
 #include "reservations.h"
+#include "timestamp.h"
 
 const char *reservation_refusal(const NodeReservation *r, int64_t now) {
         if (!streq_ptr(r->state, "active"))
@@ -122,4 +125,117 @@ int reservation_pools(SolverArena *a, const SolverNodePool *pools, size_t n, res
         if (ret_reservation)
                 *ret_reservation = which;
         return 0;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int parse_error(char **ret_error, size_t i, const char *field) {
+        if (ret_error && asprintf(ret_error, "CapacityReservations[%zu]: %s is missing or not what EC2 writes", i,
+                                  field) < 0)
+                *ret_error = NULL;
+        return -EINVAL;
+}
+
+static int parse_one(SolverArena *a, const cJSON *o, size_t i, NodeReservation *r, char **ret_error) {
+        static const char *const required[] = { "CapacityReservationId", "InstanceType", "AvailabilityZone", "State" };
+        for (size_t k = 0; k < ELEMENTSOF(required); k++)
+                if (isempty(jstr(o, required[k])))
+                        return parse_error(ret_error, i, required[k]);
+        const cJSON *avail = cJSON_GetObjectItemCaseSensitive(o, "AvailableInstanceCount");
+        if (!cJSON_IsNumber(avail) || avail->valuedouble < 0 || avail->valuedouble > 1e9)
+                return parse_error(ret_error, i, "AvailableInstanceCount");
+        int64_t end = 0;
+        const char *end_s = jstr(o, "EndDate");
+        if (end_s && timestamp_parse_rfc3339(end_s, 0, &end) < 0)
+                return parse_error(ret_error, i, "EndDate");
+        *r = (NodeReservation) {
+                .id = solver_arena_strdup(a, jstr(o, "CapacityReservationId")),
+                .owner_id = solver_arena_strdup(a, jstr(o, "OwnerId")),
+                .instance_type = solver_arena_strdup(a, jstr(o, "InstanceType")),
+                .zone = solver_arena_strdup(a, jstr(o, "AvailabilityZone")),
+                .match_criteria = solver_arena_strdup(a, jstr(o, "InstanceMatchCriteria") ?: "open"),
+                .reservation_type = solver_arena_strdup(a, jstr(o, "ReservationType") ?: "default"),
+                .state = solver_arena_strdup(a, jstr(o, "State")),
+                .end_date = end / 1000000,
+                .available = (uint64_t) avail->valuedouble,
+        };
+        const cJSON *tags = cJSON_GetObjectItemCaseSensitive(o, "Tags"), *t;
+        int nt = cJSON_GetArraySize(tags);
+        if (tags && (!cJSON_IsArray(tags) || nt > 50))
+                return parse_error(ret_error, i, "Tags");
+        SolverLabel *tl = nt > 0 ? solver_arena_alloc(a, (size_t) nt * sizeof *tl) : NULL;
+        if ((nt > 0 && !tl) || !r->id || !r->instance_type || !r->zone || !r->match_criteria || !r->reservation_type ||
+            !r->state)
+                return -ENOMEM;
+        cJSON_ArrayForEach(t, tags) {
+                if (!jstr(t, "Key"))
+                        return parse_error(ret_error, i, "Tags[].Key");
+                tl[r->n_tags++] = (SolverLabel) { solver_arena_strdup(a, jstr(t, "Key")),
+                                                  solver_arena_strdup(a, jstr(t, "Value") ?: "") };
+        }
+        r->tags = tl;
+        return 0;
+}
+
+int reservations_parse_describe(SolverArena *a, const cJSON *j, NodeReservation **ret, size_t *ret_n,
+                                char **ret_error) {
+        const cJSON *list = cJSON_IsArray(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "CapacityReservations");
+        if (!cJSON_IsArray(list)) {
+                if (ret_error)
+                        *ret_error = strdup("expected the answer of `aws ec2 describe-capacity-reservations` "
+                                            "({\"CapacityReservations\": [...]})");
+                return -EINVAL;
+        }
+        size_t n = (size_t) cJSON_GetArraySize(list);
+        if (n > RESERVATION_MAX * 16) {
+                if (ret_error)
+                        *ret_error = strdup("too many capacity reservations");
+                return -E2BIG;
+        }
+        NodeReservation *rs = solver_arena_alloc(a, (n + 1) * sizeof *rs);
+        if (!rs)
+                return -ENOMEM;
+        size_t i = 0;
+        const cJSON *o;
+        cJSON_ArrayForEach(o, list) {
+                int r = parse_one(a, o, i, &rs[i], ret_error);
+                if (r < 0)
+                        return r;
+                i++;
+        }
+        *ret = rs;
+        *ret_n = i;
+        return 0;
+}
+
+static bool has_tag(const NodeReservation *r, const char *key, const char *value) {
+        for (size_t i = 0; i < r->n_tags; i++)
+                if (streq(r->tags[i].key, key) && (streq(value, "*") || streq_ptr(r->tags[i].value, value)))
+                        return true;
+        return false;
+}
+
+bool reservation_selected(const cJSON *terms, const NodeReservation *r) {
+        const cJSON *term;
+        if (!streq_ptr(r->state, "active"))
+                return false;
+        cJSON_ArrayForEach(term, terms) {
+                const char *id = jstr(term, "id"), *owner = jstr(term, "ownerID"),
+                           *match = jstr(term, "instanceMatchCriteria");
+                if (id) {
+                        if (streq(id, r->id))
+                                return true;
+                        continue;
+                }
+                bool ok = (!owner || streq_ptr(owner, r->owner_id)) && (!match || streq_ptr(match, r->match_criteria));
+                const cJSON *t;
+                cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(term, "tags"))
+                        ok = ok && cJSON_IsString(t) && has_tag(r, t->string, t->valuestring);
+                if (ok)
+                        return true;
+        }
+        return false;
 }

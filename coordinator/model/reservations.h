@@ -11,6 +11,7 @@
  * karpenter.k8s.aws/capacity-reservation-type. When the reservations are used up the NodePool's
  * own offerings (on-demand, spot) follow. Pure: no I/O. */
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +32,20 @@ typedef struct NodeReservation {
         const char *state;            /* active, expired, ... */
         int64_t end_date;             /* seconds since the epoch; 0: none */
         uint64_t available;           /* instances it can still take */
+        const SolverLabel *tags;      /* its EC2 tags (offline selection only) */
+        size_t n_tags;
 } NodeReservation;
+
+/* The reservations of an `aws ec2 describe-capacity-reservations` answer ({"CapacityReservations":
+ * [...]} as the CLI prints it; a bare list too), into the arena; at most RESERVATION_MAX *
+ * 16. A missing or mistyped field is an error naming it. */
+int reservations_parse_describe(SolverArena *a, const cJSON *j, NodeReservation **ret, size_t *ret_n,
+                                char **ret_error);
+
+/* Whether capacityReservationSelectorTerms select r, as EC2 answers Karpenter's queries: an
+ * active reservation, and a term whose id is r's, or whose ownerID, instanceMatchCriteria and
+ * tags (value "*": the key present) all match. */
+bool reservation_selected(const cJSON *terms, const NodeReservation *r);
 
 /* Karpenter's price of reserved capacity: the on-demand price / 10,000,000 (near free, the order
  * of on-demand prices kept for consolidation). */
