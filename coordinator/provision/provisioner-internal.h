@@ -79,6 +79,7 @@ typedef struct Resolved {
         size_t n_reservations;
         uint64_t reservations_usec;     /* last look-up (CLOCK_MONOTONIC), 0: never */
         bool reservations_looking;
+        bool reservations_round_waits;  /* a round waits for the look-up under way */
         char reservations_error[256];   /* the last look-up's failure, "" when it worked */
 } Resolved;
 
@@ -244,6 +245,12 @@ void provisioner_networks_refresh(Provisioner *p);
  * reservation found used up (ReservationCapacityExceeded: nothing left until the next look-up);
  * the reservations as EC2NodeClass status.capacityReservations. */
 bool provision_reservations_refresh(Provisioner *p, const char *node_class);
+/* ... and from the housekeeping timer (no round started after it); whether instance_id's
+ * reservation (EC2's, as last listed for drift) is no longer among those node_class selects (why
+ * written then; not known: false). */
+void provisioner_reservations_housekeeping(Provisioner *p);
+bool provisioner_reservation_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
+                                     size_t size);
 int provision_reservation_pools(Provisioner *p, Round *rd);
 void provision_reservation_used(Provisioner *p, const char *node_class, const char *id, bool exhausted);
 int provision_reservations_status(const Resolved *res, cJSON *status);

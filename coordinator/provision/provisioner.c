@@ -187,6 +187,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         provision_catalog_refresh(p);
         provisioner_images_refresh(p);
         provisioner_networks_refresh(p);
+        provisioner_reservations_housekeeping(p);
         provisioner_static_check(p);
         if (p->leading && p->learned)
                 provision_termination_pass(p);

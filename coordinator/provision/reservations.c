@@ -22,6 +22,7 @@ typedef struct Lookup {
         Provisioner *p;
         Resolved *res;
         char *node_class;
+        bool for_round;                   /* a round waits for it: start one when done */
         size_t term;                      /* the term whose query is under way */
         Ec2CapacityReservationList *found; /* all terms' answers so far, each id once */
 } Lookup;
@@ -98,9 +99,13 @@ static void lookup_done(Lookup *lk, const char *error) {
                         log_oom();
         } else
                 log_warning("EC2NodeClass %s: capacity reservations not looked up: %s", lk->node_class, error);
+        bool for_round = lk->for_round || res->reservations_round_waits;
+        res->reservations_round_waits = false;
         ec2_capacity_reservation_list_free(lk->found);
         free(lk->node_class);
         free(lk);
+        if (!for_round)
+                return;
         /* the round that waited for this look-up starts again, as after the subnets' */
         if (p->round) {
                 provisioner_poke(p);
@@ -175,7 +180,7 @@ static int query_term(Lookup *lk) {
         return ec2_describe_capacity_reservations(lk->p->ec2, NULL, f, n, on_reservations, lk) < 0 ? -EIO : 1;
 }
 
-bool provision_reservations_refresh(Provisioner *p, const char *node_class) {
+static bool reservations_start(Provisioner *p, const char *node_class, bool for_round) {
         if (isempty(node_class))
                 return false;
         Resolved *res = provision_resolved_get(p, node_class);
@@ -187,8 +192,10 @@ bool provision_reservations_refresh(Provisioner *p, const char *node_class) {
                 res->reservations_usec = 0;
                 return false;
         }
-        if (res->reservations_looking)
+        if (res->reservations_looking) {
+                res->reservations_round_waits |= for_round;
                 return true;
+        }
         uint64_t now = provision_now_usec(p);
         if (res->reservations_usec && now - res->reservations_usec < RESERVATIONS_TTL_USEC)
                 return false;
@@ -201,6 +208,7 @@ bool provision_reservations_refresh(Provisioner *p, const char *node_class) {
         }
         lk->p = p;
         lk->res = res;
+        lk->for_round = for_round;
         int r = query_term(lk);
         if (r <= 0) {
                 res->reservations_usec = now; /* tried: not again before the TTL */
@@ -212,6 +220,43 @@ bool provision_reservations_refresh(Provisioner *p, const char *node_class) {
                 return false;
         }
         res->reservations_looking = true;
+        return true;
+}
+
+bool provision_reservations_refresh(Provisioner *p, const char *node_class) {
+        return reservations_start(p, node_class, true);
+}
+
+static int refresh_class(const cJSON *nc, void *userdata) {
+        const char *name = kube_object_meta(nc, "name");
+        if (name && cJSON_GetArraySize(jget(jget(nc, "spec"), "capacityReservationSelectorTerms")) > 0)
+                (void) reservations_start(userdata, name, false);
+        return 0;
+}
+
+void provisioner_reservations_housekeeping(Provisioner *p) {
+        /* the classes' status and the drift of their nodes follow EC2 without pods pending */
+        if (p->leading && p->nodeclasses && !p->round)
+                (void) kube_watch_foreach(p->nodeclasses, refresh_class, p);
+}
+
+bool provisioner_reservation_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
+                                     size_t size) {
+        const Resolved *res = provisioner_resolved_find(p, strempty(node_class));
+        if (!res || !res->reservations_usec || res->reservations_error[0] ||
+            cJSON_GetArraySize(class_terms(p, node_class)) == 0)
+                return false; /* not known, or the class launches outside reservations (preference none) */
+        const Ec2Instance *in = NULL;
+        for (size_t i = 0; p->seen_instances && instance_id && i < p->seen_instances->n && !in; i++)
+                if (streq_ptr(p->seen_instances->items[i].id, instance_id))
+                        in = &p->seen_instances->items[i];
+        if (!in || isempty(in->capacity_reservation_id))
+                return false;
+        for (size_t i = 0; i < res->n_reservations; i++)
+                if (streq(res->reservations[i].id, in->capacity_reservation_id))
+                        return false;
+        snprintf(why, size, "its capacity reservation %s is no longer selected by EC2NodeClass %s's "
+                 "capacityReservationSelectorTerms", in->capacity_reservation_id, node_class);
         return true;
 }
 

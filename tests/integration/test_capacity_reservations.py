@@ -12,18 +12,27 @@ Three pods that each need their own m5.large give 2 nodes in the reservation and
 it. Checked: the Nodes' labels (karpenter.sh/capacity-type reserved, capacity-reservation-id and
 -type, the NodePool's name), the instances' CapacityReservationId read back from EC2, the
 reservations' counts, the launch templates' CapacityReservationSpecification, and the class's
-status.capacityReservations with CapacityReservationsReady.
+status.capacityReservations with CapacityReservationsReady. `nodesmithctl simulate
+--reservations` (EC2's answer as the AWS CLI prints it) plans the same two reserved nodes.
 
-Run: python3 tests/integration/test_capacity_reservations.py   (about 60 s)
+Then a reservation used up behind the coordinator's back: a new one (1 instance, team=ml) is
+seen in the class's status, an instance outside the cluster takes it, a 4th pod comes; the
+coordinator plans it into the reservation, CreateFleet answers ReservationCapacityExceeded, and
+the pod runs on a node outside any reservation at once. Last, the class's terms change so that
+the first reservation is no longer selected: its nodes drift, with that reason.
+
+Run: python3 tests/integration/test_capacity_reservations.py   (about 2 minutes)
 """
+import datetime as dt
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
-from nsharness import TestDir, kube_list, wait_for  # noqa: E402
+from nsharness import ROOT, TestDir, binary, kube_list, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
 
 CLUSTER = "odcr"
@@ -35,6 +44,16 @@ def check(what, got, want):
     print(f"  {what:<58} {got!r}")
     if got != want:
         FAILED.append(f"{what}: {got!r}, expected {want!r}")
+
+
+def running(s):
+    return len([p for p in s.pods("default") if p["status"].get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")])
+
+
+def fleets(s):
+    with urllib.request.urlopen(f"{s.ec2_endpoint}/_fake/log?action=CreateFleet", timeout=10) as r:
+        return json.load(r)["calls"]
 
 
 def main():
@@ -88,12 +107,11 @@ def run(s):
                                                                                      "memory": "1Gi"}}}]}}}}
     s.start_kube(grace_scale=0.05)
     s.apply(kube_list(cls, pool))
-    s.start_coordinator("--batch-idle", "500ms")
+    coord = s.start_coordinator("--batch-idle", "500ms", "--image-refresh", "2s", "--consolidation-interval", "2s")
     s.start_emulator(boot_delay=2.0)
     s.apply(kube_list(dep))
 
-    wait_for("3 pods Running", lambda: len([p for p in s.pods("default") if p["status"].get("phase") == "Running"])
-             == 3, 120, interval=0.5)
+    wait_for("3 pods Running", lambda: running(s) == 3, 120, interval=0.5)
     nodes = {name: n["metadata"]["labels"] for name, n in s.nodes().items()}
     insts = s.instances(cluster_only=True)
     check("nodes", len(nodes), 3)
@@ -135,9 +153,8 @@ def run(s):
         prefs.add(spec.get("CapacityReservationPreference"))
     check("templates' CapacityReservationTarget", sorted(t for t in targets if t), [ml])
     check("the other template: CapacityReservationPreference none", "none" in prefs, True)
-    fleets = [c for c in json.load(urllib.request.urlopen(f"{s.ec2_endpoint}/_fake/log?action=CreateFleet",
-                                                          timeout=10))["calls"] if c.get("status") == 200]
-    into = [p["capacity_reservation_id"] for c in fleets for p in c.get("pools", []) if p.get("instances")]
+    into = [p["capacity_reservation_id"] for c in fleets(s) if c.get("status") == 200 for p in c.get("pools", [])
+            if p.get("instances")]
     check("CreateFleet launches per reservation", sorted(x or "-" for x in into), sorted([ml, ml, "-"]))
 
     print("EC2NodeClass status:")
@@ -157,6 +174,64 @@ def run(s):
           (r.get("instanceType"), r.get("availabilityZone"), r.get("instanceMatchCriteria"), r.get("ownerID")),
           ("m5.large", "us-east-1b", "targeted", "123456789012"))
     check("  reservationType of the block", listed.get(block, {}).get("reservationType"), "capacity-block")
+
+    print("simulate --reservations (EC2's answer as the AWS CLI prints it):")
+    answer = ec2.describe_capacity_reservations(CapacityReservationIds=[ml, web, block])
+    # what it was before the launches: the plan is for the same three pods
+    for r in answer["CapacityReservations"]:
+        if r["CapacityReservationId"] == ml:
+            r["AvailableInstanceCount"] = 2
+    d = s.workdir
+    paths = {}
+    for name, text in (("crs.json", json.dumps(answer, default=lambda v: v.isoformat() if isinstance(v, dt.datetime)
+                                                else str(v))),
+                       ("objs.json", kube_list(cls, pool)), ("pods.json", kube_list(dep))):
+        paths[name] = os.path.join(d, name)
+        with open(paths[name], "w") as f:
+            f.write(text)
+    out = subprocess.run([binary("nodesmithctl"), "simulate", "--catalog", os.path.join(ROOT, "data", "catalog-us-east-1.json"),
+                          "--pods", paths["pods.json"], "--nodepools", paths["objs.json"], "--reservations",
+                          paths["crs.json"], "-o", "json"], capture_output=True, text=True, timeout=60)
+    check("simulate exit status", (out.returncode, out.stderr.strip()), (0, ""))
+    plan = json.loads(out.stdout or "{}").get("launches", [])
+    check("planned reserved nodes: reservation, zone, type",
+          sorted((x.get("capacityReservationId"), x["zone"], x["instanceType"]) for x in plan
+                 if x["capacityType"] == "reserved"), [(ml, "us-east-1b", "m5.large")] * 2)
+    check("planned outside reservations", len([x for x in plan if not x.get("capacityReservationId")]), 1)
+
+    print("a reservation used up behind the coordinator's back:")
+    late = reserve("us-east-1c", 1, "ml")
+    st = wait_for(f"{late} in the class's status", lambda: (lambda st: st if any(
+        r["id"] == late and r.get("availableInstanceCount") == 1 for r in st.get("capacityReservations", []))
+        else None)(status()), 120, interval=1)
+    lt = ec2.create_launch_template(LaunchTemplateName="someone-else", LaunchTemplateData={
+        "ImageId": s.image_id(), "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": late}}})["LaunchTemplate"]["LaunchTemplateId"]
+    taken = ec2.create_fleet(Type="instant", TargetCapacitySpecification={
+        "TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"}, LaunchTemplateConfigs=[{
+            "LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Latest"},
+            "Overrides": [{"InstanceType": "m5.large", "SubnetId": s.network["subnets"]["us-east-1c"]}]}])
+    check("another account's launch takes it", len(taken["Instances"]), 1)
+    before = {c["seq"] for c in fleets(s)}
+    dep["spec"]["replicas"] = 4
+    s.apply(kube_list(dep))
+    wait_for("4 pods Running", lambda: running(s) == 4, 120, interval=0.5)
+    tried = [c for c in fleets(s) if c["seq"] not in before]
+    exceeded = [e for c in tried for e in c.get("errors", []) if e.get("error_code") == "ReservationCapacityExceeded"]
+    check("the coordinator tried the reservation: ReservationCapacityExceeded", len(exceeded) >= 1, True)
+    lines = [ln for ln in coord.output().splitlines() if "ReservationCapacityExceeded" in ln]
+    check("the coordinator logged it", bool(lines), True)
+    insts = s.instances(cluster_only=True, states=["pending", "running"])
+    check("the 4th instance outside any reservation",
+          sorted((i.get("CapacityReservationId") or "-") for i in insts.values()), sorted([ml, ml, "-", "-"]))
+
+    print("the class no longer selects the first reservation:")
+    cls["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"team": "ml"}, "instanceMatchCriteria": "open"}]
+    s.apply(kube_list(cls))
+    reason = f"its capacity reservation {ml} is no longer selected by EC2NodeClass reserved"
+    wait_for("a reserved node drifted", lambda: [ln for ln in coord.output().splitlines() if reason in ln], 120,
+             interval=1)
+    print(f"  drift: {[ln for ln in coord.output().splitlines() if reason in ln][0].split('] ', 1)[-1][:200]}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/model/disruption-policy.h"
 #include "coordinator/model/karpenter.h"
 #include "base64.h"
 #include "coordinator/model/nodepool.h"
@@ -777,6 +778,16 @@ static void test_reservation_pools(void **state) {
                         assert_false(reservation_pool_admits(&pools[i]));
         assert_non_null(reservation_refusal(&(NodeReservation) { .state = "active", .reservation_type = "capacity-block" }, 0));
         assert_true(reservation_price(1.0) < 1e-6);
+        /* other terms do not drift a node by their text (Karpenter hashes them out): what they
+         * select does */
+        char h1[17], h2[17];
+        cJSON *c1 = cJSON_Parse("{\"spec\": {\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-1\"}]}}");
+        cJSON *c2 = cJSON_Parse("{\"spec\": {\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-2\"}]}}");
+        disruption_class_hash(c1, h1);
+        disruption_class_hash(c2, h2);
+        assert_string_equal(h1, h2);
+        cJSON_Delete(c1);
+        cJSON_Delete(c2);
         solver_arena_free(a);
         nodepool_objects_free(o);
 }
