@@ -70,7 +70,8 @@ int sim_reservations_apply(SimReservations *rv, SolverSnapshot *snap) {
                 return r;
         snap->nodepools = pools;
         snap->n_nodepools = n;
-        return 0;
+        return rv->which && n > rv->objs->n_pools ? reservation_pods(rv->objs->arena, snap->pods, snap->n_pods, &snap->pods)
+                                                  : 0;
 }
 
 const NodeReservation *sim_launch_reservation(const SimReservations *rv, const SolverLaunch *l) {

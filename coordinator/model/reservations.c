@@ -239,3 +239,125 @@ bool reservation_selected(const cJSON *terms, const NodeReservation *r) {
         }
         return false;
 }
+
+/* ---- pods ------------------------------------------------------------------------------------ */
+
+enum { CT_SPOT = 1, CT_OD = 2, CT_RES = 4, CT_ALL = 7 };
+
+static bool is_ct(const char *key) {
+        return streq(solver_canonical_label_key(key), SOLVER_LABEL_CAPACITY_TYPE);
+}
+
+static unsigned ct_admitted(const SolverRequirement *q) {
+        static const char *const names[] = { "spot", "on-demand", RESERVATION_CAPACITY_TYPE };
+        unsigned m = 0;
+        for (unsigned i = 0; i < ELEMENTSOF(names); i++)
+                if (solver_requirement_matches_labels(q, &(SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, names[i] }, 1))
+                        m |= 1u << i;
+        return m;
+}
+
+/* The capacity types a term (and the pod's nodeSelector) admits. */
+static unsigned term_admitted(const SolverPod *p, const SolverTerm *t) {
+        unsigned m = CT_ALL;
+        for (size_t i = 0; i < p->n_node_selector; i++)
+                if (is_ct(p->node_selector[i].key)) {
+                        const char *v[] = { p->node_selector[i].value };
+                        m &= ct_admitted(&(SolverRequirement) { SOLVER_LABEL_CAPACITY_TYPE, SOLVER_OP_IN, v, 1, 0 });
+                }
+        for (size_t i = 0; t && i < t->n_reqs; i++)
+                if (is_ct(t->reqs[i].key))
+                        m &= ct_admitted(&t->reqs[i]);
+        return m;
+}
+
+/* One rewritten term: t's requirements but capacity type, then what stands for `m` (0: a
+ * capacity type In [], as unsatisfiable as the term was). */
+static int make_term(SolverArena *a, const SolverTerm *t, unsigned m, SolverTerm *ret) {
+        static const char *const ct_values[][3] = {
+                [CT_SPOT] = { "spot" },
+                [CT_OD] = { "on-demand" },
+                [CT_SPOT | CT_OD] = { "spot", "on-demand" },
+                [CT_OD | CT_RES] = { "on-demand", RESERVATION_CAPACITY_TYPE },
+                [CT_ALL] = { "spot", "on-demand", RESERVATION_CAPACITY_TYPE },
+        };
+        unsigned slot = m & CT_RES && !(m & CT_OD) ? (m & ~CT_SPOT) | CT_OD : m;
+        size_t n = t ? t->n_reqs : 0, k = 0;
+        SolverRequirement *reqs = solver_arena_alloc(a, (n + 2) * sizeof *reqs);
+        if (!reqs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (!is_ct(t->reqs[i].key))
+                        reqs[k++] = t->reqs[i];
+        const char *const *v = ct_values[slot];
+        size_t nv = 0;
+        while (nv < 3 && v[nv])
+                nv++;
+        reqs[k++] = (SolverRequirement) { SOLVER_LABEL_CAPACITY_TYPE, SOLVER_OP_IN, v, nv, 0 };
+        if ((m & CT_RES) && !(m & CT_OD))
+                reqs[k++] = (SolverRequirement) { RESERVATION_LABEL_ID, SOLVER_OP_EXISTS, NULL, 0, 0 };
+        else if ((m & CT_OD) && !(m & CT_RES))
+                reqs[k++] = (SolverRequirement) { RESERVATION_LABEL_ID, SOLVER_OP_DOES_NOT_EXIST, NULL, 0, 0 };
+        *ret = (SolverTerm) { reqs, k };
+        return 0;
+}
+
+/* Whether the pod's rules tell on-demand from reserved (the only pods rewritten). */
+static bool pod_splits(const SolverPod *p) {
+        size_t nt = p->n_required_terms ? p->n_required_terms : 1;
+        for (size_t i = 0; i < nt; i++) {
+                unsigned m = term_admitted(p, p->n_required_terms ? &p->required_terms[i] : NULL);
+                if (m && !!(m & CT_OD) != !!(m & CT_RES))
+                        return true;
+        }
+        return false;
+}
+
+static int rewrite_pod(SolverArena *a, SolverPod *p) {
+        size_t nt = p->n_required_terms ? p->n_required_terms : 1, k = 0, ns = 0;
+        SolverTerm *terms = solver_arena_alloc(a, 2 * nt * sizeof *terms);
+        SolverLabel *sel = solver_arena_alloc(a, (p->n_node_selector + 1) * sizeof *sel);
+        if (!terms || !sel)
+                return -ENOMEM;
+        for (size_t i = 0; i < nt; i++) {
+                const SolverTerm *t = p->n_required_terms ? &p->required_terms[i] : NULL;
+                unsigned m = term_admitted(p, t);
+                int r;
+                if ((m & CT_RES) && !(m & CT_OD) && (m & CT_SPOT)) { /* in a reservation (first), or spot */
+                        r = make_term(a, t, CT_RES, &terms[k++]);
+                        if (r >= 0)
+                                r = make_term(a, t, CT_SPOT, &terms[k++]);
+                } else
+                        r = make_term(a, t, m, &terms[k++]);
+                if (r < 0)
+                        return r;
+        }
+        /* the nodeSelector's capacity type now lives in every term */
+        for (size_t i = 0; i < p->n_node_selector; i++)
+                if (!is_ct(p->node_selector[i].key))
+                        sel[ns++] = p->node_selector[i];
+        p->node_selector = sel;
+        p->n_node_selector = ns;
+        p->required_terms = terms;
+        p->n_required_terms = k;
+        return 0;
+}
+
+int reservation_pods(SolverArena *a, const SolverPod *pods, size_t n, const SolverPod **ret) {
+        SolverPod *out = NULL;
+        for (size_t i = 0; i < n; i++) {
+                if (pods[i].node_name || !pod_splits(&pods[i]))
+                        continue;
+                if (!out) {
+                        out = solver_arena_alloc(a, (n + 1) * sizeof *out);
+                        if (!out)
+                                return -ENOMEM;
+                        memcpy(out, pods, n * sizeof *out);
+                }
+                int r = rewrite_pod(a, &out[i]);
+                if (r < 0)
+                        return r;
+        }
+        *ret = out ? out : pods;
+        return 0;
+}

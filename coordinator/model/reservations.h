@@ -47,6 +47,15 @@ int reservations_parse_describe(SolverArena *a, const cJSON *j, NodeReservation 
  * tags (value "*": the key present) all match. */
 bool reservation_selected(const cJSON *terms, const NodeReservation *r);
 
+/* Pods' capacity-type rules as Karpenter reads them once reservation pools exist (nodes in a
+ * reservation are `reserved`, not `on-demand`): a pod that admits reserved but not on-demand
+ * goes only where karpenter.k8s.aws/capacity-reservation-id exists (a reservation pool, a node
+ * in a reservation); one that admits on-demand but not reserved only where it does not; spot
+ * and both: unchanged. nodeSelector values and required terms are rewritten into required terms
+ * (a term admitting spot and reserved but not on-demand splits in two, terms being ORed).
+ * Returns the pods, a new array in the arena when any changed (else pods itself). */
+int reservation_pods(SolverArena *a, const SolverPod *pods, size_t n, const SolverPod **ret);
+
 /* Karpenter's price of reserved capacity: the on-demand price / 10,000,000 (near free, the order
  * of on-demand prices kept for consolidation). */
 double reservation_price(double on_demand_price);

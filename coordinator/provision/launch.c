@@ -571,6 +571,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                         if (p->ports.new_instance)
                                 p->ports.new_instance(p->ports.userdata, *id);
                         if (provision_inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, provision_now_usec(p), l->n_pods) > 0) {
+                                if (cr)
+                                        provision_inflight_find(p, *id)->reservation_id = strdup(cr->id);
                                 provision_inflight_nominate(p, *id, rd, l);
                                 p->instances_launched++;
                                 log_notice("Launched %s (%s %s in %s%s%s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,

@@ -41,6 +41,7 @@ typedef struct InFlight {
         char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
                                   * may be NULL): while it is in flight they count as on it */
         bool learned;            /* found in EC2 at start-up, not launched by this replica */
+        char *reservation_id;    /* the capacity reservation it runs in, or NULL */
         char *node_name;         /* its Node, once registered; it stays in flight until that
                                   * Node is initialized (Ready, temporary taints gone, agent
                                   * reporting), as Karpenter treats a NodeClaim */

@@ -300,7 +300,9 @@ int provision_reservation_pools(Provisioner *p, Round *rd) {
         rd->snap.n_nodepools = n;
         rd->pool_base = base;
         rd->pool_reservation = which;
-        return 0;
+        /* pods that tell reserved from on-demand, as Karpenter's labels do (same order: the
+         * round's pod uids stay valid) */
+        return reservation_pods(rd->arena, rd->snap.pods, rd->snap.n_pods, &rd->snap.pods);
 }
 
 void provision_reservation_used(Provisioner *p, const char *node_class, const char *id, bool exhausted) {

@@ -373,6 +373,19 @@ static int nodeclass_resolved(const Resolved *res, cJSON *status) {
         return 0;
 }
 
+/* The selected reservations nodesmith does not launch into, and why (capacity blocks). */
+static const char *reservations_refused(const Resolved *res, char *buf, size_t size) {
+        size_t o = 0;
+        buf[0] = 0;
+        for (size_t i = 0; i < res->n_reservations && o + 1 < size; i++) {
+                const char *why = reservation_refusal(&res->reservations[i], (int64_t) time(NULL));
+                if (why && streq_ptr(res->reservations[i].state, "active"))
+                        o += (size_t) snprintf(buf + o, size - o, "%s%s not launched into: %s", o ? "; " : "",
+                                               res->reservations[i].id, why);
+        }
+        return buf;
+}
+
 static int nodeclass_status(const cJSON *nc, void *userdata) {
         StatusWriter *s = userdata;
         Provisioner *p = provisioner(s);
@@ -417,6 +430,7 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
                                                             "no instance profile: set spec.role or spec.instanceProfile") :
                     status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
         /* capacityReservationSelectorTerms: looked up before each solve, at most once a minute */
+        char refused[512];
         bool selects = cJSON_GetArraySize(jget(jget(nc, "spec"), "capacityReservationSelectorTerms")) > 0;
         if (r >= 0 && selects)
                 r = !res || !res->reservations_usec
@@ -426,7 +440,8 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
                             ? status_condition_add(conds, old, gen, "CapacityReservationsReady", "False",
                                                    "CapacityReservationsNotFound", res->reservations_error)
                             : status_condition_add(conds, old, gen, "CapacityReservationsReady", "True",
-                                                   "CapacityReservationsReady", "");
+                                                   "CapacityReservationsReady", reservations_refused(res, refused,
+                                                                                                     sizeof refused));
         if (r >= 0)
                 r = status_condition_ready(conds, old, gen);
         if (r >= 0 && selects && res && res->reservations_usec)

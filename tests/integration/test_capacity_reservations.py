@@ -174,6 +174,9 @@ def run(s):
           (r.get("instanceType"), r.get("availabilityZone"), r.get("instanceMatchCriteria"), r.get("ownerID")),
           ("m5.large", "us-east-1b", "targeted", "123456789012"))
     check("  reservationType of the block", listed.get(block, {}).get("reservationType"), "capacity-block")
+    msg = next(c.get("message", "") for c in st["conditions"] if c["type"] == "CapacityReservationsReady")
+    check("  CapacityReservationsReady says the block is not launched into",
+          f"{block} not launched into: a capacity block" in msg, True)
 
     print("simulate --reservations (EC2's answer as the AWS CLI prints it):")
     answer = ec2.describe_capacity_reservations(CapacityReservationIds=[ml, web, block])

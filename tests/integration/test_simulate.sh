@@ -222,6 +222,25 @@ check "labelled as Karpenter labels them, the NodePool's name kept" \
   'all(l["labels"]["karpenter.k8s.aws/capacity-reservation-id"] == l["capacityReservationId"] and l["labels"]["karpenter.sh/capacity-type"] == "reserved" and l["nodepool"] == "training" for l in d["launches"] if l.get("capacityReservationId"))'
 check "the third pod outside any reservation, the team=web one not selected" \
   '[l["capacityType"] in ("spot", "on-demand") for l in d["launches"] if not l.get("capacityReservationId")] == [True]'
+cat >"$tmp/ct-pods.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: wants-reserved, namespace: ml}
+spec:
+  nodeSelector: {karpenter.sh/capacity-type: reserved}
+  containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: wants-on-demand, namespace: ml}
+spec:
+  nodeSelector: {karpenter.sh/capacity-type: on-demand}
+  containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/ct-pods.yaml" --nodepools examples/reservations.yaml \
+  --reservations examples/capacity-reservations.json -o json >"$tmp/plan.json"
+check "a pod selecting reserved goes into the reservation, one selecting on-demand outside any" \
+  'sorted((l["pods"][0], l["capacityType"], l.get("capacityReservationId")) for l in d["launches"]) == [("ml/wants-on-demand", "on-demand", None), ("ml/wants-reserved", "reserved", "cr-0a1b2c3d4e5f60718")]'
 "$CTL" simulate --catalog "$CATALOG" --pods examples/training-pods.yaml --nodepools examples/reservations.yaml \
   -o json 2>"$tmp/err" >"$tmp/plan.json"
 grep -q 'EC2NodeClass training selects capacity reservations; planned without them' "$tmp/err" || { cat "$tmp/err"; fail "no warning without --reservations"; }

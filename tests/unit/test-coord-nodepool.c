@@ -778,6 +778,41 @@ static void test_reservation_pools(void **state) {
                         assert_false(reservation_pool_admits(&pools[i]));
         assert_non_null(reservation_refusal(&(NodeReservation) { .state = "active", .reservation_type = "capacity-block" }, 0));
         assert_true(reservation_price(1.0) < 1e-6);
+        /* pods: reserved-only go where a reservation id exists, on-demand-only where none does,
+         * spot-or-reserved splits (the reservation first), spot-only and bound pods unchanged */
+        static const char *const spot_res[] = { "spot", "reserved" };
+        const SolverRequirement q_sr = { "karpenter.sh/capacity-type", SOLVER_OP_IN, spot_res, 2, 0 };
+        const SolverTerm t_sr = { &q_sr, 1 };
+        SolverPod pods[4] = {
+                { .name = "res", .node_selector = (SolverLabel[]) { { "karpenter.sh/capacity-type", "reserved" } },
+                  .n_node_selector = 1 },
+                { .name = "od", .node_selector = (SolverLabel[]) { { "karpenter.sh/capacity-type", "on-demand" } },
+                  .n_node_selector = 1 },
+                { .name = "spot-res", .required_terms = &t_sr, .n_required_terms = 1 },
+                { .name = "bound", .node_name = "n1", .node_selector = (SolverLabel[]) { { "karpenter.sh/capacity-type", "reserved" } },
+                  .n_node_selector = 1 },
+        };
+        const SolverPod *out = NULL;
+        assert_int_equal(reservation_pods(a, pods, 4, &out), 0);
+        assert_ptr_not_equal(out, pods);
+        const SolverLabel in_res[] = { { "karpenter.sh/capacity-type", "reserved" }, { RESERVATION_LABEL_ID, "cr-a" } };
+        const SolverLabel plain_od[] = { { "karpenter.sh/capacity-type", "on-demand" } };
+        const SolverLabel spot[] = { { "karpenter.sh/capacity-type", "spot" } };
+        /* a term matches labels when each of its requirements does */
+#define TERM_OK(t, l) ({ bool _ok = true; for (size_t _i = 0; _i < (t)->n_reqs; _i++) _ok = _ok && \
+                         solver_requirement_matches_labels(&(t)->reqs[_i], l, ELEMENTSOF(l)); _ok; })
+        assert_int_equal(out[0].n_node_selector, 0);
+        assert_int_equal(out[0].n_required_terms, 1);
+        assert_true(TERM_OK(&out[0].required_terms[0], in_res));
+        assert_false(TERM_OK(&out[0].required_terms[0], plain_od));
+        assert_true(TERM_OK(&out[1].required_terms[0], plain_od));
+        assert_false(TERM_OK(&out[1].required_terms[0], in_res));
+        assert_int_equal(out[2].n_required_terms, 2);
+        assert_true(TERM_OK(&out[2].required_terms[0], in_res));
+        assert_true(TERM_OK(&out[2].required_terms[1], spot));
+        assert_false(TERM_OK(&out[2].required_terms[0], plain_od) || TERM_OK(&out[2].required_terms[1], plain_od));
+        assert_int_equal(out[3].n_node_selector, 1); /* bound: left alone */
+#undef TERM_OK
         /* other terms do not drift a node by their text (Karpenter hashes them out): what they
          * select does */
         char h1[17], h2[17];
