@@ -316,36 +316,3 @@ void provision_reservation_used(Provisioner *p, const char *node_class, const ch
                                 res->reservations[i].available--;
                 }
 }
-
-int provision_reservations_status(const Resolved *res, cJSON *status) {
-        cJSON *list = cJSON_AddArrayToObject(status, "capacityReservations");
-        if (!list)
-                return -ENOMEM;
-        int64_t now = wall_seconds();
-        for (size_t i = 0; res && i < res->n_reservations; i++) {
-                const NodeReservation *nr = &res->reservations[i];
-                if (nr->end_date > 0 && nr->end_date <= now)
-                        continue;
-                cJSON *o = cJSON_CreateObject();
-                char end[32] = "";
-                if (nr->end_date > 0) {
-                        time_t t = (time_t) nr->end_date;
-                        struct tm tm;
-                        strftime(end, sizeof end, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-                }
-                if (!o || !cJSON_AddStringToObject(o, "availabilityZone", nr->zone) ||
-                    !cJSON_AddStringToObject(o, "id", nr->id) ||
-                    !cJSON_AddStringToObject(o, "instanceMatchCriteria", strempty(nr->match_criteria)) ||
-                    !cJSON_AddStringToObject(o, "instanceType", nr->instance_type) ||
-                    !cJSON_AddStringToObject(o, "ownerID", strempty(nr->owner_id)) ||
-                    !cJSON_AddStringToObject(o, "reservationType", strempty(nr->reservation_type)) ||
-                    !cJSON_AddStringToObject(o, "state", strempty(nr->state)) ||
-                    !cJSON_AddNumberToObject(o, "availableInstanceCount", (double) nr->available) ||
-                    (end[0] && !cJSON_AddStringToObject(o, "endTime", end))) {
-                        cJSON_Delete(o);
-                        return -ENOMEM;
-                }
-                cJSON_AddItemToArray(list, o);
-        }
-        return 0;
-}
