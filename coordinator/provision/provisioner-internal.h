@@ -216,6 +216,9 @@ bool provision_reservations_refresh(Provisioner *p, const char *node_class);
 void provisioner_reservations_housekeeping(Provisioner *p);
 int provision_reservation_pools(Provisioner *p, Round *rd);
 void provision_reservation_used(Provisioner *p, const char *node_class, const char *id, bool exhausted);
+/* A terminated instance gives its reservation one instance back until the next look-up, as
+ * Karpenter's availability cache counts it. */
+void provision_reservation_released(Provisioner *p, const char *instance_id);
 /* staticpools.c: a provisioning round when a static NodePool lacks nodes. */
 void provisioner_static_check(Provisioner *p);
 /* TerminateInstances of one instance of this cluster, if this replica is acting; the Node of a

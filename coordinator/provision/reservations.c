@@ -240,6 +240,18 @@ void provisioner_reservations_housekeeping(Provisioner *p) {
                 (void) kube_watch_foreach(p->nodeclasses, refresh_class, p);
 }
 
+void provision_reservation_released(Provisioner *p, const char *instance_id) {
+        const InFlight *f = provision_inflight_find(p, instance_id);
+        const char *rid = f ? f->reservation_id : NULL;
+        for (size_t i = 0; !rid && p->seen_instances && i < p->seen_instances->n; i++)
+                if (streq_ptr(p->seen_instances->items[i].id, instance_id))
+                        rid = p->seen_instances->items[i].capacity_reservation_id;
+        for (size_t i = 0; rid && i < p->n_resolved; i++)
+                for (size_t k = 0; k < p->resolved[i]->n_reservations; k++)
+                        if (streq(p->resolved[i]->reservations[k].id, rid))
+                                p->resolved[i]->reservations[k].available++;
+}
+
 bool provisioner_reservation_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
                                      size_t size) {
         const Resolved *res = provisioner_resolved_find(p, strempty(node_class));
