@@ -19,6 +19,7 @@
 #include "kube-seam.h"
 #include "kubenode.h"
 #include "log.h"
+#include "metric-text.h"
 
 #define NODES "/api/v1/nodes"
 #define PODS "/api/v1/pods"
@@ -97,19 +98,9 @@ static void put_pod(const char *ns, const char *name, const char *node, bool dae
         world_put(PODS, json);
 }
 
-/* The value of one of the proxy drains' metrics. */
+/* The value of one of its metrics (without labels). */
 static unsigned long metric(Fx *f, const char *name) {
-        StrBuf b;
-        strbuf_init(&b, 1 << 16);
-        proxy_drains_metrics(f->pd, &b);
-        assert_int_equal(b.error, 0);
-        char key[160];
-        snprintf(key, sizeof key, "\n%s ", name);
-        const char *m = strstr(b.data, key);
-        assert_non_null(m);
-        unsigned long n = strtoul(m + strlen(key), NULL, 10);
-        strbuf_done(&b);
-        return n;
+        return METRIC_VALUE(proxy_drains_metrics, f->pd, name);
 }
 
 typedef struct Wait {
