@@ -735,23 +735,51 @@ static void test_in_flight_counts_against_limits(void **state) {
         assert_int_equal(ec2.n_fleets, 1);
 }
 
-/* An instance whose Node never registers is terminated after the registration timeout, and its
- * pods get capacity again. */
+/* A Node of instance id, Ready, as its kubelet registers it. */
+static void put_ready_node(const char *name, const char *zone, const char *id) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"nodesmith.io/nodepool\":\"default\"}},"
+                 "\"spec\":{\"providerID\":\"aws:///%s/%s\"},"
+                 "\"status\":{\"allocatable\":{\"cpu\":\"1930m\",\"memory\":\"3Gi\",\"pods\":\"17\"},"
+                 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+                 name, zone, id);
+        world_put(NODES, json);
+}
+
+/* Of two instances launched, the one whose Node registers (Ready, its agent reporting) is no
+ * longer in flight; the other is terminated after the registration timeout, and its pod gets
+ * capacity again. */
 static void test_unregistered_instance_terminated(void **state) {
         Fx *f = *state;
-        start(f, 300);
-        put_pending_pod("slow-1", 500);
-        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 1 }, 10000));
-        assert_true(world_run_until(terminated_reach, &(Until) { .terminated = 1 }, 10000));
-        assert_string_equal(ec2.terminated[0], "i-00000000000000001");
-        assert_int_equal(metric(f, "nodesmith_instances_terminated_unregistered_total"), 1);
-        /* the pod is planned again: a new launch, a new ClientToken */
+        start(f, 1500);
+        put_pending_pod("slow-1", 1200);
+        put_pending_pod("slow-2", 1200);
         assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 2 }, 10000));
-        assert_string_not_equal(ec2.fleets[1].token, ec2.fleets[0].token);
+        assert_int_equal(in_flight(f), 2);
         size_t n;
         const InFlight *fl = provisioner_inflight(f->p, &n);
-        for (size_t i = 0; i < n; i++)
-                assert_string_not_equal(fl[i].instance_id, "i-00000000000000001");
+        char registers[32], never[32];
+        snprintf(registers, sizeof registers, "%s", fl[0].instance_id);
+        snprintf(never, sizeof never, "%s", fl[1].instance_id);
+        uint64_t now = 0;
+        assert_true(sd_event_now(f->event, CLOCK_MONOTONIC, &now) >= 0);
+        (void) agent_report_put(&f->registry, registers, "ip-10-0-1-1", false, now);
+        put_ready_node("ip-10-0-1-1", fl[0].zone, registers);
+        assert_int_equal(in_flight(f), 1);
+
+        assert_true(world_run_until(terminated_reach, &(Until) { .terminated = 1 }, 10000));
+        assert_int_equal(ec2.n_terminated, 1);
+        assert_string_equal(ec2.terminated[0], never);
+        assert_int_equal(metric(f, "nodesmith_instances_terminated_unregistered_total"), 1);
+        /* its pod is planned again: a new launch, a new ClientToken */
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 3 }, 10000));
+        assert_string_not_equal(ec2.fleets[2].token, ec2.fleets[0].token);
+        assert_string_not_equal(ec2.fleets[2].token, ec2.fleets[1].token);
+        fl = provisioner_inflight(f->p, &n);
+        assert_int_equal(n, 1);
+        assert_string_not_equal(fl[0].instance_id, never);
+        assert_string_not_equal(fl[0].instance_id, registers);
 }
 
 /* A node told to drain whose agent reports it drained is terminated (only that one), and once
