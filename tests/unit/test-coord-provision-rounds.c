@@ -431,6 +431,13 @@ static bool watches_synced(void *userdata) {
         return true;
 }
 
+/* No batch open and no round running. */
+static bool idle(void *userdata) {
+        ProvisionerActivity a;
+        provisioner_activity(((Fx *) userdata)->p, &a);
+        return !a.batch_open && !a.round_running;
+}
+
 static bool learned(void *userdata) {
         ProvisionerActivity a;
         provisioner_activity(((Fx *) userdata)->p, &a);
@@ -448,6 +455,7 @@ static void start(Fx *f, uint64_t registration_timeout_ms) {
         provisioner_set_leading(f->p, true);
         assert_true(world_run_until(learned, f, 5000));
         run_for(1100);
+        assert_true(world_run_until(idle, f, 5000)); /* the batch the learning opened is done with */
 }
 
 static void write_temp(char *path, size_t size, const char *text) {
@@ -625,6 +633,27 @@ static void test_batch_round_launches_plan(void **state) {
         assert_int_equal(ec2.templates, 1); /* one launch template serves them all */
         /* the pods are told where they go */
         assert_int_equal(world_count("EVENT Pod/web-"), 3);
+}
+
+/* Pods that keep coming never let the batch go idle: it closes at its maximum all the same, and
+ * what came later goes to the next round. */
+static void test_batch_closes_at_its_maximum(void **state) {
+        Fx *f = *state;
+        f->cfg.batch_idle_ms = 300;
+        f->cfg.batch_max_ms = 700;
+        start(f, 600000);
+        char name[32];
+        unsigned first_round_at = 0;
+        for (unsigned i = 0; i < 14; i++) {
+                snprintf(name, sizeof name, "stream-%u", i);
+                put_pending_pod(name, 50);
+                run_for(100); /* under the idle time */
+                if (f->decided == 1 && first_round_at == 0)
+                        first_round_at = i + 1;
+        }
+        /* the first round came about 700 ms after the first pod, while pods still came */
+        assert_true(first_round_at >= 4 && first_round_at < 14);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 2 }, 10000));
 }
 
 /* A CreateFleet throttled past the client's retries launches nothing: the same plan is tried
@@ -821,6 +850,7 @@ static void test_drained_node_terminated_and_finalizer_removed(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_batch_round_launches_plan, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_batch_closes_at_its_maximum, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttled_launch_retried_with_same_token, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_insufficient_capacity_next_round_elsewhere, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_partial_fleet, setup, teardown),
