@@ -382,6 +382,7 @@ typedef struct Fx {
         char catalog[64], agent_ca[64];
         ProvisionerConfig cfg;
         unsigned decided, launched, launch_failed;
+        bool not_acting;          /* the Lease is not renewed in time (ports.acting) */
         size_t last_unschedulable;
         PlannedLaunch plan[16];
         size_t n_plan;
@@ -412,6 +413,10 @@ static void on_launched(void *userdata, const char *instance_id, const char *ins
 static void on_launch_failed(void *userdata, const Round *rd, const SolverLaunch *l, const char *step, const char *code,
                              const char *message) {
         ((Fx *) userdata)->launch_failed++;
+}
+
+static bool acting(void *userdata) {
+        return !((Fx *) userdata)->not_acting;
 }
 
 static bool never(void *userdata) {
@@ -448,7 +453,7 @@ static bool learned(void *userdata) {
  * its watches have listed, and past a new leader's wait for the agents' reports. */
 static void start(Fx *f, uint64_t registration_timeout_ms) {
         f->cfg.registration_timeout_ms = registration_timeout_ms;
-        ProvisionerPorts ports = { .userdata = f, .decided = on_decided, .launched = on_launched,
+        ProvisionerPorts ports = { .userdata = f, .acting = acting, .decided = on_decided, .launched = on_launched,
                                    .launch_failed = on_launch_failed };
         assert_int_equal(provisioner_new(f->event, &f->cfg, &f->registry, &ports, &f->p), 0);
         assert_true(world_run_until(watches_synced, f, 5000));
@@ -656,6 +661,24 @@ static void test_batch_closes_at_its_maximum(void **state) {
         assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 2 }, 10000));
 }
 
+/* A leader whose Lease renewal is late launches nothing. The election then steps it down at its
+ * renew deadline (docs/leader-election.md); leading again, it learns EC2's instances first and
+ * then launches for the pods still waiting, with no other event. */
+static void test_nothing_launched_while_not_acting(void **state) {
+        Fx *f = *state;
+        start(f, 600000);
+        f->not_acting = true;
+        put_pending_pod("lease-1", 500);
+        run_for(1500);
+        assert_int_equal(ec2.n_fleets, 0);
+        assert_int_equal(f->launched, 0);
+        provisioner_set_leading(f->p, false);
+        f->not_acting = false;
+        provisioner_set_leading(f->p, true);
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 1 }, 8000));
+        assert_int_equal(in_flight(f), 1);
+}
+
 /* A CreateFleet throttled past the client's retries launches nothing: the same plan is tried
  * again, with the same ClientToken, so that EC2's idempotency never doubles capacity. */
 static void test_throttled_launch_retried_with_same_token(void **state) {
@@ -851,6 +874,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_batch_round_launches_plan, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_batch_closes_at_its_maximum, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_nothing_launched_while_not_acting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttled_launch_retried_with_same_token, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_insufficient_capacity_next_round_elsewhere, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_partial_fleet, setup, teardown),
