@@ -25,6 +25,7 @@
 #define PODS "/api/v1/pods"
 
 typedef struct Fx {
+        ProxyDrainsConfig cfg;
         sd_event *event;
         KubeConfig *config;
         KubeClient *kube;
@@ -47,12 +48,16 @@ static int setup(void **state) {
         assert_int_equal(kube_watch_new(f->kube, NODES, NULL, on_watch, NULL, &f->nodes), 0);
         assert_int_equal(kube_watch_new(f->kube, "/apis/nodesmith.io/v1/nodepools", NULL, on_watch, NULL, &f->nodepools), 0);
         assert_int_equal(registry_init(&f->registry, 100), 0);
-        ProxyDrainsConfig cfg = { .report_interval_ms = 100, .agent_silent_intervals = 2,
-                                  .termination_grace_ms = 600000, .max_proxy_drains = 4 };
-        assert_int_equal(proxy_drains_new(f->event, &cfg, &f->registry, f->kube, f->nodes, f->nodepools, &f->pd), 0);
+        f->cfg = (ProxyDrainsConfig) { .report_interval_ms = 100, .agent_silent_intervals = 2,
+                                       .termination_grace_ms = 600000, .max_proxy_drains = 4 };
         log_set_max_level(getenv("TEST_LOG") ? LOG_DEBUG : LOG_ERR);
         *state = f;
         return 0;
+}
+
+/* The drains, with the test's changes to the configuration. */
+static void start(Fx *f) {
+        assert_int_equal(proxy_drains_new(f->event, &f->cfg, &f->registry, f->kube, f->nodes, f->nodepools, &f->pd), 0);
 }
 
 static int teardown(void **state) {
@@ -137,6 +142,7 @@ static size_t write_index(const char *prefix) {
  * DaemonSet's pod stays; the Node is tainted and cordoned before the first eviction. */
 static void test_orphan_node_drained_through_evictions(void **state) {
         Fx *f = *state;
+        start(f);
         put_node("n1", "i-0000000000000001", true);
         put_pod("app", "web-1", "n1", false);
         put_pod("app", "web-2", "n1", false);
@@ -175,6 +181,7 @@ static void test_orphan_node_drained_through_evictions(void **state) {
 static void test_silent_agent_drained_then_handed_over(void **state) {
         Fx *f = *state;
         uint64_t now = 0;
+        start(f);
         put_node("n2", "i-0000000000000002", false);
         put_pod("app", "api-1", "n2", false);
         put_pod("app", "api-2", "n2", false);
@@ -213,10 +220,38 @@ static void test_silent_agent_drained_then_handed_over(void **state) {
         assert_non_null(world_find("EVENT Node/n2 NodesmithDrainHandedOver"));
 }
 
+/* Beyond max-proxy-drains a Node being deleted waits its turn, tainted and cordoned at once so
+ * that the pods evicted meanwhile do not land on it; its pods stay until a slot frees. */
+static void test_waiting_node_precordoned(void **state) {
+        Fx *f = *state;
+        f->cfg.max_proxy_drains = 1;
+        start(f);
+        put_node("n3", "i-0000000000000003", true);
+        put_node("n4", "i-0000000000000004", true);
+        put_pod("app", "a-1", "n3", false);
+        put_pod("app", "b-1", "n4", false);
+        world_refuse_evictions("app", "a-1", 1000);
+        world_refuse_evictions("app", "b-1", 1000);
+        world_run_until(settled, &(Wait) { f, NULL }, 1500);
+
+        assert_int_equal(metric(f, "nodesmith_proxy_drains_started_total"), 1);
+        assert_int_equal(metric(f, "nodesmith_proxy_drains_waiting"), 1);
+        assert_int_equal(metric(f, "nodesmith_proxy_drains_precordoned_total"), 1);
+        /* both tainted and cordoned; only the one draining sees evictions */
+        for (const char *const *n = (const char *const[]) { "n3", "n4", NULL }; *n; n++) {
+                const cJSON *node = world_get(NODES, NULL, *n);
+                assert_true(node_has_taint(node, KUBE_NODE_TAINT));
+                assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable")));
+        }
+        bool n3_drains = world_count("EVICT app/a-1") > 0;
+        assert_true(n3_drains != (world_count("EVICT app/b-1") > 0));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_orphan_node_drained_through_evictions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_silent_agent_drained_then_handed_over, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_waiting_node_precordoned, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
