@@ -758,6 +758,37 @@ static void test_partial_fleet(void **state) {
                 assert_false(streq(next->type[i], fc->type[0]) && streq(next->zone[i], fc->zone[0]));
 }
 
+/* A spot instance in flight that EC2 takes back before it registers: its pods are planned again
+ * at once, away from that spot offering. */
+static void test_spot_in_flight_taken_back(void **state) {
+        Fx *f = *state;
+        world_put(NODEPOOLS, "{\"metadata\":{\"name\":\"default\",\"uid\":\"np-1\"},\"spec\":{\"template\":{\"spec\":{"
+                             "\"requirements\":[{\"key\":\"karpenter.sh/capacity-type\",\"operator\":\"In\","
+                             "\"values\":[\"spot\"]}]}}}}");
+        start(f, 600000);
+        put_pending_pod("spot-1", 500);
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 1 }, 10000));
+        assert_int_equal(ec2.fleets[0].capacity_type, EC2_CAPACITY_SPOT);
+        size_t n;
+        const InFlight *fl = provisioner_inflight(f->p, &n);
+        assert_int_equal(n, 1);
+        char id[32], type[32], zone[32];
+        snprintf(id, sizeof id, "%s", fl[0].instance_id);
+        snprintf(type, sizeof type, "%s", fl[0].instance_type);
+        snprintf(zone, sizeof zone, "%s", fl[0].zone);
+
+        assert_false(provisioner_instance_leaving(f->p, "i-0ffffffffffffffff"));
+        assert_true(provisioner_instance_leaving(f->p, id));
+        assert_int_equal(in_flight(f), 0);
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 2 }, 10000));
+        const FleetCall *next = &ec2.fleets[1];
+        assert_int_equal(next->capacity_type, EC2_CAPACITY_SPOT);
+        for (size_t i = 0; i < next->n; i++)
+                assert_false(streq(next->type[i], type) && streq(next->zone[i], zone));
+        assert_string_not_equal(next->token, ec2.fleets[0].token);
+        assert_int_equal(metric(f, "nodesmith_insufficient_capacity_total"), 1);
+}
+
 /* Instances in flight count against the NodePool's limits, and the pods they were launched for
  * are not planned again while the instance registers. */
 static void test_in_flight_counts_against_limits(void **state) {
@@ -878,6 +909,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_throttled_launch_retried_with_same_token, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_insufficient_capacity_next_round_elsewhere, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_partial_fleet, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_spot_in_flight_taken_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_in_flight_counts_against_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unregistered_instance_terminated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drained_node_terminated_and_finalizer_removed, setup, teardown),
