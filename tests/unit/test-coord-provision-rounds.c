@@ -463,6 +463,17 @@ static void start(Fx *f, uint64_t registration_timeout_ms) {
         assert_true(world_run_until(idle, f, 5000)); /* the batch the learning opened is done with */
 }
 
+/* The NodePool "default": one capacity type, a CPU limit. */
+static void put_nodepool(const char *capacity_type, const char *cpu_limit) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"metadata\":{\"name\":\"default\",\"uid\":\"np-1\"},\"spec\":{\"template\":{\"spec\":{"
+                 "\"requirements\":[{\"key\":\"karpenter.sh/capacity-type\",\"operator\":\"In\",\"values\":[\"%s\"]}]}},"
+                 "\"limits\":{\"cpu\":\"%s\"}}}",
+                 capacity_type, cpu_limit);
+        world_put(NODEPOOLS, json);
+}
+
 static void write_temp(char *path, size_t size, const char *text) {
         snprintf(path, size, "/tmp/test-provision-rounds-XXXXXX");
         int fd = mkstemp(path);
@@ -505,9 +516,7 @@ static int setup(void **state) {
                 .proxy_drains = { .report_interval_ms = 1000, .agent_silent_intervals = 3,
                                   .termination_grace_ms = 60000, .max_proxy_drains = 0 },
         };
-        world_put(NODEPOOLS, "{\"metadata\":{\"name\":\"default\",\"uid\":\"np-1\"},\"spec\":{\"template\":{\"spec\":{"
-                             "\"requirements\":[{\"key\":\"karpenter.sh/capacity-type\",\"operator\":\"In\","
-                             "\"values\":[\"on-demand\"]}]}},\"limits\":{\"cpu\":\"100\"}}}");
+        put_nodepool("on-demand", "100");
         log_set_max_level(getenv("TEST_LOG") ? LOG_DEBUG : LOG_ERR);
         *state = f;
         return 0;
@@ -762,9 +771,7 @@ static void test_partial_fleet(void **state) {
  * at once, away from that spot offering. */
 static void test_spot_in_flight_taken_back(void **state) {
         Fx *f = *state;
-        world_put(NODEPOOLS, "{\"metadata\":{\"name\":\"default\",\"uid\":\"np-1\"},\"spec\":{\"template\":{\"spec\":{"
-                             "\"requirements\":[{\"key\":\"karpenter.sh/capacity-type\",\"operator\":\"In\","
-                             "\"values\":[\"spot\"]}]}}}}");
+        put_nodepool("spot", "100");
         start(f, 600000);
         put_pending_pod("spot-1", 500);
         assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 1 }, 10000));
@@ -793,9 +800,7 @@ static void test_spot_in_flight_taken_back(void **state) {
  * are not planned again while the instance registers. */
 static void test_in_flight_counts_against_limits(void **state) {
         Fx *f = *state;
-        world_put(NODEPOOLS, "{\"metadata\":{\"name\":\"default\",\"uid\":\"np-1\"},\"spec\":{\"template\":{\"spec\":{"
-                             "\"requirements\":[{\"key\":\"karpenter.sh/capacity-type\",\"operator\":\"In\","
-                             "\"values\":[\"on-demand\"]}]}},\"limits\":{\"cpu\":\"2\"}}}");
+        put_nodepool("on-demand", "2");
         start(f, 600000);
         put_pending_pod("job-1", 1200);
         assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 1 }, 10000));
