@@ -193,7 +193,7 @@ static void test_silent_agent_drained_then_handed_over(void **state) {
         assert_non_null(e->reason);
 
         /* the agent is alive: the drain is its own */
-        world_run_until(settled, &(Wait) { f, "n2" }, 100);
+        world_run_until(settled, &(Wait) { f, "n2", e }, 300);
         assert_int_equal(world_count("EVICT "), 0);
         assert_int_equal(metric(f, "nodesmith_proxy_drains_started_total"), 0);
 
