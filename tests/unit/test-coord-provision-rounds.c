@@ -689,6 +689,31 @@ static void test_nothing_launched_while_not_acting(void **state) {
         assert_int_equal(in_flight(f), 1);
 }
 
+/* A pod the scheduler places after all before the batch closes (it leaves the watch of unbound
+ * pods) gets no capacity; one that no longer asks for it (PodScheduled no longer
+ * Unschedulable) neither. */
+static void test_pods_placed_meanwhile_get_nothing(void **state) {
+        Fx *f = *state;
+        f->cfg.batch_idle_ms = 400;
+        start(f, 600000);
+        ProvisionerActivity a;
+        provisioner_activity(f->p, &a);
+        uint64_t rounds = a.rounds;
+        put_pending_pod("late-1", 500);
+        put_pending_pod("late-2", 500);
+        world_put(PODS, "{\"metadata\":{\"name\":\"late-1\",\"namespace\":\"default\",\"uid\":\"uid-late-1\"},"
+                        "\"spec\":{\"nodeName\":\"ip-10-0-9-9\",\"containers\":[{\"name\":\"c\"}]},"
+                        "\"status\":{\"phase\":\"Pending\"}}");
+        world_put(PODS, "{\"metadata\":{\"name\":\"late-2\",\"namespace\":\"default\",\"uid\":\"uid-late-2\"},"
+                        "\"spec\":{\"containers\":[{\"name\":\"c\"}]},"
+                        "\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\"}]}}");
+        run_for(1500);
+        assert_int_equal(ec2.n_fleets, 0);
+        assert_int_equal(f->decided, 0); /* a round with nothing pending decides nothing */
+        provisioner_activity(f->p, &a);
+        assert_true(a.rounds > rounds); /* the batch the pods opened closed into a round all the same */
+}
+
 /* A CreateFleet throttled past the client's retries launches nothing: the same plan is tried
  * again, with the same ClientToken, so that EC2's idempotency never doubles capacity. */
 static void test_throttled_launch_retried_with_same_token(void **state) {
@@ -912,6 +937,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_batch_round_launches_plan, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_batch_closes_at_its_maximum, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nothing_launched_while_not_acting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pods_placed_meanwhile_get_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttled_launch_retried_with_same_token, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_insufficient_capacity_next_round_elsewhere, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_partial_fleet, setup, teardown),
