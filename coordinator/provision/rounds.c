@@ -35,7 +35,7 @@ void provision_round_next(Provisioner *p) {
                 if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
                         return provision_round_finish(p);
                 const SolverLaunch *l = &rd->result->launches[rd->next];
-                const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+                const SolverNodePool *pool = round_pool(rd, l->nodepool);
                 switch (rd->step) {
                 case STEP_IDLE:
                         rd->price_cap = provision_price_cap(p->registry, &rd->snap, l);
@@ -230,8 +230,13 @@ static void round_snapshot_done(Provisioner *p) {
                 return round_abort(p);
         /* the zones nodes can go to must be known before solving */
         bool waiting = false;
-        for (size_t i = 0; i < rd->snap.n_nodepools; i++)
+        for (size_t i = 0; i < rd->snap.n_nodepools; i++) {
                 waiting |= provision_prefetch(p, rd->snap.nodepools[i].node_class);
+                /* and the capacity reservations the class selects, with the instances they have left */
+                waiting |= provision_reservations_refresh(p, rd->snap.nodepools[i].node_class);
+        }
+        if (!waiting && provision_reservation_pools(p, rd) < 0)
+                log_oom();
         if (waiting)
                 return round_abort(p); /* the look-up starts the round again when done */
         /* pod uids for ClientTokens, by snapshot index (pending pods come first) */
@@ -321,11 +326,14 @@ void provision_round_start(Provisioner *p) {
                 log_warning_errno(r, "Cannot build the snapshot: %m");
                 return round_abort(p);
         }
-        /* The subnet look-up a first round waits for (below) starts before the pods are read,
-         * when there are unbound pods: a round that would wait reads them for nothing. */
+        /* The look-ups a first round waits for (below: subnets, capacity reservations) start
+         * before the pods are read, when there are unbound pods: a round that would wait
+         * reads them for nothing. */
         bool waiting = false;
-        for (size_t i = 0; kube_watch_size(p->pods) > 0 && i < rd->objects->n_pools; i++)
+        for (size_t i = 0; kube_watch_size(p->pods) > 0 && i < rd->objects->n_pools; i++) {
                 waiting |= provision_prefetch(p, rd->objects->pools[i].node_class);
+                waiting |= provision_reservations_refresh(p, rd->objects->pools[i].node_class);
+        }
         if (waiting)
                 return round_abort(p); /* the look-up starts the round again when done */
         round_snapshot_slice(p);
