@@ -31,12 +31,11 @@ import statistics
 import sys
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pylib"))
 from nsharness import TestDir, log_time, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
-from bench_provision import POOLS  # noqa: E402  (one NodePool: c, m, r of generation 6 and later)
+from bench_provision import POOLS, wait_leading  # noqa: E402  (POOLS: c, m, r of generation 6 and later)
 
 CLUSTER = "scaleout"
 ON_DEMAND = "        - {key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}\n"
@@ -131,14 +130,7 @@ def measure(s, args):
     # the scale-out alone, as the first phase of Karpenter's test: no consolidation meanwhile
     coord = s.start_coordinator("--consolidation-interval", "0", log_level="info")
     s.start_emulator(boot_delay=args.boot_delay)
-
-    def leads():
-        try:
-            with urllib.request.urlopen(s.coordinator_http + "/readyz", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-    wait_for("the coordinator to lead", leads, 60, interval=0.2)
+    wait_leading(s)
     time.sleep(3)  # a new leader waits for its agents' reports before deciding
     sampler = Sampler(coord.pid)
     sampler.start()
