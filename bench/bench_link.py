@@ -7,7 +7,7 @@ a real nodesmith-agent. Runs each configuration several times and prints medians
       [--agent-only] [--agent-runs 3] [--agent-bin PATH] [--agent-env K=V,...]
       [--agent-world node|link] [--floor]
   python3 bench/bench_link.py --curve 1000,5000,10000,20000 [--interval 10] [--seconds 30]
-      [--pods 20] [--per-client 5000] [--transports tls]
+      [--curve-pods 20] [--per-client 1000] [--transports tls] [--max-unauthenticated 4096]
 
 --curve: the coordinator's memory and answer times with N agents each reporting every --interval
 seconds (bench/link --interval-ms: a report per agent per interval, the agents' phases spread over
@@ -126,12 +126,14 @@ def curve_point(d, pki, agents, args):
     transport = args.transports.split(",")[0]
     nofile = agents + 4096
     # every agent comes from 127.0.0.1: the per-source caps are lifted to the fleet's size; the
-    # caps on connections not yet authenticated stay small (each agent registers at once)
+    # caps on connections not yet authenticated are --max-unauthenticated (the coordinator's
+    # default, 64, throttles the warm-up: see docs/benchmarks.md)
     coord = Coordinator(d, pki, insecure=(transport == "tcp"), interval=f"{args.interval}s",
                         extra=["--log-level", "warning", "--max-nodes", str(max(agents, 5000)),
                                "--max-connections", str(agents + 1000),
                                "--max-connections-per-source", str(agents + 1000),
-                               "--max-unauthenticated-per-source", "64"],
+                               "--max-unauthenticated", str(args.max_unauthenticated),
+                               "--max-unauthenticated-per-source", str(args.max_unauthenticated)],
                         name=f"coordinator-curve-{agents}").start()
     clients = []
     try:
@@ -150,7 +152,8 @@ def curve_point(d, pki, agents, args):
                                             stderr=subprocess.PIPE, text=True, preexec_fn=raise_nofile(n + 1024)))
         samples = []  # (monotonic, VmRSS kB, CPU seconds) once a second until every client answered
         outs = [None] * len(clients)
-        deadline = t_start + args.seconds + 4 * args.interval + agents / 50 + 120
+        # the warm-up dials one connection at a time per client: under load, tens per second
+        deadline = t_start + args.seconds + 4 * args.interval + agents / 5 + 300
         pending = {c.stdout.fileno(): i for i, c in enumerate(clients)}
         while pending and time.monotonic() < deadline:
             if not coord.proc.alive():
@@ -298,8 +301,10 @@ def main():
     ap.add_argument("--floor", action="store_true", help="also measure bench/footprint's levels")
     ap.add_argument("--curve", default=None, help="agent counts, e.g. 1000,5000,10000,20000: the paced curve")
     ap.add_argument("--interval", type=float, default=10, help="--curve: each agent's report interval, seconds")
-    ap.add_argument("--per-client", type=int, default=5000, help="--curve: agents per client process")
+    ap.add_argument("--per-client", type=int, default=1000, help="--curve: agents per client process")
     ap.add_argument("--curve-pods", type=int, default=20, help="--curve: pods in each agent's report")
+    ap.add_argument("--max-unauthenticated", type=int, default=4096,
+                    help="--curve: the coordinator's caps on connections not yet authenticated (total, per source)")
     args = ap.parse_args()
     if args.curve:
         if args.seconds < 2 * args.interval:

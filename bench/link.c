@@ -7,11 +7,11 @@
  *            [--pace-ms M]       each agent waits M ms after a reply before its next report
  *                                (default 0: at once)
  *            [--interval-ms M]   each agent sends one report every M ms, as a real agent does
- *                                with its report interval: agent i's reports go at phase_i + k*M,
- *                                the phases spread evenly over one interval (a reply later than the
- *                                next slot sends at once). The warm-up is then the dials (TLS
- *                                handshakes) and one whole interval, in which every agent
- *                                registers; both are reported apart ("warmup") from the
+ *                                with its report interval: each agent registers as soon as its
+ *                                connection is up and then reports every M ms from that moment
+ *                                (a reply later than the next slot sends at once). The warm-up
+ *                                (the dials with their TLS handshakes and the registrations, then
+ *                                one whole interval) is reported apart ("warmup") from the
  *                                measured --seconds that follow. Excludes --pace-ms.
  *            [--id-offset N]     simulated agent i is node N+i (instance id, boot id, node name):
  *                                several client processes against one coordinator each take their
@@ -204,8 +204,8 @@ static void on_aio(void *arg) {
         if (interval_ms > 0) {
                 /* the next slot of this agent's schedule; a late reply sends at once */
                 uint64_t now = now_ns();
-                if (s->due_ns == 0) /* its registration: main() starts the schedule */
-                        return;
+                if (s->due_ns == 0) /* registered: its schedule starts there, as an agent's does */
+                        s->due_ns = s->sent_ns;
                 s->due_ns += (uint64_t) interval_ms * 1000000ull;
                 if (s->due_ns <= now) {
                         s->due_ns = now;
@@ -294,20 +294,24 @@ static uint8_t *make_state(int idx, int pods, int variant, size_t *len) {
         return buf;
 }
 
-/* Dials the coordinator on sock and waits for the connection (over TLS, its handshake). */
+/* Dials the coordinator on sock and waits for the connection (over TLS, its handshake). One TLS
+ * configuration serves every dial: one per dial parsed the CA again for each connection and kept
+ * it (the client held ~180 KiB per connection), which a simulator of thousands of agents on the
+ * coordinator's machine cannot spend (a real agent has one connection). */
 static int dial_one(nng_socket *sock, const char *url, const char *ca) {
+        static nng_tls_config *cfg;
         nng_dialer d;
         nng_req0_open(sock);
         nng_socket_set_ms(*sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
         nng_dialer_create(&d, *sock, url);
         if (strncmp(url, "tls+", 4) == 0) {
-                nng_tls_config *cfg;
-                nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT);
-                nng_tls_config_ca_file(cfg, ca);
-                nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED);
-                nng_tls_config_server_name(cfg, "localhost");
-                nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
-                nng_tls_config_free(cfg);
+                if (!cfg) {
+                        nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT);
+                        nng_tls_config_ca_file(cfg, ca);
+                        nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED);
+                        nng_tls_config_server_name(cfg, "localhost");
+                }
+                nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg); /* the dialer holds its own reference */
         }
         return nng_dialer_start(d, 0);
 }
@@ -426,18 +430,8 @@ int main(int argc, char **argv) {
                 reg_p99 = latency_quantile_ms(0.99);
                 reg_max = (double) atomic_load(&max_reply_ns) / 1e6;
                 latency_reset();
-                /* the schedule: each agent's reports at its phase of the interval; the phases
-                 * spread evenly, shifted by a fraction of a slot that differs between processes;
-                 * a first whole interval passes before the measurement */
-                uint64_t start = now_ns(), slot = (uint64_t) interval_ms * 1000000ull / (uint64_t) agents;
-                uint64_t shift = slot ? ((uint64_t) id_offset * 2654435761ull) % slot : 0;
-                for (int i = 0; i < agents; i++) {
-                        uint64_t phase = (uint64_t) i * slot + shift;
-                        sims[i].due_ns = start + phase;
-                        sims[i].sleeping = true;
-                        nng_aio_set_timeout(sims[i].aio, NNG_DURATION_INFINITE);
-                        nng_sleep_aio((nng_duration) (phase / 1000000ull), sims[i].aio);
-                }
+                /* each agent reports every interval from its registration on (the dials spread
+                 * them over the interval); a first whole interval passes before the measurement */
                 nng_msleep((nng_duration) interval_ms);
         } else {
                 /* warm up: every agent registers once */
