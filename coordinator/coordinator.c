@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The coordinator process: options, the sd-event loop and the wiring of its subsystems. */
+/* The coordinator process: the sd-event loop and the wiring of its subsystems (its options are
+ * options.c's). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,129 +26,6 @@
 #include "status/events.h"
 #include "status/nodeclaims.h"
 #include "status/status.h"
-
-#define OPT(field) offsetof(CoordConfig, field)
-const Option coord_options[] = {
-        { "listen", OPTION_STRING, OPT(listen), "tls+tcp://0.0.0.0:7400", "address agents dial" },
-        { "insecure", OPTION_BOOL, OPT(insecure), "no", "allow tcp:// and ipc:// (tests only)" },
-        { "tls-cert", OPTION_STRING, OPT(tls_cert), "/etc/nodesmith/tls/tls.crt",
-          "server certificate (PEM)" },
-        { "tls-key", OPTION_STRING, OPT(tls_key), "/etc/nodesmith/tls/tls.key", "server key (PEM)" },
-        { "token", OPTION_STRING, OPT(token), NULL, "bootstrap token agents present (prefer token-file)" },
-        { "token-file", OPTION_STRING, OPT(token_file), "/etc/nodesmith/token",
-          "file holding the bootstrap token" },
-        { "http-listen", OPTION_STRING, OPT(http_listen), "http://0.0.0.0:8080",
-          "metrics and health endpoint (open)" },
-        { "api-listen", OPTION_STRING, OPT(api_listen), "http://0.0.0.0:8081",
-          "/api/v1 endpoint (nodes, provisioning, disruption; may be the same as http-listen; empty: not served)" },
-        { "api-auth", OPTION_STRING, OPT(api_auth), "kubernetes",
-          "who may read /api/v1: kubernetes (a bearer token checked with a TokenReview, then a "
-          "SubjectAccessReview for get on the path), or none (anyone who reaches api-listen; only when set)" },
-        { "report-interval", OPTION_MSEC, OPT(report_interval_ms), "10s",
-          "report interval asked of agents" },
-        { "max-nodes", OPTION_UINT, OPT(max_nodes), "5000", "hard cap on nodes tracked" },
-        { "max-pods-per-node", OPTION_UINT, OPT(max_pods_per_node), "1000", "hard cap on pods in one report" },
-        { "max-notices-per-node", OPTION_UINT, OPT(max_notices_per_node), "64",
-          "hard cap on notices in one report" },
-        { "max-message", OPTION_BYTES, OPT(max_message), "1Mi", "largest agent message accepted" },
-        { "max-connections", OPTION_UINT, OPT(max_connections), "10000",
-          "agent connections at once; more are closed as they arrive" },
-        { "max-connections-per-source", OPTION_UINT, OPT(max_connections_per_source), "256",
-          "agent connections at once from one source address" },
-        { "max-unauthenticated", OPTION_UINT, OPT(max_unauthenticated), "64",
-          "agent connections at once that have not presented the token yet (each may hold up to "
-          "max-message of memory)" },
-        { "max-unauthenticated-per-source", OPTION_UINT, OPT(max_unauthenticated_per_source), "8",
-          "of those, from one source address" },
-        { "auth-timeout", OPTION_MSEC, OPT(auth_timeout_ms), "10s",
-          "an agent connection without an accepted report by then is closed" },
-        { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
-          "an authenticated agent connection silent this long is closed (0: 6 report intervals, 60s at least)" },
-        { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
-          "memory for the nodes' stored reports (their bytes, the fast path's copy and what they unpack to); a report that would exceed it is refused (overloaded)" },
-        { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
-          "a node whose agent is silent this long is reported stale" },
-        { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
-          "answer unchanged reports in the link's threads, without the event loop (docs/link.md)" },
-        { "drain-on", OPTION_STRING, OPT(drain_on), NOTICE_POLICY_DEFAULT,
-          "notices that drain a node: spot, rebalance, maintenance (shutdown and node deletion always do)" },
-        { "cluster-name", OPTION_STRING, OPT(cluster_name), NULL,
-          "cluster to provision for (tag nodesmith.io/cluster); unset: no provisioning" },
-        { "kube-server", OPTION_STRING, OPT(kube_server), NULL,
-          "Kubernetes API URL (default: kubeconfig, else in-cluster)" },
-        { "kubeconfig", OPTION_STRING, OPT(kubeconfig), NULL, "kubeconfig file" },
-        { "region", OPTION_STRING, OPT(region), "us-east-1", "AWS region" },
-        { "ec2-endpoint", OPTION_STRING, OPT(ec2_endpoint), NULL, "EC2 endpoint (default: the region's)" },
-        { "ssm-endpoint", OPTION_STRING, OPT(ssm_endpoint), NULL, "SSM endpoint (default: the region's)" },
-        { "iam-endpoint", OPTION_STRING, OPT(iam_endpoint), NULL,
-          "IAM endpoint, for the instance profiles of EC2NodeClass roles (default: IAM's)" },
-        { "interruption-queue", OPTION_STRING, OPT(interruption_queue), NULL,
-          "SQS queue URL of EventBridge interruption events (spot, rebalance, state change, scheduled change); empty: none" },
-        { "sqs-endpoint", OPTION_STRING, OPT(sqs_endpoint), NULL, "SQS endpoint (default: the region's)" },
-        { "catalog", OPTION_STRING, OPT(catalog), "/usr/share/nodesmith/catalog-us-east-1.json",
-          "shipped instance catalog: used until the one from EC2 is built, and for prices EC2 lacks" },
-        { "price-table", OPTION_STRING, OPT(price_table),
-          "/usr/share/nodesmith/ec2-on-demand-prices-us-east-1.json",
-          "on-demand prices (USD/h) by instance type, for the catalog built from EC2" },
-        { "catalog-refresh", OPTION_MSEC, OPT(catalog_refresh_ms), "24h",
-          "rebuild the catalog from EC2 (DescribeInstanceTypes, offerings, spot prices) this often; 0: only the file" },
-        { "batch-idle", OPTION_MSEC, OPT(batch_idle_ms), "1s", "a batch of pending pods closes after this idle time" },
-        { "batch-max", OPTION_MSEC, OPT(batch_max_ms), "10s", "and at most this long after it opened" },
-        { "solver-budget", OPTION_MSEC, OPT(solver_budget_ms), "100ms",
-          "longest the solver may spend placing pods in one provisioning round (on the event loop); "
-          "the pods it did not reach are planned in the next round (0: no limit)" },
-        { "registration-timeout", OPTION_MSEC, OPT(registration_timeout_ms), "15m",
-          "an instance that has not registered as a Node by then is terminated" },
-        { "termination-grace-period", OPTION_MSEC, OPT(termination_grace_ms), "10m",
-          "a leaving node whose agent is silent this long is terminated without a drain" },
-        { "dead-node-after", OPTION_MSEC, OPT(dead_node_after_ms), "5m",
-          "a node whose Ready condition is Unknown and whose agent is silent this long is dead: its "
-          "instance is terminated without a drain and its Node deleted (0: never)" },
-        { "agent-silent-intervals", OPTION_UINT, OPT(agent_silent_intervals), "3",
-          "report intervals without a report after which a leaving node's agent counts as silent: "
-          "the coordinator drains the node itself" },
-        { "max-proxy-drains", OPTION_UINT, OPT(max_proxy_drains), "16",
-          "drains the coordinator runs at once for silent agents (two watches each)" },
-        { "image-refresh", OPTION_MSEC, OPT(image_refresh_ms), "5m",
-          "how often EC2NodeClasses' images, subnets and security groups are looked up again (a change drifts the nodes)" },
-        { "consolidation-interval", OPTION_MSEC, OPT(consolidation_interval_ms), "10s",
-          "how often to look for nodes to remove (0: never)" },
-        { "consolidation-validation-delay", OPTION_MSEC, OPT(consolidation_validation_ms), "15s",
-          "a consolidation waits this long and is checked again on fresh reports before it acts" },
-        { "spot-to-spot-consolidation", OPTION_BOOL, OPT(spot_to_spot), "no",
-          "let a cheaper spot node replace a spot node (single-node consolidation, 15 cheaper types at least)" },
-        { "kubernetes-version", OPTION_STRING, OPT(kubernetes_version), "1.31",
-          "EKS version for the AL2023 AMI (SSM parameter)" },
-        { "instance-profile", OPTION_STRING, OPT(instance_profile), NULL, "instance profile for nodes" },
-        { "agent-image", OPTION_STRING, OPT(agent_image), NULL,
-          "nodesmith-agent's container image, the host container of Bottlerocket nodes (amiFamily Bottlerocket)" },
-        { "cluster-endpoint", OPTION_STRING, OPT(cluster_endpoint), NULL, "API server endpoint for NodeConfig" },
-        { "cluster-ca", OPTION_STRING, OPT(cluster_ca), NULL, "cluster CA (base64) for NodeConfig" },
-        { "cluster-cidr", OPTION_STRING, OPT(cluster_cidr), "10.100.0.0/16", "service CIDR for NodeConfig" },
-        { "agent-endpoint", OPTION_STRING, OPT(agent_endpoint), NULL,
-          "address agents on new nodes dial (tls+tcp://HOST:PORT), written into their user data" },
-        { "agent-ca", OPTION_STRING, OPT(agent_ca), NULL, "CA file agents verify this coordinator with" },
-        { "agent-tls-server-name", OPTION_STRING, OPT(agent_tls_server_name), NULL,
-          "name agents verify in this coordinator's certificate" },
-        { "leader-elect", OPTION_BOOL, OPT(leader_elect), "yes", "take part in leader election (Lease)" },
-        { "lease-namespace", OPTION_STRING, OPT(lease_namespace), "nodesmith", "namespace of the Lease" },
-        { "lease-name", OPTION_STRING, OPT(lease_name), "nodesmith-coordinator", "name of the Lease" },
-        { "lease-duration", OPTION_MSEC, OPT(lease_duration_ms), "15s", "Lease duration" },
-        { "lease-renew-deadline", OPTION_MSEC, OPT(lease_renew_deadline_ms), "0",
-          "a leader that has not renewed for this long stops acting (0: two thirds of the Lease duration)" },
-        { "lease-retry-period", OPTION_MSEC, OPT(lease_retry_ms), "0",
-          "how often the Lease is renewed or looked at (0: 2/15 of the Lease duration)" },
-        { "identity", OPTION_STRING, OPT(identity), NULL, "this replica's identity (default: hostname_pid)" },
-        { "log-level", OPTION_STRING, OPT(log_level), "info", "debug, info, notice, warning, err" },
-        { "attestation", OPTION_STRING, OPT(attestation), "required",
-          "agents prove they run on this cluster's instances with their signed instance identity "
-          "document: required (needs cluster-name and EC2), warn (check, log, accept anyway), or off "
-          "(any holder of the token reports as any instance; only when set explicitly)" },
-        { "attestation-ca", OPTION_STRING, OPT(attestation_ca),
-          "/usr/share/nodesmith/aws-identity-rsa2048.pem",
-          "PEM bundle of AWS's regional RSA-2048 certificates that sign instance identity documents" },
-};
-const size_t coord_options_count = ELEMENTSOF(coord_options);
 
 int coordinator_new(Coordinator **ret) {
         Coordinator *c = calloc(1, sizeof *c);
@@ -521,7 +399,9 @@ static void port_more_metrics(void *userdata, StrBuf *b) {
         Coordinator *c = userdata;
         if (c->disruption)
                 disruption_metrics(c->disruption, b);
-        observe_metrics(c, b);
+        ObserveSources os = { .registry = &c->registry, .provisioner = c->provisioner, .leader = c->leader,
+                              .status = c->status };
+        observe_metrics(&os, b);
 }
 
 static int port_render(void *userdata, HttpPage page, char **ret, size_t *ret_len) {
@@ -668,12 +548,13 @@ int coordinator_start(Coordinator *c) {
                 r = provisioner_new(c->event, &pc, &c->registry, &pp, &c->provisioner);
                 if (r >= 0) {
                         DisruptionConfig dc = { .consolidation_validation_ms = c->cfg.consolidation_validation_ms,
-                                                .spot_to_spot = c->cfg.spot_to_spot };
-                        r = disruption_new(c->provisioner, &dc, &c->disruption);
+                                                .spot_to_spot = c->cfg.spot_to_spot,
+                                                .report_interval_ms = c->cfg.report_interval_ms };
+                        r = disruption_new(c->provisioner, &c->registry, &dc, &c->disruption);
                 }
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up provisioning: %m");
-                r = status_writer_new(c->provisioner, &c->status);
+                r = status_writer_new(c->event, c->provisioner, &c->registry, &c->status);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up status writing: %m");
                 r = coordinator_elect(c);

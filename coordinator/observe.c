@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The fleet's metrics gathered from every piece of the process (nodes, budgets, watches, EC2,
- * histograms). */
+/* The fleet's metrics, from what coordinator.c hands over (ObserveSources): nodes, drains,
+ * budgets, watches, EC2, histograms. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "model/catalog.h"
-#include "model/disruption-policy.h"
+#include "agents/registry.h"
+#include "aws/ec2.h"
+#include "http/api.h"
+#include "json-util.h"
+#include "kube.h"
 #include "kubenode.h"
 #include "leader.h"
 #include "macro.h"
-#include "http/api.h"
+#include "model/catalog.h"
+#include "model/disruption-policy.h"
 #include "observe.h"
 #include "promtext.h"
-#include "provision/provisioner-internal.h"
+#include "provision/provisioner.h"
 #include "status/status.h"
 
 #define FLEET_GROUPS_MAX 4096 /* distinct (pool, type, zone, capacity type); more are summed as "other" */
@@ -62,10 +66,10 @@ static FleetGroup *fleet_group(Fleet *f, const char *pool, const char *type, con
         return g;
 }
 
-static void fleet_collect(Coordinator *c, Fleet *f) {
-        const Catalog *cat = c->provisioner ? c->provisioner->catalog : NULL;
+static void fleet_collect(const ObserveSources *src, Fleet *f) {
+        const Catalog *cat = provisioner_catalog(src->provisioner);
         NodeEntry *e;
-        REGISTRY_FOREACH(e, &c->registry) {
+        REGISTRY_FOREACH(e, src->registry) {
                 const Nodesmith__V1__Identity *id = e->state ? e->state->identity : NULL;
                 if (!id)
                         continue;
@@ -129,13 +133,13 @@ static void fleet_render(const Fleet *f, StrBuf *b) {
 
 /* Nodes told to drain, by the reason given to their agent, and those still reporting after
  * their deadline. */
-static void drains_render(Coordinator *c, StrBuf *b) {
+static void drains_render(const Registry *registry, StrBuf *b) {
         const char *reasons[32];
         uint64_t counts[ELEMENTSOF(reasons)] = {}, other = 0, overdue = 0;
         size_t n = 0;
         int64_t now_ms = (int64_t) time(NULL) * 1000;
         NodeEntry *e;
-        REGISTRY_FOREACH(e, &c->registry) {
+        REGISTRY_FOREACH(e, registry) {
                 if (e->action != NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN)
                         continue;
                 if (e->deadline_unix_ms > 0 && e->deadline_unix_ms < now_ms && !e->terminate_sent_usec)
@@ -166,7 +170,7 @@ static void drains_render(Coordinator *c, StrBuf *b) {
 }
 
 typedef struct Budgets {
-        Coordinator *c;
+        const Registry *registry;
         StrBuf *b;
 } Budgets;
 
@@ -175,12 +179,12 @@ typedef struct Budgets {
 static int pool_budgets(const cJSON *pool, void *userdata) {
         Budgets *bu = userdata;
         const char *name = kube_object_meta(pool, "name");
-        const cJSON *budgets = jget(jget(jget(pool, "spec"), "disruption"), "budgets");
+        const cJSON *budgets = json_get(json_get(json_get(pool, "spec"), "disruption"), "budgets");
         size_t nodes = 0;
         NodeEntry *e;
         if (!name)
                 return 0;
-        REGISTRY_FOREACH(e, &bu->c->registry)
+        REGISTRY_FOREACH(e, bu->registry)
                 nodes += e->state && e->state->identity && streq_ptr(e->state->identity->nodepool, name);
         for (DisruptionReason r = 0; r < _DISRUPTION_REASON_MAX; r++) {
                 size_t n = disruption_budget(budgets, r, nodes, time(NULL));
@@ -204,7 +208,7 @@ static int oldest_pending(const cJSON *pod, void *userdata) {
         Oldest *o = userdata;
         if (!pod_unschedulable(pod))
                 return 0;
-        int64_t created = kube_parse_rfc3339_ms(jstr(jget(pod, "metadata"), "creationTimestamp"));
+        int64_t created = kube_parse_rfc3339_ms(json_str(json_get(pod, "metadata"), "creationTimestamp"));
         o->n++;
         if (created > 0 && created < o->now_ms && o->now_ms - created > o->oldest_ms)
                 o->oldest_ms = o->now_ms - created;
@@ -219,49 +223,50 @@ static void watch_errors(StrBuf *b, const char *resource, const KubeWatch *w) {
         strbuf_printf(b, "nodesmith_kube_watch_errors_total{resource=\"%s\"} %u\n", resource, st.errors);
 }
 
-void observe_metrics(Coordinator *c, StrBuf *b) {
-        Provisioner *p = c->provisioner;
+void observe_metrics(const ObserveSources *src, StrBuf *b) {
+        const Provisioner *p = src->provisioner;
         Fleet f = { .groups = calloc(FLEET_GROUPS_MAX, sizeof(FleetGroup)) };
         if (!f.groups) {
                 b->error = -ENOMEM;
                 return;
         }
-        fleet_collect(c, &f);
+        fleet_collect(src, &f);
         fleet_render(&f, b);
         free(f.groups);
-        drains_render(c, b);
+        drains_render(src->registry, b);
 
         strbuf_printf(b, "# HELP nodesmith_leader_lease_transitions The Lease's leaseTransitions as last read: how often leadership changed hands.\n"
                          "# TYPE nodesmith_leader_lease_transitions gauge\nnodesmith_leader_lease_transitions %llu\n",
-                      (unsigned long long) leader_transitions(c->leader));
+                      (unsigned long long) leader_transitions(src->leader));
 
         strbuf_printf(b, "# HELP nodesmith_nodepool_disruption_budget Nodes of each NodePool that may be disrupting at once now, by reason (its budgets).\n"
                          "# TYPE nodesmith_nodepool_disruption_budget gauge\n");
-        if (p && p->nodepools)
-                (void) kube_watch_foreach(p->nodepools, pool_budgets, &(Budgets) { .c = c, .b = b });
+        const KubeWatch *pools = provisioner_watch(p, PROVISIONER_WATCH_NODEPOOLS);
+        if (pools)
+                (void) kube_watch_foreach(pools, pool_budgets, &(Budgets) { .registry = src->registry, .b = b });
 
         Oldest o = { .now_ms = (int64_t) time(NULL) * 1000 };
-        if (p && p->pods)
-                (void) kube_watch_foreach(p->pods, oldest_pending, &o);
+        const KubeWatch *pods = provisioner_watch(p, PROVISIONER_WATCH_PODS);
+        if (pods)
+                (void) kube_watch_foreach(pods, oldest_pending, &o);
         strbuf_printf(b, "# HELP nodesmith_pending_pod_oldest_seconds Age of the oldest pod the scheduler marked Unschedulable (0: none).\n"
                          "# TYPE nodesmith_pending_pod_oldest_seconds gauge\nnodesmith_pending_pod_oldest_seconds %.3f\n",
                       (double) o.oldest_ms / 1000.0);
 
         strbuf_printf(b, "# HELP nodesmith_kube_watch_errors_total Failed list or watch requests to the Kubernetes API, by resource (each retried).\n"
                          "# TYPE nodesmith_kube_watch_errors_total counter\n");
-        if (p) {
-                watch_errors(b, "pods", p->pods);
-                watch_errors(b, "nodes", p->nodes);
-                watch_errors(b, "nodepools", p->nodepools);
-                watch_errors(b, "ec2nodeclasses", p->nodeclasses);
-                watch_errors(b, "daemonsets", p->daemonsets);
-                watch_errors(b, "poddisruptionbudgets", p->pdbs);
-        }
-        const Ec2Stats *es = p ? ec2_client_stats(p->ec2) : NULL;
+        static const char *const resources[_PROVISIONER_WATCH_MAX] = {
+                [PROVISIONER_WATCH_PODS] = "pods",           [PROVISIONER_WATCH_NODES] = "nodes",
+                [PROVISIONER_WATCH_NODEPOOLS] = "nodepools", [PROVISIONER_WATCH_NODECLASSES] = "ec2nodeclasses",
+                [PROVISIONER_WATCH_DAEMONSETS] = "daemonsets", [PROVISIONER_WATCH_PDBS] = "poddisruptionbudgets",
+        };
+        for (ProvisionerWatch w = 0; w < _PROVISIONER_WATCH_MAX; w++)
+                watch_errors(b, resources[w], provisioner_watch(p, w));
+        const Ec2Stats *es = provisioner_ec2_stats(p);
         strbuf_printf(b, "# HELP nodesmith_ec2_errors_total EC2 and SSM calls that ended in an error (after retries).\n"
                          "# TYPE nodesmith_ec2_errors_total counter\nnodesmith_ec2_errors_total %llu\n",
                       (unsigned long long) (es ? es->errors : 0));
-        status_writer_metrics(c->status, b);
+        status_writer_metrics(src->status, b);
         const ProvisionerHistograms *h = provisioner_histograms(p);
         if (!h)
                 return;

@@ -12,6 +12,11 @@
 # Include circles are refused too: between the coordinator's folders (coordinator/ itself, the
 # wiring, counts as one folder; coordinator/X/ as another), and between lib/'s headers. Every
 # include that closes a circle is reported with the circle it closes.
+# A folder's private header (NAME-internal.h: provision/provisioner-internal.h, aws/ec2-internal.h,
+# model/parse-internal.h, status/status-internal.h, solver/solver-internal.h, ...) is included
+# only by the files of that folder; the rest of the product goes through its public header.
+# Only the wiring (coordinator/coordinator.[ch], coordinator/main.c) may name `Coordinator *`:
+# every other piece gets its own configuration, the registry and small ports.
 #   tests/layers.sh [ROOT]      check ROOT (default: this tree)
 #   tests/layers.sh --self-test check a small tree with one violation of each kind
 set -u
@@ -119,9 +124,19 @@ check() { # ROOT -> prints violations, returns their count (capped at 255)
       done
       if [ -z "$ok" ]; then
         echo "$f:$lineno: includes $inc, which is $hit, outside its layer"; n=$((n + 1))
+      elif [[ "${hit##*/}" == *-internal.h ]] && [ "${hit%/*}" != "${f%/*}" ]; then
+        echo "$f:$lineno: includes $inc, the private header of ${hit%/*}/ (only that folder's files may)"
+        n=$((n + 1))
       fi
     done <"$f"
   done < <(find lib node agent coordinator -name '*.[ch]' 2>/dev/null | sort)
+  # the whole coordinator, named outside the wiring
+  while IFS=: read -r f lineno _; do
+    case "$f" in coordinator/coordinator.[ch]|coordinator/main.c) continue ;; esac
+    echo "$f:$lineno: names Coordinator *: only coordinator.[ch] and main.c may (give the piece a narrow interface)"
+    n=$((n + 1))
+  done < <(find lib node agent coordinator -name '*.[ch]' -print0 2>/dev/null | sort -z |
+           xargs -0 -r grep -nE '(^|[^A-Za-z0-9_])Coordinator[[:space:]]*\*' /dev/null)
   local c
   c=$(cycles); n=$((n + $?))
   [ -n "$c" ] && echo "$c"
@@ -133,7 +148,7 @@ if [ "${1:-}" = --self-test ]; then
   t=$(mktemp -d) || exit 1
   trap 'rm -rf "$t"' EXIT
   mkdir -p "$t"/lib "$t"/node "$t"/agent "$t"/coordinator/solver "$t"/coordinator/aws \
-           "$t"/coordinator/model
+           "$t"/coordinator/model "$t"/coordinator/status
   touch "$t"/lib/macro.h "$t"/node/drain.h "$t"/agent/agent.h "$t"/coordinator/aws/ec2.h \
         "$t"/coordinator/solver/solver.h
   printf '#include "aws/ec2.h"\n' >"$t"/coordinator/model/catalog.h                 # 1: a circle:
@@ -146,16 +161,22 @@ if [ "${1:-}" = --self-test ]; then
          >"$t"/coordinator/solver/d.c                                                # 2
   printf '#include "aws/ec2.h"\n#include "drain.h"\n#include "solver/solver.h"\n' \
          >"$t"/coordinator/e.c                                                       # 0
+  touch "$t"/coordinator/aws/ec2-internal.h
+  printf '#include "ec2-internal.h"\n' >"$t"/coordinator/aws/sqs.c                   # 0: its folder's
+  printf '#include "aws/ec2-internal.h"\n' >"$t"/coordinator/status/f.c             # 1: another's
+  printf 'typedef struct Coordinator Coordinator;\nvoid observe(Coordinator *c);\n' \
+         >"$t"/coordinator/status/g.h                                                # 1: not the wiring
+  printf 'int coordinator_new(Coordinator **ret);\n' >"$t"/coordinator/coordinator.h   # 0: the wiring
   out=$(check "$t"); got=$?
   echo "$out"
-  if [ $got -ne 9 ]; then
-    echo "self-test: expected 9 violations, found $got"; exit 1
+  if [ $got -ne 11 ]; then
+    echo "self-test: expected 11 violations, found $got"; exit 1
   fi
-  echo "self-test: the 9 planted violations were found"; exit 0
+  echo "self-test: the 11 planted violations were found"; exit 0
 fi
 
 out=$(check "${1:-$(cd "$(dirname "$0")/.." && pwd)}"); got=$?
 if [ $got -ne 0 ]; then
-  echo "$out"; echo "layers: $got include(s) cross a layer boundary or close a circle (docs/architecture.md)"; exit 1
+  echo "$out"; echo "layers: $got include(s) cross a layer boundary, close a circle or reach a private header, or a piece names Coordinator * (docs/architecture.md)"; exit 1
 fi
-echo "layers: every include stays within its layer and closes no new circle"
+echo "layers: every include stays within its layer, closes no circle and leaves private headers to their folder; only the wiring names Coordinator *"

@@ -142,6 +142,32 @@ static int64_t time_path(xmlNode *n, const char *path) {
                 _r;                                                                     \
         })
 
+/* Each <item> of the answer's set `name` into a new zeroed element of list (a {items, n} list
+ * of max elements at most), filled in by parse(item, element); the first error stops it. */
+#define PARSE_SET(doc, name, list, max, parse)                                                   \
+        ({                                                                                      \
+                int _ps_r = 0;                                                                  \
+                FOREACH_ITEM(_ps_item, root_set(doc, name)) {                                   \
+                        __typeof__((list)->items) _ps_x = NULL;                                 \
+                        if ((_ps_r = LIST_PUSH(list, max, _ps_x)) < 0 || (_ps_r = parse(_ps_item, _ps_x)) < 0) \
+                                break;                                                          \
+                }                                                                               \
+                _ps_r;                                                                          \
+        })
+
+/* Frees a {items, n} list (from PARSE_SET): clear(element) for each element, then the list.
+ * Accepts NULL; returns NULL. */
+#define LIST_FREE(l, clear)                                                                     \
+        ({                                                                                      \
+                if (l) {                                                                        \
+                        for (size_t _lf_i = 0; _lf_i < (l)->n; _lf_i++)                         \
+                                clear(&(l)->items[_lf_i]);                                      \
+                        free((l)->items);                                                       \
+                        free(l);                                                                \
+                }                                                                               \
+                (__typeof__(l)) NULL;                                                           \
+        })
+
 static xmlNode *root_set(xmlDoc *doc, const char *name) {
         return ec2_xml_child(xmlDocGetRootElement(doc), name);
 }
@@ -241,33 +267,31 @@ char *ec2_xml_next_token(xmlDoc *doc) {
         return t;
 }
 
-static int parse_tags(xmlNode *n, Ec2Tag **ret, size_t *ret_n) {
+/* The end of an item that carries tags: -EBADMSG when it lacks a field it must have (complete
+ * false), else its tagSet into *ret (EC2 allows 50; any beyond are ignored). */
+static int parse_tags(xmlNode *n, bool complete, Ec2Tag **ret, size_t *ret_n) {
+        if (!complete)
+                return -EBADMSG;
         xmlNode *set = ec2_xml_child(n, "tagSet");
         struct {
                 Ec2Tag *items;
                 size_t n;
         } l = { *ret, *ret_n };
+        int r = 0;
         FOREACH_ITEM(item, set) {
                 Ec2Tag *t = NULL;
-                int r = LIST_PUSH(&l, 50u, t);
-                if (r < 0)
-                        break; /* EC2 allows 50; ignore anything beyond */
+                if (LIST_PUSH(&l, 50u, t) < 0)
+                        break;
                 t->key = ec2_xml_text(item, "key");
                 t->value = ec2_xml_text(item, "value");
-                if (!t->key) {
-                        *ret = l.items;
-                        *ret_n = l.n;
-                        return -ENOMEM;
-                }
-                if (!t->value && !(t->value = strdup(""))) {
-                        *ret = l.items;
-                        *ret_n = l.n;
-                        return -ENOMEM;
+                if (!t->key || (!t->value && !(t->value = strdup("")))) {
+                        r = -ENOMEM;
+                        break;
                 }
         }
         *ret = l.items;
         *ret_n = l.n;
-        return 0;
+        return r;
 }
 
 static void tags_free(Ec2Tag *t, size_t n) {
@@ -338,70 +362,55 @@ int ec2_parse_instance_types(xmlDoc *doc, Ec2InstanceTypeList *list, size_t max)
         return 0;
 }
 
-Ec2InstanceTypeList *ec2_instance_type_list_free(Ec2InstanceTypeList *l) {
-        if (!l)
-                return NULL;
-        for (size_t i = 0; i < l->n; i++) {
-                Ec2InstanceType *t = &l->items[i];
-                free(t->name);
-                ec2_strv_free(t->architectures);
-                for (size_t g = 0; g < t->n_gpus; g++) {
-                        free(t->gpus[g].name);
-                        free(t->gpus[g].manufacturer);
-                }
-                free(t->gpus);
-                free(t->hypervisor);
-                free(t->network_performance);
+static void instance_type_clear(Ec2InstanceType *t) {
+        free(t->name);
+        ec2_strv_free(t->architectures);
+        for (size_t g = 0; g < t->n_gpus; g++) {
+                free(t->gpus[g].name);
+                free(t->gpus[g].manufacturer);
         }
-        free(l->items);
-        free(l);
-        return NULL;
+        free(t->gpus);
+        free(t->hypervisor);
+        free(t->network_performance);
+}
+
+Ec2InstanceTypeList *ec2_instance_type_list_free(Ec2InstanceTypeList *l) {
+        return LIST_FREE(l, instance_type_clear);
 }
 
 /* ---- offerings, spot prices -------------------------------------------------------------- */
 
+static int offering_item(xmlNode *item, Ec2Offering *o) {
+        o->instance_type = ec2_xml_text(item, "instanceType");
+        o->zone = ec2_xml_text(item, "location");
+        return o->instance_type && o->zone ? 0 : -EBADMSG;
+}
+
 int ec2_parse_offerings(xmlDoc *doc, Ec2OfferingList *list, size_t max) {
-        FOREACH_ITEM(item, root_set(doc, "instanceTypeOfferingSet")) {
-                Ec2Offering *o = NULL;
-                int r = LIST_PUSH(list, max, o);
-                if (r < 0)
-                        return r;
-                o->instance_type = ec2_xml_text(item, "instanceType");
-                o->zone = ec2_xml_text(item, "location");
-                if (!o->instance_type || !o->zone)
-                        return -EBADMSG;
-        }
-        return 0;
+        return PARSE_SET(doc, "instanceTypeOfferingSet", list, max, offering_item);
+}
+
+static void offering_clear(Ec2Offering *t) {
+        free(t->instance_type);
+        free(t->zone);
 }
 
 Ec2OfferingList *ec2_offering_list_free(Ec2OfferingList *l) {
-        if (!l)
-                return NULL;
-        for (size_t i = 0; i < l->n; i++) {
-                free(l->items[i].instance_type);
-                free(l->items[i].zone);
-        }
-        free(l->items);
-        free(l);
-        return NULL;
+        return LIST_FREE(l, offering_clear);
+}
+
+static int spot_price_item(xmlNode *item, Ec2SpotPrice *p) {
+        _cleanup_free_ char *price = ec2_xml_text(item, "spotPrice");
+        char *end = NULL;
+        p->instance_type = ec2_xml_text(item, "instanceType");
+        p->zone = ec2_xml_text(item, "availabilityZone");
+        p->timestamp = time_path(item, "timestamp");
+        p->price = price ? strtod(price, &end) : -1;
+        return p->instance_type && p->zone && price && !*end && p->price >= 0 ? 0 : -EBADMSG;
 }
 
 int ec2_parse_spot_prices(xmlDoc *doc, Ec2SpotPriceList *list, size_t max) {
-        FOREACH_ITEM(item, root_set(doc, "spotPriceHistorySet")) {
-                Ec2SpotPrice *p = NULL;
-                _cleanup_free_ char *price = ec2_xml_text(item, "spotPrice");
-                char *end = NULL;
-                int r = LIST_PUSH(list, max, p);
-                if (r < 0)
-                        return r;
-                p->instance_type = ec2_xml_text(item, "instanceType");
-                p->zone = ec2_xml_text(item, "availabilityZone");
-                p->timestamp = time_path(item, "timestamp");
-                p->price = price ? strtod(price, &end) : -1;
-                if (!p->instance_type || !p->zone || !price || *end || p->price < 0)
-                        return -EBADMSG;
-        }
-        return 0;
+        return PARSE_SET(doc, "spotPriceHistorySet", list, max, spot_price_item);
 }
 
 static int spot_cmp(const void *a, const void *b) {
@@ -431,109 +440,78 @@ void ec2_spot_prices_latest(Ec2SpotPriceList *l) {
         l->n = w;
 }
 
+static void spot_price_clear(Ec2SpotPrice *t) {
+        free(t->instance_type);
+        free(t->zone);
+}
+
 Ec2SpotPriceList *ec2_spot_price_list_free(Ec2SpotPriceList *l) {
-        if (!l)
-                return NULL;
-        for (size_t i = 0; i < l->n; i++) {
-                free(l->items[i].instance_type);
-                free(l->items[i].zone);
-        }
-        free(l->items);
-        free(l);
-        return NULL;
+        return LIST_FREE(l, spot_price_clear);
 }
 
 /* ---- subnets, security groups, images ------------------------------------------------------ */
 
+static int subnet_item(xmlNode *item, Ec2Subnet *s) {
+        s->id = ec2_xml_text(item, "subnetId");
+        s->vpc_id = ec2_xml_text(item, "vpcId");
+        s->zone = ec2_xml_text(item, "availabilityZone");
+        s->zone_id = ec2_xml_text(item, "availabilityZoneId");
+        s->cidr = ec2_xml_text(item, "cidrBlock");
+        s->available_ips = u64_path(item, "availableIpAddressCount");
+        return parse_tags(item, s->id && s->zone, &s->tags, &s->n_tags);
+}
+
 int ec2_parse_subnets(xmlDoc *doc, Ec2SubnetList *list, size_t max) {
-        FOREACH_ITEM(item, root_set(doc, "subnetSet")) {
-                Ec2Subnet *s = NULL;
-                int r = LIST_PUSH(list, max, s);
-                if (r < 0)
-                        return r;
-                s->id = ec2_xml_text(item, "subnetId");
-                s->vpc_id = ec2_xml_text(item, "vpcId");
-                s->zone = ec2_xml_text(item, "availabilityZone");
-                s->zone_id = ec2_xml_text(item, "availabilityZoneId");
-                s->cidr = ec2_xml_text(item, "cidrBlock");
-                s->available_ips = u64_path(item, "availableIpAddressCount");
-                if (!s->id || !s->zone)
-                        return -EBADMSG;
-                r = parse_tags(item, &s->tags, &s->n_tags);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        return PARSE_SET(doc, "subnetSet", list, max, subnet_item);
+}
+
+static void subnet_clear(Ec2Subnet *s) {
+        free(s->id);
+        free(s->vpc_id);
+        free(s->zone);
+        free(s->zone_id);
+        free(s->cidr);
+        tags_free(s->tags, s->n_tags);
 }
 
 Ec2SubnetList *ec2_subnet_list_free(Ec2SubnetList *l) {
-        if (!l)
-                return NULL;
-        for (size_t i = 0; i < l->n; i++) {
-                Ec2Subnet *s = &l->items[i];
-                free(s->id);
-                free(s->vpc_id);
-                free(s->zone);
-                free(s->zone_id);
-                free(s->cidr);
-                tags_free(s->tags, s->n_tags);
-        }
-        free(l->items);
-        free(l);
-        return NULL;
+        return LIST_FREE(l, subnet_clear);
+}
+
+static int security_group_item(xmlNode *item, Ec2SecurityGroup *g) {
+        g->id = ec2_xml_text(item, "groupId");
+        g->name = ec2_xml_text(item, "groupName");
+        g->vpc_id = ec2_xml_text(item, "vpcId");
+        return parse_tags(item, g->id, &g->tags, &g->n_tags);
 }
 
 int ec2_parse_security_groups(xmlDoc *doc, Ec2SecurityGroupList *list, size_t max) {
-        FOREACH_ITEM(item, root_set(doc, "securityGroupInfo")) {
-                Ec2SecurityGroup *g = NULL;
-                int r = LIST_PUSH(list, max, g);
-                if (r < 0)
-                        return r;
-                g->id = ec2_xml_text(item, "groupId");
-                g->name = ec2_xml_text(item, "groupName");
-                g->vpc_id = ec2_xml_text(item, "vpcId");
-                if (!g->id)
-                        return -EBADMSG;
-                r = parse_tags(item, &g->tags, &g->n_tags);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        return PARSE_SET(doc, "securityGroupInfo", list, max, security_group_item);
+}
+
+static void security_group_clear(Ec2SecurityGroup *g) {
+        free(g->id);
+        free(g->name);
+        free(g->vpc_id);
+        tags_free(g->tags, g->n_tags);
 }
 
 Ec2SecurityGroupList *ec2_security_group_list_free(Ec2SecurityGroupList *l) {
-        if (!l)
-                return NULL;
-        for (size_t i = 0; i < l->n; i++) {
-                free(l->items[i].id);
-                free(l->items[i].name);
-                free(l->items[i].vpc_id);
-                tags_free(l->items[i].tags, l->items[i].n_tags);
-        }
-        free(l->items);
-        free(l);
-        return NULL;
+        return LIST_FREE(l, security_group_clear);
+}
+
+static int image_item(xmlNode *item, Ec2Image *i) {
+        i->id = ec2_xml_text(item, "imageId");
+        i->name = ec2_xml_text(item, "name");
+        i->architecture = ec2_xml_text(item, "architecture");
+        i->state = ec2_xml_text(item, "imageState");
+        i->owner_id = ec2_xml_text(item, "imageOwnerId");
+        i->creation_date = time_path(item, "creationDate");
+        return parse_tags(item, i->id, &i->tags, &i->n_tags);
 }
 
 int ec2_parse_images(xmlDoc *doc, Ec2ImageList *list, size_t max) {
-        FOREACH_ITEM(item, root_set(doc, "imagesSet")) {
-                Ec2Image *i = NULL;
-                int r = LIST_PUSH(list, max, i);
-                if (r < 0)
-                        return r;
-                i->id = ec2_xml_text(item, "imageId");
-                i->name = ec2_xml_text(item, "name");
-                i->architecture = ec2_xml_text(item, "architecture");
-                i->state = ec2_xml_text(item, "imageState");
-                i->owner_id = ec2_xml_text(item, "imageOwnerId");
-                i->creation_date = time_path(item, "creationDate");
-                if (!i->id)
-                        return -EBADMSG;
-                r = parse_tags(item, &i->tags, &i->n_tags);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        return PARSE_SET(doc, "imagesSet", list, max, image_item);
 }
 
 static int image_cmp(const void *a, const void *b) {
@@ -548,21 +526,17 @@ void ec2_images_sort(Ec2ImageList *l) {
                 qsort(l->items, l->n, sizeof *l->items, image_cmp);
 }
 
+static void image_clear(Ec2Image *i) {
+        free(i->id);
+        free(i->name);
+        free(i->architecture);
+        free(i->state);
+        free(i->owner_id);
+        tags_free(i->tags, i->n_tags);
+}
+
 Ec2ImageList *ec2_image_list_free(Ec2ImageList *l) {
-        if (!l)
-                return NULL;
-        for (size_t k = 0; k < l->n; k++) {
-                Ec2Image *i = &l->items[k];
-                free(i->id);
-                free(i->name);
-                free(i->architecture);
-                free(i->state);
-                free(i->owner_id);
-                tags_free(i->tags, i->n_tags);
-        }
-        free(l->items);
-        free(l);
-        return NULL;
+        return LIST_FREE(l, image_clear);
 }
 
 /* ---- instances ----------------------------------------------------------------------- */
@@ -589,9 +563,7 @@ int ec2_parse_instances(xmlDoc *doc, Ec2InstanceList *list, size_t max) {
                         FOREACH_ITEM(grp, ec2_xml_child(item, "groupSet"))
                                 if (g < EC2_MAX_INSTANCE_SGS && (i->security_groups[g] = ec2_xml_text(grp, "groupId")))
                                         g++;
-                        if (!i->id || !i->state || !i->lifecycle)
-                                return -EBADMSG;
-                        r = parse_tags(item, &i->tags, &i->n_tags);
+                        r = parse_tags(item, i->id && i->state && i->lifecycle, &i->tags, &i->n_tags);
                         if (r < 0)
                                 return r;
                 }
@@ -606,26 +578,22 @@ const char *ec2_instance_tag(const Ec2Instance *i, const char *key) {
         return NULL;
 }
 
+static void instance_clear(Ec2Instance *i) {
+        free(i->id);
+        free(i->instance_type);
+        free(i->zone);
+        free(i->state);
+        free(i->lifecycle);
+        free(i->private_ip);
+        free(i->image_id);
+        free(i->subnet_id);
+        for (size_t g = 0; i->security_groups[g]; g++)
+                free(i->security_groups[g]);
+        tags_free(i->tags, i->n_tags);
+}
+
 Ec2InstanceList *ec2_instance_list_free(Ec2InstanceList *l) {
-        if (!l)
-                return NULL;
-        for (size_t k = 0; k < l->n; k++) {
-                Ec2Instance *i = &l->items[k];
-                free(i->id);
-                free(i->instance_type);
-                free(i->zone);
-                free(i->state);
-                free(i->lifecycle);
-                free(i->private_ip);
-                free(i->image_id);
-                free(i->subnet_id);
-                for (size_t g = 0; i->security_groups[g]; g++)
-                        free(i->security_groups[g]);
-                tags_free(i->tags, i->n_tags);
-        }
-        free(l->items);
-        free(l);
-        return NULL;
+        return LIST_FREE(l, instance_clear);
 }
 
 int ec2_parse_terminated(xmlDoc *doc, char ***ret) {

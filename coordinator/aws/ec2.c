@@ -498,6 +498,17 @@ static int call_start(Ec2Call *call, StrBuf *body) {
         return r;
 }
 
+/* The end of a call's set-up: call is NULL when building the query failed (r < 0), there is no
+ * callback (have_done false: -EINVAL) or memory ran out; b is freed then and that error returned.
+ * Else the call starts with b as its body. */
+static int call_send(Ec2Call *call, StrBuf *b, int r, bool have_done) {
+        if (!call) {
+                strbuf_done(b);
+                return r < 0 ? r : have_done ? -ENOMEM : -EINVAL;
+        }
+        return call_start(call, b);
+}
+
 /* ---- typed finishes --------------------------------------------------------------------- */
 
 #define DEFINE_LIST_CALL(Name, ListType, parse_fn, free_fn, done_type)                              \
@@ -594,11 +605,7 @@ int ec2_describe_instance_types(Ec2Client *c, const char *const *names, const Ec
         if (r >= 0 && !names) /* with explicit names AWS refuses MaxResults */
                 r = ec2_query_add(&b, "MaxResults", "100");
         Ec2Call *call = r >= 0 && done ? types_new(c, "DescribeInstanceTypes", done, userdata) : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 int ec2_describe_instance_type_offerings(Ec2Client *c, const Ec2Filter *filters, size_t n_filters,
@@ -612,11 +619,7 @@ int ec2_describe_instance_type_offerings(Ec2Client *c, const Ec2Filter *filters,
         if (r >= 0)
                 r = ec2_query_add(&b, "MaxResults", "1000");
         Ec2Call *call = r >= 0 && done ? offerings_new(c, "DescribeInstanceTypeOfferings", done, userdata) : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 int ec2_describe_spot_prices(Ec2Client *c, const char *const *types, int64_t start_time,
@@ -627,11 +630,7 @@ int ec2_describe_spot_prices(Ec2Client *c, const char *const *types, int64_t sta
                 ? list_call_new(c, "DescribeSpotPriceHistory", sizeof(Ec2SpotPriceList), spot_parse,
                                 spot_free, spot_finish, done, userdata)
                 : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 int ec2_describe_subnets(Ec2Client *c, const char *const *ids, const Ec2Filter *filters,
@@ -643,11 +642,7 @@ int ec2_describe_subnets(Ec2Client *c, const char *const *ids, const Ec2Filter *
         if (r >= 0)
                 r = ec2_query_add_filters(&b, 1, filters, n_filters);
         Ec2Call *call = r >= 0 && done ? subnets_new(c, "DescribeSubnets", done, userdata) : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 int ec2_describe_security_groups(Ec2Client *c, const char *const *ids, const Ec2Filter *filters,
@@ -659,11 +654,7 @@ int ec2_describe_security_groups(Ec2Client *c, const char *const *ids, const Ec2
         if (r >= 0)
                 r = ec2_query_add_filters(&b, 1, filters, n_filters);
         Ec2Call *call = r >= 0 && done ? sgs_new(c, "DescribeSecurityGroups", done, userdata) : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 int ec2_describe_images(Ec2Client *c, const char *const *ids, const char *const *owners,
@@ -681,11 +672,7 @@ int ec2_describe_images(Ec2Client *c, const char *const *ids, const char *const 
                 ? list_call_new(c, "DescribeImages", sizeof(Ec2ImageList), images_parse, images_free,
                                 images_finish, done, userdata)
                 : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 int ec2_describe_cluster_instances(Ec2Client *c, const char *const *states,
@@ -694,11 +681,7 @@ int ec2_describe_cluster_instances(Ec2Client *c, const char *const *states,
         StrBuf b;
         int r = ec2_build_cluster_instances(c->cluster, states, filters, n_filters, &b);
         Ec2Call *call = r >= 0 && done ? instances_new(c, "DescribeInstances", done, userdata) : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 int ec2_describe_instances_by_id(Ec2Client *c, const char *const *ids, ec2_instances_done_t done,
@@ -708,11 +691,7 @@ int ec2_describe_instances_by_id(Ec2Client *c, const char *const *ids, ec2_insta
         if (r >= 0)
                 r = ids && ids[0] ? ec2_query_add_list(&b, "InstanceId", ids) : -EINVAL;
         Ec2Call *call = r >= 0 && done ? instances_new(c, "DescribeInstances", done, userdata) : NULL;
-        if (!call) {
-                strbuf_done(&b);
-                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
-        }
-        return call_start(call, &b);
+        return call_send(call, &b, r, done != NULL);
 }
 
 /* SSM GetParameter */

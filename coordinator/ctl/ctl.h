@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-/* Each subcommand: argv[0] is the subcommand's name; returns the process exit code. */
+/* nodesmithctl's subcommands, one file each, and what they share (reaching the coordinator's
+ * /api/v1). Each subcommand: argv[0] is the subcommand's name; returns the process exit code. */
 int ctl_nodes_main(int argc, char **argv);
 int ctl_status_main(int argc, char **argv);
 int ctl_explain_main(int argc, char **argv);

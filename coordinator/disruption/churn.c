@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "churn.h"
+#include "json-util.h"
 #include "kube.h"
 #include "log.h"
 #include "macro.h"
@@ -22,12 +23,12 @@ static void on_annotated(KubeResponse *resp, void *userdata) {
 }
 
 static const char *annotation_of(Provisioner *p, const char *node) {
-        const cJSON *obj = node ? kube_watch_get(p->nodes, NULL, node) : NULL;
-        return jstr(jget(jget(obj, "metadata"), "annotations"), CHURN_ANNOTATION);
+        const cJSON *obj = node ? kube_watch_get(provisioner_watch(p, PROVISIONER_WATCH_NODES), NULL, node) : NULL;
+        return json_str(json_get(json_get(obj, "metadata"), "annotations"), CHURN_ANNOTATION);
 }
 
 void churn_annotate(Provisioner *p, const char *node, int64_t launched_unix_usec) {
-        if (!node || !kube_watch_get(p->nodes, NULL, node) || !provisioner_acting(p))
+        if (!node || !kube_watch_get(provisioner_watch(p, PROVISIONER_WATCH_NODES), NULL, node) || !provisioner_acting(p))
                 return;
         time_t t = (time_t) (launched_unix_usec / 1000000);
         struct tm tm;
@@ -42,7 +43,7 @@ void churn_annotate(Provisioner *p, const char *node, int64_t launched_unix_usec
         if (kube_path("v1", NULL, "nodes", node, NULL, &path) < 0)
                 return;
         char *copy = strdup(node);
-        if (!copy || kube_patch(p->kube, path, KUBE_PATCH_MERGE, body, on_annotated, copy, NULL) < 0)
+        if (!copy || kube_patch(provisioner_kube(p), path, KUBE_PATCH_MERGE, body, on_annotated, copy, NULL) < 0)
                 free(copy);
         else
                 log_debug("Node %s: launched as a replacement at %s (churn guard recorded).", node, when);

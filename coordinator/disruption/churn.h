@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "provision/provisioner-internal.h"
+#include "provision/provisioner.h"
 
 #define CHURN_ANNOTATION "nodesmith.io/replacement-launched-at"
 

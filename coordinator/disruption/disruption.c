@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Disruption passes: expiration, drift, emptiness, consolidation, within budgets, validated before
+/* Disruption passes: one decision per pass in Karpenter's order (expiration, static scale-down,
+ * drift (drift.c), emptiness, consolidation), within budgets, consolidations validated before
  * acting. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -7,13 +8,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "agents/registry.h"
 #include "balanced.h"
 #include "churn.h"
 #include "disruption.h"
-#include "model/disruption-policy.h"
+#include "drift.h"
+#include "json-util.h"
+#include "kube.h"
 #include "log.h"
 #include "macro.h"
-#include "provision/provisioner-internal.h"
+#include "model/disruption-policy.h"
+#include "provision/provisioner.h"
 
 #define DEFAULT_THRESHOLD 0.15
 #define DEFAULT_CHURN_GUARD_S (15 * 60)
@@ -67,16 +72,19 @@ struct Disruption {
         uint64_t decisions[_METHOD_MAX];
         uint64_t validated, invalidated;
         uint64_t pass_failures;        /* passes that stopped on an error (logged, then counted) */
+        uint64_t disruptions;          /* nodes told to drain (nodesmith_disruptions_total) */
         double last_pass_seconds;
         Provisioner *p;                /* the snapshot, the watches, the launches */
+        Registry *registry;            /* the nodes that report: told to drain or to be replaced */
         DisruptionConfig cfg;
 };
 
-int disruption_new(Provisioner *p, const DisruptionConfig *cfg, Disruption **ret) {
+int disruption_new(Provisioner *p, Registry *registry, const DisruptionConfig *cfg, Disruption **ret) {
         Disruption *d = calloc(1, sizeof *d);
         if (!d)
                 return -ENOMEM;
         d->p = p;
+        d->registry = registry;
         d->cfg = *cfg;
         *ret = d;
         return 0;
@@ -118,13 +126,12 @@ static const Recent *recent_find(const Recent *r, const char *key) {
 }
 
 void disruption_launched(Disruption *d, const char *instance_id) {
-        Provisioner *p = d->p;
         NodeEntry *e;
         bool replacing = false;
-        REGISTRY_FOREACH(e, p->registry)
+        REGISTRY_FOREACH(e, d->registry)
                 replacing |= e->replace_started_usec > 0;
         if (replacing && instance_id)
-                recent_add(d->churn, &d->churn_next, instance_id, provisioner_now(p));
+                recent_add(d->churn, &d->churn_next, instance_id, provisioner_now(d->p));
 }
 
 void disruption_nominated(Disruption *d, const char *node) {
@@ -134,25 +141,26 @@ void disruption_nominated(Disruption *d, const char *node) {
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static NodeEntry *entry_for_node(Provisioner *p, const char *name) {
+static NodeEntry *entry_for_node(Disruption *d, const char *name) {
         NodeEntry *e;
-        REGISTRY_FOREACH(e, p->registry)
-                if (streq_ptr(provisioner_node_name(p, e), name))
+        REGISTRY_FOREACH(e, d->registry)
+                if (streq_ptr(provisioner_node_name(d->p, e), name))
                         return e;
         return NULL;
 }
 
 static bool node_do_not_disrupt(Provisioner *p, const char *node) {
-        const cJSON *ann = jget(jget(kube_watch_get(p->nodes, NULL, node), "metadata"), "annotations");
-        return streq_ptr(jstr(ann, "nodesmith.io/do-not-disrupt"), "true") ||
-               streq_ptr(jstr(ann, "karpenter.sh/do-not-disrupt"), "true");
+        const cJSON *obj = kube_watch_get(provisioner_watch(p, PROVISIONER_WATCH_NODES), NULL, node);
+        const cJSON *ann = json_get(json_get(obj, "metadata"), "annotations");
+        return streq_ptr(json_str(ann, "nodesmith.io/do-not-disrupt"), "true") ||
+               streq_ptr(json_str(ann, "karpenter.sh/do-not-disrupt"), "true");
 }
 
 static void node_event(Provisioner *p, const char *node, const char *reason, const char *why) {
         KubeEventInfo ev = { .api_version = "v1", .kind = "Node", .name = node, .reason = reason,
                              .message = why, .component = "nodesmith-coordinator" };
         if (node)
-                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+                (void) kube_event_create(provisioner_kube(p), &ev, NULL, NULL, NULL);
 }
 
 typedef struct PdbQuery {
@@ -162,34 +170,36 @@ typedef struct PdbQuery {
 
 static int pdb_check(const cJSON *pdb, void *userdata) {
         PdbQuery *q = userdata;
-        const cJSON *md = jget(pdb, "metadata");
-        const cJSON *allowed = jget(jget(pdb, "status"), "disruptionsAllowed");
-        if (!streq_ptr(jstr(md, "namespace"), q->pod->namespace_) || !cJSON_IsNumber(allowed) ||
+        const cJSON *md = json_get(pdb, "metadata");
+        const cJSON *allowed = json_get(json_get(pdb, "status"), "disruptionsAllowed");
+        if (!streq_ptr(json_str(md, "namespace"), q->pod->namespace_) || !cJSON_IsNumber(allowed) ||
             allowed->valuedouble > 0)
                 return 0;
-        if (!disruption_selector_matches(jget(jget(pdb, "spec"), "selector"), q->pod->labels, q->pod->n_labels))
+        if (!disruption_selector_matches(json_get(json_get(pdb, "spec"), "selector"), q->pod->labels, q->pod->n_labels))
                 return 0;
-        q->blocking = jstr(md, "name");
+        q->blocking = json_str(md, "name");
         return -EEXIST; /* found: stop */
 }
 
 /* The PodDisruptionBudget that forbids evicting the pod now, if one does. */
 static const char *pdb_blocking(Provisioner *p, const SolverPod *pod) {
         PdbQuery q = { .pod = pod };
-        if (p->pdbs && pod->namespace_)
-                (void) kube_watch_foreach(p->pdbs, pdb_check, &q);
+        const KubeWatch *pdbs = provisioner_watch(p, PROVISIONER_WATCH_PDBS);
+        if (pdbs && pod->namespace_)
+                (void) kube_watch_foreach(pdbs, pdb_check, &q);
         return q.blocking;
 }
 
 /* Drain now: the node's pods are planned elsewhere at once. */
-static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *why) {
+static void drain(Disruption *d, NodeEntry *e, const char *reason, const char *why) {
+        Provisioner *p = d->p;
         if (!e || free_and_strdup(&e->reason, reason) < 0)
                 return;
         e->action = NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN;
         e->deadline_unix_ms = 0;
         e->force = false;
         e->replace_started_usec = 0;
-        p->disruptions++;
+        d->disruptions++;
         const char *node = provisioner_node_name(p, e);
         log_notice("Disrupting Node %s (%s): %s; acting replica %s.", strempty(node), reason, why,
                    provisioner_acting_as(p));
@@ -200,14 +210,17 @@ static void drain(Provisioner *p, NodeEntry *e, const char *reason, const char *
 /* Replace: its pods are planned elsewhere (a new node is launched for them); it drains once
  * the replacement is up. A consolidation's replacement must cost less than price_cap, what the
  * node(s) it replaces cost (provision/pricecap.c); 0: no cap (drift). */
-static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char *why, bool on_demand,
+static void replace(Disruption *d, NodeEntry *e, const char *reason, const char *why, bool on_demand,
                     double price_cap) {
+        Provisioner *p = d->p;
+        ProvisionerActivity pa;
         if (!e)
                 return;
+        provisioner_activity(p, &pa);
         e->replace_on_demand = on_demand;
         e->replace_price_cap = price_cap;
         e->replace_started_usec = provisioner_now(p);
-        e->replace_round = p->rounds;
+        e->replace_round = pa.rounds;
         snprintf(e->replace_reason, sizeof e->replace_reason, "%s", reason);
         const char *node = provisioner_node_name(p, e);
         log_notice("Replacing Node %s (%s): %s.", strempty(node), reason, why);
@@ -216,10 +229,10 @@ static void replace(Provisioner *p, NodeEntry *e, const char *reason, const char
 }
 
 /* Replacements whose new capacity is up (a round ran since, nothing in flight): drain. */
-static void promote_replacements(Provisioner *p, uint64_t now) {
+static void promote_replacements(Disruption *d, const ProvisionerActivity *pa, uint64_t now) {
         NodeEntry *e;
-        bool settled = !p->batch_open && !p->round && p->n_inflight == 0;
-        REGISTRY_FOREACH(e, p->registry) {
+        bool settled = !pa->batch_open && !pa->round_running && pa->in_flight == 0;
+        REGISTRY_FOREACH(e, d->registry) {
                 if (!e->replace_started_usec)
                         continue;
                 if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
@@ -227,11 +240,11 @@ static void promote_replacements(Provisioner *p, uint64_t now) {
                         continue;
                 }
                 bool timeout = now - e->replace_started_usec > REPLACE_TIMEOUT_USEC;
-                if ((settled && p->rounds > e->replace_round) || timeout) {
+                if ((settled && pa->rounds > e->replace_round) || timeout) {
                         char why[128];
                         snprintf(why, sizeof why, "%s", timeout ? "replacement not up after 10 minutes; draining anyway"
                                                                 : "its replacement is up");
-                        drain(p, e, e->replace_reason[0] ? e->replace_reason : "replaced", why);
+                        drain(d, e, e->replace_reason[0] ? e->replace_reason : "replaced", why);
                 }
         }
 }
@@ -241,83 +254,6 @@ static int pool_index(const SolverSnapshot *sn, const char *pool) {
                 if (streq(pool, sn->nodepools[k].name))
                         return (int) k;
         return -1;
-}
-
-static const char *label_of(const SolverNode *n, const char *key) {
-        for (size_t i = 0; i < n->n_labels; i++)
-                if (streq(n->labels[i].key, key))
-                        return n->labels[i].value;
-        return NULL;
-}
-
-static bool has_key(const SolverLabel *l, size_t n, const char *key) {
-        const char *k = solver_canonical_label_key(key);
-        for (size_t i = 0; i < n; i++)
-                if (streq(solver_canonical_label_key(l[i].key), k))
-                        return true;
-        return false;
-}
-
-/* Why the node no longer matches its NodePool, or NULL. */
-static bool drifted(Provisioner *p, Round *rd, size_t i, int k, const NodeEntry *e, char *why, size_t size) {
-        const SolverSnapshot *sn = &rd->snap;
-        const SolverNode *n = &sn->nodes[i];
-        const SolverNodePool *pool = &sn->nodepools[k];
-        char h[17];
-        const char *have = label_of(n, DISRUPTION_LABEL_POOL_HASH);
-        disruption_pool_hash(kube_watch_get(p->nodepools, NULL, pool->name), h);
-        if (have && h[0] && !streq(have, h)) {
-                snprintf(why, size, "NodePool %s's template changed (hash %s, node has %s)", pool->name, h, have);
-                return true;
-        }
-        const char *nc = rd->objects->extra[k].node_class;
-        have = label_of(n, DISRUPTION_LABEL_CLASS_HASH);
-        if (nc && have) {
-                const cJSON *obj = kube_watch_get(p->nodeclasses, NULL, nc);
-                disruption_class_hash(obj, h);
-                if (obj && h[0] && !streq(have, h)) {
-                        snprintf(why, size, "EC2NodeClass %s changed (hash %s, node has %s)", nc, h, have);
-                        return true;
-                }
-        }
-        /* the image behind the class's alias, as looked up last (images.c) */
-        const char *img = label_of(n, DISRUPTION_LABEL_IMAGE);
-        const Resolved *res = nc && img ? provisioner_resolved_find(p, nc) : NULL;
-        int arch = streq_ptr(label_of(n, SOLVER_LABEL_ARCH), "arm64") ? 1 : 0;
-        if (res && res->ami[arch] && !streq(res->ami[arch], img)) {
-                snprintf(why, size, "EC2NodeClass %s's image is now %s (node has %s)", nc, res->ami[arch], img);
-                return true;
-        }
-        /* its instance's subnet and security groups against what the class's terms match now */
-        if (nc && provisioner_network_drifted(p, nc, e->instance_id, why, size))
-                return true;
-        /* requirements, against the node's labels and its instance type's */
-        size_t nl = n->n_labels, nt = 0;
-        const SolverInstanceType *types = catalog_types(p->catalog, &nt);
-        int t = n->instance_type ? catalog_find(p->catalog, n->instance_type) : -1;
-        size_t tl = t >= 0 ? types[t].n_labels : 0;
-        SolverLabel *all = solver_arena_alloc(rd->arena, (nl + tl + 2) * sizeof *all);
-        if (!all)
-                return false;
-        memcpy(all, n->labels, nl * sizeof *all);
-        if (tl)
-                memcpy(all + nl, types[t].labels, tl * sizeof *all);
-        size_t na = nl + tl;
-        if (n->zone && !has_key(all, na, SOLVER_LABEL_ZONE))
-                all[na++] = (SolverLabel) { SOLVER_LABEL_ZONE, n->zone };
-        if (!has_key(all, na, SOLVER_LABEL_CAPACITY_TYPE))
-                all[na++] = (SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, solver_capacity_type_to_name(n->capacity_type) };
-        for (size_t r = 0; r < pool->n_requirements; r++) {
-                const SolverRequirement *req = &pool->requirements[r];
-                /* a key the node has no value for says nothing (but DoesNotExist) */
-                if (!has_key(all, na, req->key))
-                        continue;
-                if (!solver_requirement_matches_labels(req, all, na)) {
-                        snprintf(why, size, "it no longer meets NodePool %s's requirement on %s", pool->name, req->key);
-                        return true;
-                }
-        }
-        return false;
 }
 
 static cJSON *node_json(cJSON *nodes, const SolverNode *n, const NodeEntry *e) {
@@ -380,14 +316,13 @@ static void record(Disruption *d, Method m, SolverConsolidationKind kind, char *
 /* Act on a consolidation: delete drains at once, replace launches first. */
 static void act(Disruption *d, Method m, SolverConsolidationKind kind, char *const *nodes, size_t n,
                 double old_price, double new_price, bool on_demand, const char *message) {
-        Provisioner *p = d->p;
         const char *reason = m == METHOD_EMPTINESS ? "empty" : "underutilized";
         for (size_t i = 0; i < n; i++) {
-                NodeEntry *e = entry_for_node(p, nodes[i]);
+                NodeEntry *e = entry_for_node(d, nodes[i]);
                 if (kind == SOLVER_CONSOLIDATE_REPLACE)
-                        replace(p, e, reason, message, on_demand, old_price);
+                        replace(d, e, reason, message, on_demand, old_price);
                 else
-                        drain(p, e, reason, message);
+                        drain(d, e, reason, message);
         }
         record(d, m, kind, nodes, n, old_price, new_price, message);
 }
@@ -397,7 +332,10 @@ static void act(Disruption *d, Method m, SolverConsolidationKind kind, char *con
 typedef struct Pass {
         Disruption *d;
         Provisioner *p;
-        Round *rd;
+        Round *rd;                      /* the snapshot, with its objects and arena: */
+        const SolverSnapshot *sn;
+        const NodepoolObjects *o;
+        Solver *solver;                 /* made on the snapshot for consolidation */
         uint64_t now;
         time_t wall;
         size_t *pool_nodes, *pool_disrupting;
@@ -409,19 +347,19 @@ typedef struct Pass {
 } Pass;
 
 static size_t allowance(Pass *s, int k, DisruptionReason r) {
-        const SolverSnapshot *sn = &s->rd->snap;
+        const SolverSnapshot *sn = s->sn;
         if (k < 0 || (size_t) k >= sn->n_nodepools)
                 return 0;
-        size_t b = disruption_budget(s->rd->objects->extra[k].budgets, r, s->pool_nodes[k], s->wall);
+        size_t b = disruption_budget(s->o->extra[k].budgets, r, s->pool_nodes[k], s->wall);
         return b > s->pool_disrupting[k] ? b - s->pool_disrupting[k] : 0;
 }
 
 /* Whether a node may go now for a static NodePool's scale-down: registered, not leaving, not
  * held by do-not-disrupt; its pods' PodDisruptionBudgets are honoured by the drain. */
 static bool static_removable(Pass *s, size_t i, size_t *ret_pods) {
-        const SolverSnapshot *sn = &s->rd->snap;
+        const SolverSnapshot *sn = s->sn;
         const SolverNode *n = &sn->nodes[i];
-        NodeEntry *e = n->in_flight || n->deleting ? NULL : entry_for_node(s->p, n->name);
+        NodeEntry *e = n->in_flight || n->deleting ? NULL : entry_for_node(s->d, n->name);
         if (!e || e->replace_started_usec || e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN ||
             node_do_not_disrupt(s->p, n->name))
                 return false;
@@ -439,7 +377,7 @@ static bool static_removable(Pass *s, size_t i, size_t *ret_pods) {
 /* Static NodePools with more nodes than their replicas (scaled down): the excess drains, the
  * nodes with the fewest pods first, then the cheapest to disrupt. Returns how many. */
 static size_t static_scale_down(Pass *s) {
-        const SolverSnapshot *sn = &s->rd->snap;
+        const SolverSnapshot *sn = s->sn;
         size_t acted = 0;
         for (size_t k = 0; k < sn->n_nodepools; k++) {
                 const SolverNodePool *pool = &sn->nodepools[k];
@@ -465,7 +403,7 @@ static size_t static_scale_down(Pass *s) {
                         char why[300], *names[] = { (char *) n->name };
                         snprintf(why, sizeof why, "static NodePool %s has %zu node(s) for %u replicas", pool->name, have,
                                  pool->replicas);
-                        drain(s->p, entry_for_node(s->p, n->name), "scaled-down", why);
+                        drain(s->d, entry_for_node(s->d, n->name), "scaled-down", why);
                         record(s->d, METHOD_STATIC, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, why);
                         have--;
                         acted++;
@@ -477,15 +415,15 @@ static size_t static_scale_down(Pass *s) {
 /* The consolidation candidates, each node's verdict in the explanation. */
 static int candidates(Pass *s) {
         Provisioner *p = s->p;
-        const SolverSnapshot *sn = &s->rd->snap;
-        const NodepoolObjects *o = s->rd->objects;
+        const SolverSnapshot *sn = s->sn;
+        const NodepoolObjects *o = s->o;
         for (size_t j = 0; j < sn->n_pods; j++)
                 for (size_t i = 0; sn->pods[j].node_name && !sn->pods[j].daemonset && i < sn->n_nodes; i++)
                         if (streq(sn->pods[j].node_name, sn->nodes[i].name))
                                 s->podcount[i]++;
         for (size_t i = 0; i < sn->n_nodes; i++) {
                 const SolverNode *n = &sn->nodes[i];
-                NodeEntry *e = n->in_flight ? NULL : entry_for_node(p, n->name);
+                NodeEntry *e = n->in_flight ? NULL : entry_for_node(s->d, n->name);
                 cJSON *j = s->node_j[i] = node_json(s->nodes_json, n, e);
                 if (j) {
                         cJSON_AddNumberToObject(j, "pods", (double) s->podcount[i]);
@@ -533,7 +471,7 @@ static int candidates(Pass *s) {
                 /* at least two report intervals after its pods changed: what the agents say has
                  * caught up with what the scheduler did */
                 uint64_t settled = s->now - e->pods_changed_usec;
-                uint64_t floor = 2 * p->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
+                uint64_t floor = 2 * s->d->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC;
                 if (settled < (uint64_t) x->consolidate_after_s * USEC_PER_SEC || settled < floor) {
                         verdict(j, false, "pods changed %.0fs ago (consolidateAfter %llds)",
                                 (double) settled / USEC_PER_SEC, (long long) x->consolidate_after_s);
@@ -579,7 +517,7 @@ static int candidates(Pass *s) {
 /* Still a candidate, by name (for validation). */
 static ssize_t candidate_index(Pass *s, const char *name) {
         for (size_t c = 0; c < s->nc; c++)
-                if (streq(s->rd->snap.nodes[s->cand[c]].name, name))
+                if (streq(s->sn->nodes[s->cand[c]].name, name))
                         return (ssize_t) s->cand[c];
         return -1;
 }
@@ -587,8 +525,8 @@ static ssize_t candidate_index(Pass *s, const char *name) {
 static double threshold_of(Pass *s, const size_t *nodes, size_t n) {
         double t = -1;
         for (size_t i = 0; i < n; i++) {
-                int k = pool_index(&s->rd->snap, s->rd->snap.nodes[nodes[i]].nodepool);
-                double x = k >= 0 ? s->rd->objects->extra[k].consolidation_threshold : -1;
+                int k = pool_index(s->sn, s->sn->nodes[nodes[i]].nodepool);
+                double x = k >= 0 ? s->o->extra[k].consolidation_threshold : -1;
                 t = MAX(t, x < 0 ? DEFAULT_THRESHOLD : x);
         }
         return t < 0 ? DEFAULT_THRESHOLD : t;
@@ -600,7 +538,7 @@ static void churn_record(Pass *s) {
         int64_t wall = (int64_t) s->wall * (int64_t) USEC_PER_SEC;
         for (size_t i = 0; i < N_RECENT; i++) {
                 const Recent *r = &s->d->churn[i];
-                NodeEntry *e = r->key[0] ? registry_get(s->p->registry, r->key) : NULL;
+                NodeEntry *e = r->key[0] ? registry_get(s->d->registry, r->key) : NULL;
                 if (e)
                         churn_annotate(s->p, provisioner_node_name(s->p, e), wall - (int64_t) (s->now - r->usec));
         }
@@ -609,12 +547,12 @@ static void churn_record(Pass *s) {
 /* How long ago node i was launched as a replacement (µs): this coordinator's record, else its
  * Node's annotation; false when it was not. */
 static bool churn_age(Pass *s, size_t i, uint64_t *ret_age) {
-        NodeEntry *e = entry_for_node(s->p, s->rd->snap.nodes[i].name);
+        NodeEntry *e = entry_for_node(s->d, s->sn->nodes[i].name);
         const Recent *r = e ? recent_find(s->d->churn, e->instance_id) : NULL;
         int64_t at, wall = (int64_t) s->wall * (int64_t) USEC_PER_SEC;
         if (r)
                 *ret_age = s->now - r->usec;
-        else if (churn_annotated(s->p, s->rd->snap.nodes[i].name, &at) >= 0)
+        else if (churn_annotated(s->p, s->sn->nodes[i].name, &at) >= 0)
                 *ret_age = at < wall ? (uint64_t) (wall - at) : 0;
         else
                 return false;
@@ -627,8 +565,8 @@ static void churn_guard(Pass *s) {
         for (size_t c = 0; c < s->nc; c++) {
                 size_t i = s->cand[c];
                 uint64_t age;
-                int pk = pool_index(&s->rd->snap, s->rd->snap.nodes[i].nodepool);
-                int64_t guard = pk >= 0 ? s->rd->objects->extra[pk].churn_guard_s : -1;
+                int pk = pool_index(s->sn, s->sn->nodes[i].nodepool);
+                int64_t guard = pk >= 0 ? s->o->extra[pk].churn_guard_s : -1;
                 if (guard < 0)
                         guard = DEFAULT_CHURN_GUARD_S;
                 if (churn_age(s, i, &age) && age < (uint64_t) guard * USEC_PER_SEC && s->podcount[i] > 0) {
@@ -643,7 +581,6 @@ static void churn_guard(Pass *s) {
 }
 
 static void explain_set(Disruption *d, Pass *s, const char *state, const char *message) {
-        Provisioner *p = d->p;
         cJSON *j = cJSON_CreateObject();
         if (!j)
                 return;
@@ -655,7 +592,7 @@ static void explain_set(Disruption *d, Pass *s, const char *state, const char *m
                                           d->pending.old_price, d->pending.new_price, d->pending.message,
                                           (uint64_t) time(NULL));
                 uint64_t delay = d->cfg.consolidation_validation_ms * USEC_PER_MSEC;
-                uint64_t age = provisioner_now(p) - d->pending.decided_usec;
+                uint64_t age = provisioner_now(d->p) - d->pending.decided_usec;
                 if (pj)
                         cJSON_AddNumberToObject(pj, "validatesInSeconds",
                                                 age >= delay ? 0.0 : (double) (delay - age) / USEC_PER_SEC);
@@ -677,32 +614,30 @@ int disruption_pass(Disruption *d) {
         size_t pending = 0;
         char msg[512];
         const char *step = NULL; /* what failed, for the one log line */
+        ProvisionerActivity pa;
         int r = 0;
 
         if (!provisioner_acting(p)) {
                 explain_set(d, NULL, "standby", "this replica does not hold the Lease");
                 return 0;
         }
-        if (!p->learned || p->round)
+        provisioner_activity(p, &pa);
+        if (!pa.learned || pa.round_running)
                 return 0;
-        promote_replacements(p, now);
-        if (p->batch_open || p->n_inflight > 0) {
+        promote_replacements(d, &pa, now);
+        if (pa.batch_open || pa.in_flight > 0) {
                 explain_set(d, NULL, "waiting", "provisioning first: a batch is open or instances are in flight");
                 return 0;
         }
-        if (now - p->leading_since_usec < 2 * p->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
+        if (now - pa.leading_since_usec < 2 * d->cfg.report_interval_ms * USEC_PER_MSEC + USEC_PER_SEC)
                 return 0;
-        if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodes) || !kube_watch_synced(p->nodepools))
+        if (!kube_watch_synced(provisioner_watch(p, PROVISIONER_WATCH_PODS)) ||
+            !kube_watch_synced(provisioner_watch(p, PROVISIONER_WATCH_NODES)) ||
+            !kube_watch_synced(provisioner_watch(p, PROVISIONER_WATCH_NODEPOOLS)))
                 return 0;
-        Round *rd = calloc(1, sizeof *rd);
-        if (!rd || solver_arena_new(&rd->arena) < 0) {
-                free(rd);
-                d->pass_failures++;
-                return log_warning_errno(-ENOMEM, "Disruption pass failed: out of memory.");
-        }
-        Pass s = { .d = d, .p = p, .rd = rd, .now = now, .wall = time(NULL) };
+        Pass s = { .d = d, .p = p, .now = now, .wall = time(NULL) };
         churn_record(&s);
-        r = provisioner_snapshot(p, rd, &pending);
+        r = provisioner_snapshot_take(p, &s.rd, &pending);
         if (r < 0) {
                 step = "building the snapshot";
                 goto done;
@@ -713,9 +648,9 @@ int disruption_pass(Disruption *d) {
                 goto done;
         }
 
-        const SolverSnapshot *sn = &rd->snap;
-        const NodepoolObjects *o = rd->objects;
-        SolverArena *a = rd->arena;
+        const SolverSnapshot *sn = s.sn = provisioner_round_snapshot(s.rd);
+        const NodepoolObjects *o = s.o = provisioner_round_objects(s.rd);
+        SolverArena *a = provisioner_round_arena(s.rd);
         s.pool_nodes = solver_arena_alloc(a, (sn->n_nodepools + 1) * sizeof(size_t));
         s.pool_disrupting = solver_arena_alloc(a, (sn->n_nodepools + 1) * sizeof(size_t));
         s.cand = solver_arena_alloc(a, (sn->n_nodes + 1) * sizeof(size_t));
@@ -731,7 +666,7 @@ int disruption_pass(Disruption *d) {
                 if (k < 0)
                         continue;
                 s.pool_nodes[k]++;
-                NodeEntry *e = sn->nodes[i].in_flight ? NULL : entry_for_node(p, sn->nodes[i].name);
+                NodeEntry *e = sn->nodes[i].in_flight ? NULL : entry_for_node(d, sn->nodes[i].name);
                 if (sn->nodes[i].deleting || (e && e->replace_started_usec))
                         s.pool_disrupting[k]++;
         }
@@ -740,13 +675,13 @@ int disruption_pass(Disruption *d) {
         for (size_t i = 0; i < sn->n_nodes; i++) {
                 const SolverNode *n = &sn->nodes[i];
                 int k = pool_index(sn, n->nodepool);
-                NodeEntry *e = k >= 0 && !n->deleting && !n->in_flight ? entry_for_node(p, n->name) : NULL;
+                NodeEntry *e = k >= 0 && !n->deleting && !n->in_flight ? entry_for_node(d, n->name) : NULL;
                 if (e && !e->replace_started_usec && o->extra[k].expire_after_s > 0 &&
                     now - e->first_seen_usec > (uint64_t) o->extra[k].expire_after_s * USEC_PER_SEC) {
                         snprintf(msg, sizeof msg, "older than its NodePool's expireAfter (%llds)",
                                  (long long) o->extra[k].expire_after_s);
                         char *names[] = { (char *) n->name };
-                        drain(p, e, "expired", msg);
+                        drain(d, e, "expired", msg);
                         record(d, METHOD_EXPIRATION, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, msg);
                         explain_set(d, NULL, "acted", msg);
                         goto done;
@@ -767,7 +702,7 @@ int disruption_pass(Disruption *d) {
                 const SolverNode *n = &sn->nodes[i];
                 if (!n->nodepool || n->in_flight || n->deleting)
                         continue;
-                NodeEntry *e = entry_for_node(p, n->name);
+                NodeEntry *e = entry_for_node(d, n->name);
                 if (!e || e->replace_started_usec)
                         continue;
                 int k = pool_index(sn, n->nodepool);
@@ -784,16 +719,16 @@ int disruption_pass(Disruption *d) {
                         if (leaving >= MAX((gone + 9) / 10, (size_t) 1))
                                 continue;
                         snprintf(why, sizeof why, "its NodePool %s was deleted", n->nodepool);
-                        drain(p, e, "nodepool-deleted", why);
+                        drain(d, e, "nodepool-deleted", why);
                         record(d, METHOD_NODEPOOL_DELETED, SOLVER_CONSOLIDATE_DELETE, names, 1, n->price, 0, why);
                         acted++;
                         continue;
                 }
-                if (!drifted(p, rd, i, k, e, why, sizeof why))
+                if (!disruption_drifted(p, sn, o, a, i, k, e->instance_id, why, sizeof why))
                         continue;
                 if (node_do_not_disrupt(p, n->name) || allowance(&s, k, DISRUPTION_DRIFTED) == 0)
                         continue;
-                replace(p, e, "drifted", why, false, 0);
+                replace(d, e, "drifted", why, false, 0);
                 s.pool_disrupting[k]++;
                 record(d, METHOD_DRIFT, SOLVER_CONSOLIDATE_REPLACE, names, 1, n->price, 0, why);
                 acted++;
@@ -834,11 +769,21 @@ int disruption_pass(Disruption *d) {
                 } else if (ok) {
                         SolverConsolidateOptions co = { .threshold = threshold_of(&s, idx, pd->n_nodes),
                                                         .spot_to_spot = d->cfg.spot_to_spot };
-                        ok = solver_new(sn, &rd->solver, &err) >= 0 &&
-                             solver_consolidate_evaluate(rd->solver, &co, idx, pd->n_nodes, &c) >= 0 &&
-                             c->kind == pd->kind && (c->kind != SOLVER_CONSOLIDATE_REPLACE || c->new_price <= pd->new_price * 1.001);
+                        /* the solver failing is the pass failing, not the consolidation */
+                        r = solver_new(sn, &s.solver, &err);
+                        if (r >= 0)
+                                r = solver_consolidate_evaluate(s.solver, &co, idx, pd->n_nodes, &c);
+                        if (r < 0) {
+                                snprintf(msg, sizeof msg, "validating the consolidation (%s)", strempty(err));
+                                free(err);
+                                pending_clear(pd);
+                                step = msg;
+                                goto done;
+                        }
+                        ok = c->kind == pd->kind &&
+                             (c->kind != SOLVER_CONSOLIDATE_REPLACE || c->new_price <= pd->new_price * 1.001);
                         char bwhy[300];
-                        if (ok && !balanced_approves(sn, rd->objects->extra, idx, pd->n_nodes, c->old_price, c->new_price,
+                        if (ok && !balanced_approves(sn, o->extra, idx, pd->n_nodes, c->old_price, c->new_price,
                                                      bwhy, sizeof bwhy))
                                 ok = false, snprintf(c->message, sizeof c->message, "%.250s", bwhy);
                         free(err);
@@ -900,14 +845,14 @@ int disruption_pass(Disruption *d) {
                                                 .pool_allowance = allow,
                                                 .threshold = threshold_of(&s, s.cand, s.nc),
                                                 .spot_to_spot = d->cfg.spot_to_spot };
-                r = solver_new(sn, &rd->solver, &err);
+                r = solver_new(sn, &s.solver, &err);
                 if (r < 0) {
                         snprintf(msg, sizeof msg, "compiling the snapshot (%s)", strempty(err));
                         free(err);
                         step = msg;
                         goto done;
                 }
-                r = solver_consolidate(rd->solver, &co, &c);
+                r = solver_consolidate(s.solver, &co, &c);
                 if (r < 0) {
                         step = "consolidating";
                         goto done;
@@ -918,7 +863,7 @@ int disruption_pass(Disruption *d) {
                         goto done;
                 }
                 char bwhy[300];
-                if (!balanced_approves(sn, rd->objects->extra, c->nodes, c->n_nodes, c->old_price, c->new_price, bwhy,
+                if (!balanced_approves(sn, o->extra, c->nodes, c->n_nodes, c->old_price, c->new_price, bwhy,
                                        sizeof bwhy)) {
                         log_info("Consolidation of %zu node(s) not worth its disruption: %s.", c->n_nodes, bwhy);
                         explain_set(d, &s, "idle", bwhy);
@@ -966,7 +911,8 @@ int disruption_pass(Disruption *d) {
                 explain_set(d, &s, "validating", msg);
 done:
         cJSON_Delete(s.nodes_json);
-        provisioner_round_free(rd);
+        solver_free(s.solver);
+        provisioner_round_free(s.rd);
         d->last_pass_seconds = (double) (provisioner_now(p) - t0) / USEC_PER_SEC;
         if (r < 0) {
                 char why[600];
@@ -979,11 +925,13 @@ done:
 }
 
 void disruption_metrics(const Disruption *d, StrBuf *b) {
-        const Provisioner *p = d->p;
         size_t replacing = 0;
         NodeEntry *e;
-        REGISTRY_FOREACH(e, p->registry)
+        REGISTRY_FOREACH(e, d->registry)
                 replacing += e->replace_started_usec > 0;
+        strbuf_printf(b, "# HELP nodesmith_disruptions_total Nodes the coordinator decided to remove (expired, empty, underutilized).\n"
+                         "# TYPE nodesmith_disruptions_total counter\nnodesmith_disruptions_total %llu\n",
+                      (unsigned long long) d->disruptions);
         strbuf_printf(b, "# HELP nodesmith_disruption_decisions_total Disruption decisions acted on, by method.\n"
                          "# TYPE nodesmith_disruption_decisions_total counter\n");
         for (int m = 0; m < _METHOD_MAX; m++)

@@ -20,17 +20,23 @@
 #include "strbuf.h"
 
 typedef struct Provisioner Provisioner;
+typedef struct Registry Registry;
 
 typedef struct DisruptionConfig {
         uint64_t consolidation_validation_ms; /* a consolidation is made again after this, then acts */
         bool spot_to_spot;                    /* spot may be replaced by cheaper spot */
+        uint64_t report_interval_ms;          /* what agents are asked: a node's pods have settled
+                                               * two intervals after they changed, and a new leader
+                                               * waits as long before its first pass */
 } DisruptionConfig;
 typedef struct Disruption Disruption;
 typedef struct NodeEntry NodeEntry;
 typedef struct cJSON cJSON;
 
-/* p: the provisioner whose snapshot it decides on and whose launches replace nodes. */
-int disruption_new(Provisioner *p, const DisruptionConfig *cfg, Disruption **ret);
+/* p: the provisioner whose snapshot it decides on and whose launches replace nodes (through
+ * provisioner.h only); registry: the nodes that report, told to drain or to be replaced (both
+ * the caller's, outliving the Disruption). */
+int disruption_new(Provisioner *p, Registry *registry, const DisruptionConfig *cfg, Disruption **ret);
 Disruption *disruption_free(Disruption *d);
 
 /* One pass (the provisioner's housekeeping asks for it every consolidation-interval). 0 when it

@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Kubernetes and Karpenter objects as solver structs: pods, NodePools, EC2NodeClasses, Nodes. */
 /* NodePools as solver node pools, and Kubernetes durations. */
 #include <ctype.h>
 #include <inttypes.h>

@@ -19,7 +19,7 @@ typedef struct Lookup {
         bool first;   /* the class had no image of the architecture yet */
 } Lookup;
 
-const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class) {
+const Resolved *provisioner_resolved_find(const Provisioner *p, const char *node_class) {
         for (size_t i = 0; p && node_class && i < p->n_resolved; i++)
                 if (streq(p->resolved[i]->node_class, node_class))
                         return p->resolved[i];

@@ -66,9 +66,6 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
                          "# HELP nodesmith_ec2_throttled_total Throttling answers from EC2.\n"
                          "# TYPE nodesmith_ec2_throttled_total counter\nnodesmith_ec2_throttled_total %llu\n",
                       (unsigned long long) (es ? es->requests : 0), (unsigned long long) (es ? es->throttled : 0));
-        strbuf_printf(b, "# HELP nodesmith_disruptions_total Nodes the coordinator decided to remove (expired, empty, underutilized).\n"
-                         "# TYPE nodesmith_disruptions_total counter\nnodesmith_disruptions_total %llu\n",
-                      (unsigned long long) p->disruptions);
         strbuf_printf(b, "# HELP nodesmith_instances_terminated_total Instances terminated after a drain or deletion.\n"
                          "# TYPE nodesmith_instances_terminated_total counter\nnodesmith_instances_terminated_total %llu\n",
                       (unsigned long long) p->terminated);

@@ -3,8 +3,8 @@
 
 /* The provisioner's state and what its files share (the files of provision/: batching, in-flight
  * instances, the snapshot, launches, rounds, termination, the catalog refresh, metrics).
- * disruption/, status/ and observe.c read the state through it (its snapshot, watches and
- * in-flight instances); nothing else should. */
+ * Only the files of provision/ include it (tests/layers.sh): the rest of the coordinator reads
+ * the provisioner through provisioner.h. */
 
 #include <cjson/cJSON.h>
 #include <systemd/sd-event.h>
@@ -25,25 +25,9 @@
 #define RESOLVE_TTL_USEC (5 * 60 * USEC_PER_SEC)
 #define MAX_IN_FLIGHT 10000
 #define MAX_ICE 4096
-#define MAX_SUBNETS 64
+#define MAX_SUBNETS PROVISIONER_MAX_SUBNETS
 #define MAX_SGS 16
 #define NODESMITH_FINALIZER "nodesmith.io/termination"
-
-typedef struct InFlight {
-        char *instance_id;
-        char *nodepool;
-        char *instance_type;
-        char *zone;
-        SolverCapacityType capacity_type;
-        uint64_t launched_usec;  /* CLOCK_MONOTONIC */
-        size_t n_pods;           /* nominated when launched */
-        char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
-                                  * may be NULL): while it is in flight they count as on it */
-        bool learned;            /* found in EC2 at start-up, not launched by this replica */
-        char *node_name;         /* its Node, once registered; it stays in flight until that
-                                  * Node is initialized (Ready, temporary taints gone, agent
-                                  * reporting), as Karpenter treats a NodeClaim */
-} InFlight;
 
 typedef struct Unavailable {
         char *instance_type, *zone;
@@ -170,7 +154,7 @@ struct Provisioner {
 
         /* metrics */
         uint64_t rounds, launches, instances_launched, launch_errors, ice_total, terminated_unregistered;
-        uint64_t pods_nominated, pods_unschedulable, terminated, disruptions;
+        uint64_t pods_nominated, pods_unschedulable, terminated;
         uint64_t budget_cuts, pods_deferred;
         uint64_t replacements_abandoned; /* consolidation replacements with no offering under their cap */
         uint64_t last_disruption_usec;
@@ -184,12 +168,6 @@ struct Provisioner {
         char last_error[256];
 };
 
-static inline uint64_t provisioner_now(Provisioner *p) {
-        uint64_t t = 0;
-        (void) sd_event_now(p->event, CLOCK_MONOTONIC, &t);
-        return t;
-}
-
 static inline const cJSON *jget(const cJSON *o, const char *k) {
         return cJSON_GetObjectItemCaseSensitive(o, k);
 }
@@ -202,18 +180,8 @@ static inline const char *jstr(const cJSON *o, const char *k) {
 /* A snapshot of the cluster into rd: pending pods (counted in *ret_pending, with the pods of
  * leaving nodes), nodes with the pods their agents report, instances in flight. */
 int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
-void provisioner_round_free(Round *rd);
-/* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
-bool pod_unschedulable(const cJSON *pod);
-/* Open (or extend) a batch: a solve follows soon. */
-void provisioner_poke(Provisioner *p);
-/* Leading, with the Lease renewed within its renew deadline: asked before every action. */
-bool provisioner_acting(const Provisioner *p);
-const char *provisioner_acting_as(const Provisioner *p);
 /* Hex SHA-256 of data into out (65 bytes for all of it). */
 void provisioner_digest(const char *data, size_t len, char *out, size_t out_size);
-/* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
-const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
 
 /* pricecap.c: a consolidation's replacement costs less than what it replaces. The cap of launch
  * l (0: none, it is not only a replacement); whether an offering at price is within cap; and
@@ -224,16 +192,14 @@ size_t provision_price_cap_abandon(Registry *reg, const SolverSnapshot *snap, co
 
 /* images.c: the class's resolved launch inputs (NULL: none yet), and the periodic look-up of the
  * images behind aliases. */
-const Resolved *provisioner_resolved_find(Provisioner *p, const char *node_class);
+const Resolved *provisioner_resolved_find(const Provisioner *p, const char *node_class);
 void provisioner_images_refresh(Provisioner *p);
 /* classnet.c: the subnets and security groups the classes' selector terms match now, and the
- * running instances', looked up again every --image-refresh; whether instance_id's subnet or
- * groups no longer match node_class's (why written then). Not known: false. */
+ * running instances', looked up again every --image-refresh (provisioner_network_drifted()
+ * compares them). */
 void provisioner_networks_refresh(Provisioner *p);
 /* staticpools.c: a provisioning round when a static NodePool lacks nodes. */
 void provisioner_static_check(Provisioner *p);
-bool provisioner_network_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
-                                 size_t size);
 /* TerminateInstances of one instance of this cluster, if this replica is acting; the Node of a
  * terminated instance loses its finalizer. */
 void provisioner_terminate_one(Provisioner *p, const char *instance_id);

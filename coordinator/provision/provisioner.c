@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Provisioning: pending pods batched, planned by the solver and launched with CreateFleet. */
 /* The provisioner: set-up, leadership and housekeeping, small helpers, Nodes by instance. */
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>

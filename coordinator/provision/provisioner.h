@@ -8,7 +8,9 @@
 #include <systemd/sd-event.h>
 
 #include "agents/proxydrain.h"
+#include "model/nodepool.h"
 #include "promtext.h"
+#include "solver/solver.h"
 #include "strbuf.h"
 
 /* Provisioning: pending pods become EC2 instances.
@@ -25,8 +27,13 @@
 
 typedef struct Provisioner Provisioner;
 typedef struct Registry Registry;
+/* A round: a snapshot of the cluster as the solver sees it, and what was decided on it (a
+ * provisioning round's plan; a disruption pass takes one through provisioner_snapshot_take()).
+ * Opaque outside provision/: read it with the provisioner_round_*() accessors below. */
 typedef struct Round Round;
 typedef struct SolverLaunch SolverLaunch;
+typedef struct Ec2Stats Ec2Stats;
+typedef struct KubeClient KubeClient;
 
 typedef struct ProvisionerConfig {
         const char *cluster_name;          /* the nodesmith.io/cluster tag */
@@ -111,3 +118,100 @@ char *provisioner_api(Provisioner *p);
 const char *provisioner_pod_uid(const char *key);
 /* The drains it runs for silent agents (NULL without a provisioner). */
 ProxyDrains *provisioner_proxy_drains(const Provisioner *p);
+
+/* ---- what disruption/, status/ and the coordinator's metrics read of the provisioner --------
+ * (the files of provision/ share the rest through provisioner-internal.h; nothing else may). */
+
+/* The loop's CLOCK_MONOTONIC now. */
+uint64_t provisioner_now(const Provisioner *p);
+/* Leading, with the Lease renewed within its renew deadline: asked before every action; and
+ * this replica's identity, for the log. */
+bool provisioner_acting(const Provisioner *p);
+const char *provisioner_acting_as(const Provisioner *p);
+/* Open (or extend) a batch: a provisioning round follows soon. */
+void provisioner_poke(Provisioner *p);
+
+/* This replica leads (provisioner_set_leading(); provisioner_acting() also asks the Lease). */
+bool provisioner_leading(const Provisioner *p);
+/* Where provisioning stands, for whoever waits on it (disruption acts only when it is settled). */
+typedef struct ProvisionerActivity {
+        bool learned;                 /* the instances in flight are learned from EC2 since leading */
+        bool batch_open;              /* pending pods are being batched: a round follows */
+        bool round_running;           /* a round is solving or launching */
+        size_t in_flight;             /* instances launched whose Node is not initialized yet */
+        uint64_t rounds;              /* rounds started so far */
+        uint64_t leading_since_usec;  /* CLOCK_MONOTONIC */
+} ProvisionerActivity;
+void provisioner_activity(const Provisioner *p, ProvisionerActivity *ret);
+
+/* The provisioner's watches of the API (NULL before provisioner_new() set them up). */
+typedef enum ProvisionerWatch {
+        PROVISIONER_WATCH_PODS,        /* pods not bound yet */
+        PROVISIONER_WATCH_NODES,
+        PROVISIONER_WATCH_NODEPOOLS,
+        PROVISIONER_WATCH_NODECLASSES, /* EC2NodeClasses */
+        PROVISIONER_WATCH_DAEMONSETS,
+        PROVISIONER_WATCH_PDBS,        /* PodDisruptionBudgets */
+        _PROVISIONER_WATCH_MAX,
+} ProvisionerWatch;
+const struct KubeWatch *provisioner_watch(const Provisioner *p, ProvisionerWatch w);
+/* Its Kubernetes client (Events, patches, the status subresource). */
+KubeClient *provisioner_kube(const Provisioner *p);
+/* The instance catalog in use; EC2's call counters (NULL: no client). */
+const Catalog *provisioner_catalog(const Provisioner *p);
+const Ec2Stats *provisioner_ec2_stats(const Provisioner *p);
+
+/* A snapshot of the cluster into a new round (*ret, freed with provisioner_round_free()):
+ * pending pods (counted in *ret_pending, with the pods of leaving nodes), nodes with the pods
+ * their agents report, instances in flight. -errno (nothing in *ret) when it cannot be built. */
+int provisioner_snapshot_take(Provisioner *p, Round **ret, size_t *ret_pending);
+void provisioner_round_free(Round *rd);
+const SolverSnapshot *provisioner_round_snapshot(const Round *rd);
+/* The NodePools' settings the solver does not read (disruption, expiry, classes), by index. */
+const NodepoolObjects *provisioner_round_objects(const Round *rd);
+/* The round's arena: what is allocated in it lives as long as the round. */
+SolverArena *provisioner_round_arena(const Round *rd);
+/* A provisioning round's plan (NULL before the solve); the "namespace/uid" key of snapshot pod
+ * i (NULL when unknown). */
+const SolverResult *provisioner_round_result(const Round *rd);
+const char *provisioner_round_pod_key(const Round *rd, size_t i);
+
+/* An instance launched whose Node is not initialized yet (read-only outside provision/). */
+typedef struct InFlight {
+        char *instance_id;
+        char *nodepool;
+        char *instance_type;
+        char *zone;
+        SolverCapacityType capacity_type;
+        uint64_t launched_usec;  /* CLOCK_MONOTONIC */
+        size_t n_pods;           /* nominated when launched */
+        char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
+                                  * may be NULL): while it is in flight they count as on it */
+        bool learned;            /* found in EC2 at start-up, not launched by this replica */
+        char *node_name;         /* its Node, once registered; it stays in flight until that
+                                  * Node is initialized (Ready, temporary taints gone, agent
+                                  * reporting), as Karpenter treats a NodeClaim */
+} InFlight;
+/* The instances in flight (*ret_n of them); valid until the loop runs again. */
+const InFlight *provisioner_inflight(const Provisioner *p, size_t *ret_n);
+
+#define PROVISIONER_MAX_SUBNETS 64
+/* What EC2 gave for an EC2NodeClass's selector terms, as launches use it. */
+typedef struct ProvisionerClass {
+        bool resolved;               /* looked up in EC2 at least once */
+        size_t n_subnets;
+        const char *subnet_ids[PROVISIONER_MAX_SUBNETS], *subnet_zones[PROVISIONER_MAX_SUBNETS];
+        const char *const *security_groups; /* NULL-terminated */
+        const char *ami[2];          /* by arch: 0 amd64, 1 arm64 (NULL: not known) */
+        const char *profile;         /* the instance profile ("": none), NULL until known */
+} ProvisionerClass;
+/* -ENOENT: the class has not been looked up. Valid until the loop runs again. */
+int provisioner_class(const Provisioner *p, const char *node_class, ProvisionerClass *ret);
+/* Whether instance_id's subnet or security groups no longer match what node_class's terms
+ * match now (why written then); not known: false. */
+bool provisioner_network_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
+                                 size_t size);
+/* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
+const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
+/* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */
+bool pod_unschedulable(const cJSON *pod);

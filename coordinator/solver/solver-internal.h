@@ -434,21 +434,71 @@ int solver_vsetlist_narrow(Solver *s, SolverArena *arena, const VSetList *node, 
 int solver_vsetlist_add(Solver *s, VSetList *l, const VSet *v);
 bool solver_int_of(const char *s, int64_t *ret);
 
-/* prepare.c */
+/* variant.c */
 Variant *solver_variant(Solver *s, uint32_t shape, uint32_t level);
 PoolCompat *solver_pool_compat(Solver *s, Variant *v, uint32_t pool);
 bool solver_existing_ok(Solver *s, Variant *v, uint32_t node);
+/* prepare.c */
 bool solver_pool_min_values_ok(Solver *s, const Pool *p, const uint64_t *types);
 void solver_fit_set(const Solver *s, const FitTable *f, const int64_t *demand, uint64_t *out);
 uint64_t *solver_offer_set(const Solver *s, uint64_t slots, uint64_t *out);
+/* existing.c */
 int solver_grow_nodes(Solver *s, size_t need);
 /* static.c: the empty nodes static NodePools lack, opened after the pending pods are placed. */
 int solver_static_open(Solver *s);
 const char *solver_format_resources(SolverArena *a, const int64_t *v);
 
+/* prepare.c: compiled requirements and helpers the other compile stages share */
+typedef struct CReqs {
+        uint64_t *types;
+        uint64_t slots;
+        bool new_nodes_ok;
+        bool custom_empty;
+        VSetList custom;
+        const SolverRequirement **pool_reqs;
+        uint32_t n_pool_reqs;
+        const SolverRequirement *empty_by; /* requirement that emptied types or slots */
+} CReqs;
+
+int solver_compile_reqs(Solver *s, const SolverRequirement *const *reqs, size_t n, CReqs *c);
+const char *solver_describe_req(SolverArena *a, const SolverRequirement *r);
+int solver_pool_reqs_ok(const Solver *s, const SolverRequirement *const *reqs, uint32_t n, const char *pool);
+int solver_zone_index(Solver *s, const char *zone, bool add);
+const char *solver_node_zone_name(const SolverNode *n);
+
+/* The compile stages solver_new() runs after the catalog and the pools: shapes.c, existing.c */
+int solver_compile_shapes(Solver *s);
+int solver_compile_nodes(Solver *s, Intern *names);
+int solver_account_bound(Solver *s);
+int solver_ds_overhead(Solver *s);
+int solver_make_headroom(Solver *s);
+
 /* place.c */
 int solver_place_all(Solver *s);
 void solver_undo_all(Solver *s);
+
+/* Placement internals shared by place.c, undo.c, room.c, open.c, preempt.c and zones.c */
+int solver_undo_push(Solver *s, UndoKind k, uint32_t a, uint32_t b, int64_t v);
+int solver_set_used(Solver *s, uint32_t ni, int r, int64_t v);
+int solver_set_npods(Solver *s, uint32_t ni, uint32_t v);
+int solver_account(Solver *s, const Shape *sh, const Variant *v, uint32_t ni, int64_t d, bool bound_anti);
+int solver_heap_push(Solver *s, const Batch *b);
+void solver_zero_host_min(Variant *v);
+int64_t solver_host_cap(const Solver *s, const Variant *v, uint32_t ni);
+bool solver_ports_conflict(const Node *n, const SolverPod *p);
+void solver_node_recompute_cap(Solver *s, Node *n);
+void solver_node_update_slack(Solver *s, Node *n);
+void solver_limits_reserve(Solver *s, Node *n, bool release_only);
+void solver_fail(Solver *s, SolverReason r, const char *msg);
+int solver_open_node(Solver *s, Variant *v, int z, uint32_t *ret);
+void solver_fresh_node_failed(Solver *s, const Variant *v, uint32_t ni);
+void solver_discard_last_node(Solver *s, uint32_t ni);
+int solver_try_preempt(Solver *s, Variant *v, uint32_t pod, uint32_t zmask);
+int solver_requeue(Solver *s, const uint32_t *pods, size_t n);
+uint32_t solver_allowed_domains(Solver *s, const Variant *v, TopoKey key, uint32_t n_dom, uint32_t E,
+                                int64_t *quota);
+int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n);
+int64_t solver_place_plain(Solver *s, Variant *v, const uint32_t *pods, int64_t n);
 
 /* price.c: what a new node may cost */
 /* At most this many pods of the variant fit one node by its hostname rules or host ports (0:
@@ -461,7 +511,7 @@ bool solver_budget_apply(Solver *s, uint32_t pool, const Variant *seed, uint64_t
                     uint64_t *ret_budget);
 void solver_budget_done(Solver *s);
 
-/* place.c, for repair.c */
+/* room.c and zones.c, for repair.c */
 int64_t solver_place_fit_count(Solver *s, Variant *v, uint32_t ni, int64_t want, int z);
 int solver_place_commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods, int64_t m, int z);
 /* Takes one pod of the variant off planned node ni (the node may become smaller types again). */
@@ -469,7 +519,7 @@ int solver_place_uncommit(Solver *s, Variant *v, uint32_t ni);
 int64_t solver_place_free_room(const Solver *s, const Shape *sh, const Node *n);
 uint32_t solver_place_cheapest_type(const Solver *s, const Node *n);
 
-/* place.c, for improve.c: a fresh planned node beside planned node a (same pool, zone and
+/* open.c, for improve.c: a fresh planned node beside planned node a (same pool, zone and
  * offerings, no price budget), and dropping the last planned node while it is empty. */
 int solver_place_open_beside(Solver *s, uint32_t a, uint32_t *ret);
 void solver_place_discard_node(Solver *s, uint32_t ni);

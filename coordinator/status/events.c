@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agents/registry.h"
+#include "kube.h"
 #include "log.h"
 #include "macro.h"
 #include "status/events.h"
@@ -51,21 +53,22 @@ static bool seen_changed(const char *uid, const char *msg) {
 }
 
 static KubeClient *leader_client(Provisioner *p) {
-        return p && p->leading ? p->kube : NULL;
+        return provisioner_leading(p) ? provisioner_kube(p) : NULL;
 }
 
 void events_pod_decisions(Provisioner *c, const Round *rd) {
         KubeClient *kube = leader_client(c);
-        const SolverResult *res = rd->result;
-        for (size_t i = 0; kube && res && i < res->n_decisions && i < rd->snap.n_pods; i++) {
-                const SolverPod *sp = &rd->snap.pods[i];
+        const SolverResult *res = provisioner_round_result(rd);
+        const SolverSnapshot *sn = provisioner_round_snapshot(rd);
+        for (size_t i = 0; kube && res && i < res->n_decisions && i < sn->n_pods; i++) {
+                const SolverPod *sp = &sn->pods[i];
                 const SolverDecision *d = &res->decisions[i];
                 if (sp->node_name || d->kind != SOLVER_DECISION_UNSCHEDULABLE)
                         continue;
                 char msg[1024];
                 snprintf(msg, sizeof msg, "nodesmith cannot launch a node for this pod (%s): %s",
                          solver_reason_to_name(d->reason), isempty(d->message) ? "no NodePool can hold it" : d->message);
-                const char *uid = provisioner_pod_uid(rd->pod_uids ? rd->pod_uids[i] : NULL);
+                const char *uid = provisioner_pod_uid(provisioner_round_pod_key(rd, i));
                 if (!seen_changed(uid, msg))
                         continue;
                 KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
@@ -82,7 +85,7 @@ static void node_event(Provisioner *c, const NodeEntry *e, const char *type, con
         const char *node = provisioner_node_name(c, e);
         if (!kube || isempty(node))
                 return;
-        const cJSON *obj = kube_watch_get(c->nodes, NULL, node);
+        const cJSON *obj = kube_watch_get(provisioner_watch(c, PROVISIONER_WATCH_NODES), NULL, node);
         KubeEventInfo ev = { .api_version = "v1", .kind = "Node", .name = node,
                              .uid = obj ? kube_object_meta(obj, "uid") : NULL, .type = type, .reason = reason,
                              .message = msg, .component = COMPONENT };

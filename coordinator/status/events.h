@@ -2,7 +2,10 @@
 /* Events posted by the leader for kubectl describe. */
 #pragma once
 
-#include "provision/provisioner-internal.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "provision/provisioner.h"
 
 /* Events a person reads with kubectl describe (docs/observability.md), posted by the leader:
  *  - on a pending pod nodesmith cannot place: FailedScheduling, with the solver's reason in

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "json-util.h"
 #include "kubenode.h"
 #include "log.h"
 #include "macro.h"
@@ -77,12 +78,13 @@ static char *claim_name(const char *nodepool, const char *instance_id) {
 }
 
 static void record_launch(ClaimRecord *r, const Round *rd, const SolverLaunch *l) {
-        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        const SolverSnapshot *sn = provisioner_round_snapshot(rd);
+        const SolverNodePool *pool = &sn->nodepools[l->nodepool];
         r->nodepool = strdup(pool->name);
         r->node_class = pool->node_class ? strdup(pool->node_class) : NULL;
         r->total_pods = l->n_pods;
         for (size_t i = 0; i < l->n_pods && r->n_pods < PODS_LISTED; i++) {
-                const SolverPod *sp = &rd->snap.pods[l->pods[i]];
+                const SolverPod *sp = &sn->pods[l->pods[i]];
                 if (asprintf(&r->pods[r->n_pods], "%s/%s", strempty(sp->namespace_), sp->name) >= 0)
                         r->n_pods++;
         }
@@ -92,7 +94,7 @@ void nodeclaims_launched(StatusWriter *s, const char *instance_id, const char *i
                          const char *capacity_type, const Round *rd, const SolverLaunch *l) {
         if (!s)
                 return;
-        _cleanup_free_ char *name = claim_name(rd->snap.nodepools[l->nodepool].name, instance_id);
+        _cleanup_free_ char *name = claim_name(provisioner_round_snapshot(rd)->nodepools[l->nodepool].name, instance_id);
         if (!name || record_find(s, name))
                 return;
         ClaimRecord *r = record_new(s, provisioner_now(s->p));
@@ -112,7 +114,7 @@ void nodeclaims_launch_failed(StatusWriter *s, const Round *rd, const SolverLaun
                               const char *code, const char *message) {
         if (!s || !rd || !l)
                 return;
-        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        const SolverNodePool *pool = &provisioner_round_snapshot(rd)->nodepools[l->nodepool];
         uint64_t now = provisioner_now(s->p);
         /* one failed NodeClaim per NodePool, the latest failure: a launch failing every round
          * updates it rather than adding objects */
@@ -133,7 +135,7 @@ void nodeclaims_launch_failed(StatusWriter *s, const Round *rd, const SolverLaun
 
 static void launch_failed_fill(StatusWriter *s, ClaimRecord *r, const Round *rd, const SolverLaunch *l,
                                const char *step, const char *code, const char *message) {
-        r->instance_type = strdup(rd->snap.types[l->type].name);
+        r->instance_type = strdup(provisioner_round_snapshot(rd)->types[l->type].name);
         r->zone = l->zone ? strdup(l->zone) : NULL;
         r->capacity_type = strdup(solver_capacity_type_to_name(l->capacity_type));
         r->reason = strdup(isempty(code) ? "LaunchFailed" : code);
@@ -262,17 +264,17 @@ static int claim_apply(Reconcile *rc, Claim *cl) {
                 snprintf(what, sizeof what, "Create NodeClaim %s", cl->name);
                 return status_send(s, STATUS_CREATE, CLAIMS_PATH, TAKE_PTR(want), what);
         }
-        const cJSON *old_labels = jget(jget(old, "metadata"), "labels"), *l;
-        bool same = cJSON_Compare(jget(old, "spec"), jget(want, "spec"), true) &&
-                    cJSON_Compare(jget(old, "status"), jget(want, "status"), true);
-        cJSON_ArrayForEach(l, jget(jget(want, "metadata"), "labels"))
-                same = same && streq_ptr(jstr(old_labels, l->string), l->valuestring);
+        const cJSON *old_labels = json_get(json_get(old, "metadata"), "labels"), *l;
+        bool same = cJSON_Compare(json_get(old, "spec"), json_get(want, "spec"), true) &&
+                    cJSON_Compare(json_get(old, "status"), json_get(want, "status"), true);
+        cJSON_ArrayForEach(l, json_get(json_get(want, "metadata"), "labels"))
+                same = same && streq_ptr(json_str(old_labels, l->string), l->valuestring);
         if (same)
                 return 0;
         const cJSON *f;
         cJSON *st = cJSON_GetObjectItemCaseSensitive(want, "status");
-        cJSON_ArrayForEach(f, jget(old, "status"))
-                if (!jget(st, f->string))
+        cJSON_ArrayForEach(f, json_get(old, "status"))
+                if (!json_get(st, f->string))
                         cJSON_AddNullToObject(st, f->string);
         _cleanup_free_ char *path = NULL;
         r = kube_path("nodesmith.io/v1", NULL, "nodeclaims", cl->name, NULL, &path);
@@ -283,27 +285,27 @@ static int claim_apply(Reconcile *rc, Claim *cl) {
 }
 
 static const char *pool_node_class(StatusWriter *s, const char *pool) {
-        const cJSON *np = kube_watch_get(s->p->nodepools, NULL, pool);
-        return jstr(jget(jget(jget(jget(np, "spec"), "template"), "spec"), "nodeClassRef"), "name");
+        const cJSON *np = kube_watch_get(provisioner_watch(s->p, PROVISIONER_WATCH_NODEPOOLS), NULL, pool);
+        return json_str(json_get(json_get(json_get(json_get(np, "spec"), "template"), "spec"), "nodeClassRef"), "name");
 }
 
 static int node_claim(const cJSON *node, void *userdata) {
         Reconcile *rc = userdata;
-        const cJSON *labels = jget(jget(node, "metadata"), "labels");
-        const char *pool = jstr(labels, SOLVER_LABEL_NODEPOOL);
-        const char *pid = jstr(jget(node, "spec"), "providerID");
+        const cJSON *labels = json_get(json_get(node, "metadata"), "labels");
+        const char *pool = json_str(labels, SOLVER_LABEL_NODEPOOL);
+        const char *pid = json_str(json_get(node, "spec"), "providerID");
         const char *id = pid ? strrchr(pid, '/') : NULL;
         if (isempty(pool) || !id || strncmp(id + 1, "i-", 2) != 0)
                 return 0;
         int ready = -1;
         const cJSON *c;
-        cJSON_ArrayForEach(c, jget(jget(node, "status"), "conditions"))
-                if (streq_ptr(jstr(c, "type"), "Ready"))
-                        ready = streq_ptr(jstr(c, "status"), "True");
+        cJSON_ArrayForEach(c, json_get(json_get(node, "status"), "conditions"))
+                if (streq_ptr(json_str(c, "type"), "Ready"))
+                        ready = streq_ptr(json_str(c, "status"), "True");
         _cleanup_free_ char *name = claim_name(pool, id + 1);
         Claim cl = { .name = name, .instance_id = id + 1, .nodepool = pool, .node_class = pool_node_class(rc->s, pool),
-                     .instance_type = jstr(labels, SOLVER_LABEL_INSTANCE_TYPE), .zone = jstr(labels, SOLVER_LABEL_ZONE),
-                     .capacity_type = jstr(labels, SOLVER_LABEL_CAPACITY_TYPE),
+                     .instance_type = json_str(labels, SOLVER_LABEL_INSTANCE_TYPE), .zone = json_str(labels, SOLVER_LABEL_ZONE),
+                     .capacity_type = json_str(labels, SOLVER_LABEL_CAPACITY_TYPE),
                      .node_name = kube_object_meta(node, "name"), .ready = ready };
         (void) claim_apply(rc, &cl);
         return 0;
@@ -315,11 +317,11 @@ static int collect(const cJSON *claim, void *userdata) {
         const char *name = kube_object_meta(claim, "name");
         const char *created = kube_object_meta(claim, "creationTimestamp");
         int64_t t = created ? kube_parse_rfc3339_ms(created) : 0;
-        if (!name || seen(rc, name) || !streq_ptr(jstr(jget(jget(claim, "metadata"), "labels"), MANAGED_BY), "nodesmith"))
+        if (!name || seen(rc, name) || !streq_ptr(json_str(json_get(json_get(claim, "metadata"), "labels"), MANAGED_BY), "nodesmith"))
                 return 0;
         /* one that never had a Node may just not be in our view yet (a launch answered a moment
          * ago); one whose Node is gone is collected at once */
-        if (!jstr(jget(claim, "status"), "nodeName") && t > 0 && time(NULL) * 1000LL - t < DELETE_AFTER_SEC * 1000LL)
+        if (!json_str(json_get(claim, "status"), "nodeName") && t > 0 && time(NULL) * 1000LL - t < DELETE_AFTER_SEC * 1000LL)
                 return 0;
         _cleanup_free_ char *path = NULL;
         char what[320];
@@ -337,13 +339,19 @@ static int collect(const cJSON *claim, void *userdata) {
 void nodeclaims_reconcile(StatusWriter *s) {
         Provisioner *p = s->p;
         Reconcile rc = { .s = s };
-        uint64_t now = provisioner_now(s->p);
-        if (!s->p->leading || !p || !s->claims || !kube_watch_synced(s->claims) || !kube_watch_synced(p->nodes) ||
-            !p->learned)
+        ProvisionerActivity pa;
+        size_t n_inflight = 0;
+        if (!provisioner_leading(p))
+                return;
+        uint64_t now = provisioner_now(p);
+        const KubeWatch *nodes = provisioner_watch(p, PROVISIONER_WATCH_NODES);
+        provisioner_activity(p, &pa);
+        if (!s->claims || !kube_watch_synced(s->claims) || !kube_watch_synced(nodes) || !pa.learned)
                 return;
         /* launched, not registered yet */
-        for (size_t i = 0; i < p->n_inflight; i++) {
-                const InFlight *f = &p->inflight[i];
+        const InFlight *inflight = provisioner_inflight(p, &n_inflight);
+        for (size_t i = 0; i < n_inflight; i++) {
+                const InFlight *f = &inflight[i];
                 _cleanup_free_ char *name = claim_name(f->nodepool, f->instance_id);
                 Claim cl = { .name = name, .instance_id = f->instance_id, .nodepool = f->nodepool,
                              .node_class = pool_node_class(s, f->nodepool), .instance_type = f->instance_type,
@@ -354,7 +362,7 @@ void nodeclaims_reconcile(StatusWriter *s) {
                 (void) claim_apply(&rc, &cl);
         }
         /* Nodes nodesmith launched */
-        (void) kube_watch_foreach(p->nodes, node_claim, &rc);
+        (void) kube_watch_foreach(nodes, node_claim, &rc);
         /* failed launches, for a while */
         for (size_t i = 0; i < s->n_records;) {
                 ClaimRecord *r = &s->records[i];
@@ -383,13 +391,13 @@ static void on_claim_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdat
 }
 
 int nodeclaims_start(StatusWriter *s) {
-        Provisioner *p = s->p;
-        if (!p || !p->kube)
+        KubeClient *kube = provisioner_kube(s->p);
+        if (!kube)
                 return 0;
         s->records = calloc(RECORDS_MAX, sizeof *s->records);
         if (!s->records)
                 return -ENOMEM;
-        return kube_watch_new(p->kube, CLAIMS_PATH, NULL, on_claim_event, s, &s->claims);
+        return kube_watch_new(kube, CLAIMS_PATH, NULL, on_claim_event, s, &s->claims);
 }
 
 void nodeclaims_done(StatusWriter *s) {

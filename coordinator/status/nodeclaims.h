@@ -2,7 +2,7 @@
 /* In-flight capacity shown as NodeClaims. */
 #pragma once
 
-#include "provision/provisioner-internal.h"
+#include "provision/provisioner.h"
 #include "status/status.h"
 
 /* In-flight capacity in kubectl (docs/observability.md): one read-only NodeClaim

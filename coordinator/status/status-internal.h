@@ -16,7 +16,8 @@ typedef struct Pending Pending;
 typedef struct ClaimRecord ClaimRecord;
 
 struct StatusWriter {
-        Provisioner *p;
+        Provisioner *p;      /* what it writes: read through provisioner.h */
+        Registry *registry;  /* the nodes that report: a NodePool's status.resources */
         sd_event_source *timer;
         Pending *pending;    /* writes in flight, cancelled when the writer goes */
         unsigned in_flight;

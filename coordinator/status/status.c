@@ -6,10 +6,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "agents/registry.h"
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "model/nodepool.h"
-#include "provision/provisioner-internal.h"
+#include "provision/provisioner.h"
 #include "status/status-internal.h"
 
 #define STATUS_INTERVAL_USEC (5 * USEC_PER_SEC)
@@ -35,10 +37,6 @@ static void pending_free(Pending *pd) {
         free(pd);
 }
 
-static Provisioner *provisioner(StatusWriter *s) {
-        return s->p;
-}
-
 void status_now_rfc3339(char *buf, size_t size) {
         time_t t = time(NULL);
         struct tm tm;
@@ -47,8 +45,8 @@ void status_now_rfc3339(char *buf, size_t size) {
 
 const cJSON *status_condition_find(const cJSON *status, const char *type) {
         const cJSON *c;
-        cJSON_ArrayForEach(c, jget(status, "conditions"))
-                if (streq_ptr(jstr(c, "type"), type))
+        cJSON_ArrayForEach(c, json_get(status, "conditions"))
+                if (streq_ptr(json_str(c, "type"), type))
                         return c;
         return NULL;
 }
@@ -58,8 +56,8 @@ int status_condition_add(cJSON *conds, const cJSON *old_status, int64_t generati
         const cJSON *old = status_condition_find(old_status, type);
         char now[32];
         const char *since = NULL;
-        if (old && streq_ptr(jstr(old, "status"), status))
-                since = jstr(old, "lastTransitionTime");
+        if (old && streq_ptr(json_str(old, "status"), status))
+                since = json_str(old, "lastTransitionTime");
         if (!since) {
                 status_now_rfc3339(now, sizeof now);
                 since = now;
@@ -80,16 +78,16 @@ int status_condition_add(cJSON *conds, const cJSON *old_status, int64_t generati
 int status_condition_ready(cJSON *conds, const cJSON *old_status, int64_t generation) {
         const cJSON *c, *first = NULL;
         cJSON_ArrayForEach(c, conds)
-                if (streq_ptr(jstr(c, "status"), "False")) {
+                if (streq_ptr(json_str(c, "status"), "False")) {
                         first = c;
                         break;
-                } else if (!first && !streq_ptr(jstr(c, "status"), "True"))
+                } else if (!first && !streq_ptr(json_str(c, "status"), "True"))
                         first = c;
         if (!first)
                 return status_condition_add(conds, old_status, generation, "Ready", "True", "Ready", "");
         char msg[1100];
-        snprintf(msg, sizeof msg, "%s: %s", jstr(first, "type"), strempty(jstr(first, "message")));
-        return status_condition_add(conds, old_status, generation, "Ready", jstr(first, "status"), jstr(first, "reason"), msg);
+        snprintf(msg, sizeof msg, "%s: %s", json_str(first, "type"), strempty(json_str(first, "message")));
+        return status_condition_add(conds, old_status, generation, "Ready", json_str(first, "status"), json_str(first, "reason"), msg);
 }
 
 static void on_sent(KubeResponse *resp, void *userdata) {
@@ -131,7 +129,7 @@ int status_send(StatusWriter *s, StatusOp op, const char *path, cJSON *body, con
                 s->pending->prev = pd;
         s->pending = pd;
         s->in_flight++;
-        KubeClient *kube = provisioner(s)->kube;
+        KubeClient *kube = provisioner_kube(s->p);
         switch (op) {
         case STATUS_PATCH:
                 r = kube_patch(kube, path, KUBE_PATCH_MERGE, text, on_sent, pd, NULL);
@@ -154,7 +152,7 @@ static int status_write(StatusWriter *s, const char *resource, const char *kind,
         _cleanup_(cJSON_Deletep) cJSON *st = status, *body = NULL;
         _cleanup_free_ char *path = NULL, *what = NULL;
         const char *name = kube_object_meta(obj, "name"), *rv = kube_object_meta(obj, "resourceVersion");
-        const cJSON *old = jget(obj, "status");
+        const cJSON *old = json_get(obj, "status");
         int r;
 
         if (old && cJSON_Compare(old, st, true)) {
@@ -175,7 +173,7 @@ static int status_write(StatusWriter *s, const char *resource, const char *kind,
         /* a merge patch keeps what it does not name: what nodesmith no longer sets is removed */
         const cJSON *f;
         cJSON_ArrayForEach(f, old)
-                if (!jget(st, f->string) && !cJSON_AddNullToObject(st, f->string))
+                if (!json_get(st, f->string) && !cJSON_AddNullToObject(st, f->string))
                         return -ENOMEM;
         cJSON_AddItemToObject(body, "status", TAKE_PTR(st));
         if (asprintf(&what, "Status of %s %s", kind, name) < 0)
@@ -184,7 +182,7 @@ static int status_write(StatusWriter *s, const char *resource, const char *kind,
 }
 
 static int64_t generation(const cJSON *obj) {
-        const cJSON *g = jget(jget(obj, "metadata"), "generation");
+        const cJSON *g = json_get(json_get(obj, "metadata"), "generation");
         return cJSON_IsNumber(g) ? (int64_t) g->valuedouble : 0;
 }
 
@@ -219,7 +217,7 @@ static int add_quantity(cJSON *o, const char *key, char *value) {
 static int pool_resources(StatusWriter *s, const char *pool, cJSON *status) {
         int64_t cpu = 0, memory = 0, pods = 0, storage = 0, nodes = 0;
         NodeEntry *e;
-        REGISTRY_FOREACH(e, s->p->registry) {
+        REGISTRY_FOREACH(e, s->registry) {
                 const Nodesmith__V1__NodeState *st = e->state;
                 if (!st || !st->identity || !streq_ptr(st->identity->nodepool, pool) || !st->capacity)
                         continue;
@@ -248,8 +246,7 @@ static int pool_resources(StatusWriter *s, const char *pool, cJSON *status) {
 
 static int nodepool_status(const cJSON *np, void *userdata) {
         StatusWriter *s = userdata;
-        Provisioner *p = provisioner(s);
-        const cJSON *old = jget(np, "status");
+        const cJSON *old = json_get(np, "status");
         int64_t gen = generation(np);
         _cleanup_(cJSON_Deletep) cJSON *status = cJSON_CreateObject();
         cJSON *conds = status ? cJSON_AddArrayToObject(status, "conditions") : NULL;
@@ -262,7 +259,7 @@ static int nodepool_status(const cJSON *np, void *userdata) {
         if (!conds || solver_arena_new(&a) < 0)
                 return -ENOMEM;
         r = nodepool_parse_nodepool(a, np, &pool, &extra, &err);
-        const char *class_name = jstr(jget(jget(jget(jget(np, "spec"), "template"), "spec"), "nodeClassRef"), "name");
+        const char *class_name = json_str(json_get(json_get(json_get(json_get(np, "spec"), "template"), "spec"), "nodeClassRef"), "name");
         if (r < 0)
                 r = status_condition_add(conds, old, gen, "ValidationSucceeded", "False", "ValidationFailed",
                                   err ? err : strerror(-r));
@@ -273,8 +270,9 @@ static int nodepool_status(const cJSON *np, void *userdata) {
         if (r < 0)
                 return r;
 
-        const cJSON *nc = class_name ? kube_watch_get(p->nodeclasses, NULL, class_name) : NULL;
-        const cJSON *ready = nc ? status_condition_find(jget(nc, "status"), "Ready") : NULL;
+        const KubeWatch *classes = provisioner_watch(s->p, PROVISIONER_WATCH_NODECLASSES);
+        const cJSON *nc = class_name ? kube_watch_get(classes, NULL, class_name) : NULL;
+        const cJSON *ready = nc ? status_condition_find(json_get(nc, "status"), "Ready") : NULL;
         char msg[400];
         if (!class_name)
                 r = status_condition_add(conds, old, gen, "NodeClassReady", "False", "NodeClassNotSet",
@@ -286,9 +284,9 @@ static int nodepool_status(const cJSON *np, void *userdata) {
                 r = status_condition_add(conds, old, gen, "NodeClassReady", "Unknown", "AwaitingReconciliation",
                                   "the EC2NodeClass has no Ready condition yet");
         else {
-                snprintf(msg, sizeof msg, "EC2NodeClass %s: %s", class_name, strempty(jstr(ready, "message")));
-                bool ok = streq_ptr(jstr(ready, "status"), "True");
-                r = status_condition_add(conds, old, gen, "NodeClassReady", strempty(jstr(ready, "status")),
+                snprintf(msg, sizeof msg, "EC2NodeClass %s: %s", class_name, strempty(json_str(ready, "message")));
+                bool ok = streq_ptr(json_str(ready, "status"), "True");
+                r = status_condition_add(conds, old, gen, "NodeClassReady", strempty(json_str(ready, "status")),
                                   ok ? "NodeClassReady" : "NodeClassNotReady", ok ? "" : msg);
         }
         if (r >= 0)
@@ -298,7 +296,7 @@ static int nodepool_status(const cJSON *np, void *userdata) {
         if (r < 0)
                 return r;
         /* what status fields nodesmith does not write are kept as they are */
-        const cJSON *keep = jget(old, "nodeClassObservedGeneration");
+        const cJSON *keep = json_get(old, "nodeClassObservedGeneration");
         if (keep)
                 cJSON_AddItemToObject(status, "nodeClassObservedGeneration", cJSON_Duplicate(keep, true));
         (void) status_write(s, "nodepools", "NodePool", np, TAKE_PTR(status));
@@ -307,21 +305,14 @@ static int nodepool_status(const cJSON *np, void *userdata) {
 
 /* ---- EC2NodeClass ---------------------------------------------------------------------------- */
 
-static const Resolved *resolved_find(Provisioner *p, const char *node_class) {
-        for (size_t i = 0; i < p->n_resolved; i++)
-                if (streq(p->resolved[i]->node_class, node_class))
-                        return p->resolved[i];
-        return NULL;
-}
-
 /* Subnets are looked up before the first solve for a NodePool of the class; security groups and
  * AMIs at its first launch (and again after a day or a change of the class). */
-static int resolved_condition(cJSON *conds, const cJSON *old, int64_t gen, const char *type, const Resolved *res,
-                              size_t found, const char *what, bool none_is_final) {
+static int resolved_condition(cJSON *conds, const cJSON *old, int64_t gen, const char *type,
+                              const ProvisionerClass *res, size_t found, const char *what, bool none_is_final) {
         char msg[200];
-        if (res && res->resolved_usec && found > 0)
+        if (res && res->resolved && found > 0)
                 return status_condition_add(conds, old, gen, type, "True", type, "");
-        if (res && res->resolved_usec && none_is_final) {
+        if (res && res->resolved && none_is_final) {
                 snprintf(msg, sizeof msg, "no %s matches the selector terms", what);
                 return status_condition_add(conds, old, gen, type, "False", "NotFound", msg);
         }
@@ -329,7 +320,7 @@ static int resolved_condition(cJSON *conds, const cJSON *old, int64_t gen, const
         return status_condition_add(conds, old, gen, type, "Unknown", "NotResolved", msg);
 }
 
-static int nodeclass_resolved(const Resolved *res, cJSON *status) {
+static int nodeclass_resolved(const ProvisionerClass *res, cJSON *status) {
         cJSON *subnets = cJSON_AddArrayToObject(status, "subnets");
         cJSON *sgs = cJSON_AddArrayToObject(status, "securityGroups");
         cJSON *amis = cJSON_AddArrayToObject(status, "amis");
@@ -337,16 +328,16 @@ static int nodeclass_resolved(const Resolved *res, cJSON *status) {
                 return -ENOMEM;
         for (size_t i = 0; res && i < res->n_subnets; i++) {
                 cJSON *o = cJSON_CreateObject();
-                if (!o || !cJSON_AddStringToObject(o, "id", res->subnets[i].id) ||
-                    !cJSON_AddStringToObject(o, "zone", strempty(res->subnets[i].zone))) {
+                if (!o || !cJSON_AddStringToObject(o, "id", res->subnet_ids[i]) ||
+                    !cJSON_AddStringToObject(o, "zone", strempty(res->subnet_zones[i]))) {
                         cJSON_Delete(o);
                         return -ENOMEM;
                 }
                 cJSON_AddItemToArray(subnets, o);
         }
-        for (size_t i = 0; res && res->sgs[i]; i++) {
+        for (size_t i = 0; res && res->security_groups && res->security_groups[i]; i++) {
                 cJSON *o = cJSON_CreateObject();
-                if (!o || !cJSON_AddStringToObject(o, "id", res->sgs[i])) {
+                if (!o || !cJSON_AddStringToObject(o, "id", res->security_groups[i])) {
                         cJSON_Delete(o);
                         return -ENOMEM;
                 }
@@ -375,9 +366,8 @@ static int nodeclass_resolved(const Resolved *res, cJSON *status) {
 
 static int nodeclass_status(const cJSON *nc, void *userdata) {
         StatusWriter *s = userdata;
-        Provisioner *p = provisioner(s);
         const char *name = kube_object_meta(nc, "name");
-        const cJSON *old = jget(nc, "status");
+        const cJSON *old = json_get(nc, "status");
         int64_t gen = generation(nc);
         _cleanup_(cJSON_Deletep) cJSON *status = cJSON_CreateObject();
         cJSON *conds = status ? cJSON_AddArrayToObject(status, "conditions") : NULL;
@@ -397,9 +387,10 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
         else
                 r = status_condition_add(conds, old, gen, "ValidationSucceeded", "True", "ValidationSucceeded", "");
 
-        const Resolved *res = resolved_find(p, name);
+        ProvisionerClass found;
+        const ProvisionerClass *res = provisioner_class(s->p, name, &found) >= 0 ? &found : NULL;
         size_t n_sgs = 0;
-        while (res && res->sgs[n_sgs])
+        while (res && res->security_groups && res->security_groups[n_sgs])
                 n_sgs++;
         if (r >= 0)
                 r = resolved_condition(conds, old, gen, "SubnetsReady", res, res ? res->n_subnets : 0, "subnet", true);
@@ -418,7 +409,7 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
                     status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
         if (r >= 0)
                 r = status_condition_ready(conds, old, gen);
-        if (r >= 0 && res && res->resolved_usec)
+        if (r >= 0 && res && res->resolved)
                 r = nodeclass_resolved(res, status);
         if (r >= 0 && !isempty(profile) && !cJSON_AddStringToObject(status, "instanceProfile", profile))
                 r = -ENOMEM;
@@ -432,23 +423,25 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
 
 static int on_tick(sd_event_source *src, uint64_t usec, void *userdata) {
         StatusWriter *s = userdata;
-        Provisioner *p = provisioner(s);
+        const KubeWatch *pools = provisioner_watch(s->p, PROVISIONER_WATCH_NODEPOOLS);
+        const KubeWatch *classes = provisioner_watch(s->p, PROVISIONER_WATCH_NODECLASSES);
         (void) sd_event_source_set_time_relative(src, STATUS_INTERVAL_USEC);
-        if (!s->p->leading || !p || !kube_watch_synced(p->nodepools) || !kube_watch_synced(p->nodeclasses))
+        if (!provisioner_leading(s->p) || !kube_watch_synced(pools) || !kube_watch_synced(classes))
                 return 0;
         /* classes first: a pool's NodeClassReady follows its class's Ready */
-        (void) kube_watch_foreach(p->nodeclasses, nodeclass_status, s);
-        (void) kube_watch_foreach(p->nodepools, nodepool_status, s);
+        (void) kube_watch_foreach(classes, nodeclass_status, s);
+        (void) kube_watch_foreach(pools, nodepool_status, s);
         nodeclaims_reconcile(s);
         return 0;
 }
 
-int status_writer_new(Provisioner *p, StatusWriter **ret) {
+int status_writer_new(sd_event *e, Provisioner *p, Registry *registry, StatusWriter **ret) {
         StatusWriter *s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
         s->p = p;
-        int r = sd_event_add_time_relative(p->event, &s->timer, CLOCK_MONOTONIC, STATUS_RETRY_USEC, 0, on_tick, s);
+        s->registry = registry;
+        int r = sd_event_add_time_relative(e, &s->timer, CLOCK_MONOTONIC, STATUS_RETRY_USEC, 0, on_tick, s);
         if (r >= 0)
                 r = nodeclaims_start(s);
         if (r < 0) {
@@ -464,7 +457,7 @@ StatusWriter *status_writer_free(StatusWriter *s) {
         if (!s)
                 return NULL;
         while (s->pending) {
-                (void) kube_client_cancel(s->p->kube, s->pending);
+                (void) kube_client_cancel(provisioner_kube(s->p), s->pending);
                 pending_free(s->pending);
         }
         nodeclaims_done(s);

@@ -2,6 +2,8 @@
 /* The status of NodePools and EC2NodeClasses, written by the leader. */
 #pragma once
 
+#include <systemd/sd-event.h>
+
 #include "strbuf.h"
 
 /* The status of NodePools and EC2NodeClasses, written by the leader through the status
@@ -13,9 +15,11 @@
  * later from the newer object. */
 typedef struct StatusWriter StatusWriter;
 typedef struct Provisioner Provisioner;
+typedef struct Registry Registry;
 
-/* Writes what the provisioner knows, through its client, while it leads. */
-int status_writer_new(Provisioner *p, StatusWriter **ret);
+/* Writes what the provisioner knows, through its client, while it leads, on loop e; registry:
+ * the nodes that report (their capacity makes a NodePool's status.resources). */
+int status_writer_new(sd_event *e, Provisioner *p, Registry *registry, StatusWriter **ret);
 StatusWriter *status_writer_free(StatusWriter *s);
 /* Write now (e.g. on becoming the leader) rather than at the next tick. */
 void status_writer_poke(StatusWriter *s);

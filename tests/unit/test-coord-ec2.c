@@ -524,6 +524,50 @@ static void test_chain_order(void **state) {
         rmdir(dir);
 }
 
+/* Subnets and security groups: each item's fields and tags, an item without a field it must have
+ * refused, and no more items than asked for. */
+static void test_subnets_groups(void **state) {
+        static const char subnets[] =
+                "<DescribeSubnetsResponse><subnetSet>"
+                "<item><subnetId>subnet-1</subnetId><availabilityZone>us-east-1a</availabilityZone>"
+                "<availableIpAddressCount>250</availableIpAddressCount>"
+                "<tagSet><item><key>Name</key><value>private-a</value></item><item><key>empty</key></item></tagSet></item>"
+                "<item><subnetId>subnet-2</subnetId><availabilityZone>us-east-1b</availabilityZone></item>"
+                "</subnetSet></DescribeSubnetsResponse>";
+        xmlDoc *d = doc_of(subnets);
+        Ec2SubnetList *sl = calloc(1, sizeof *sl);
+        assert_int_equal(ec2_parse_subnets(d, sl, 10), 0);
+        assert_int_equal(sl->n, 2);
+        assert_string_equal(sl->items[0].zone, "us-east-1a");
+        assert_int_equal(sl->items[0].available_ips, 250);
+        assert_int_equal(sl->items[0].n_tags, 2);
+        assert_string_equal(sl->items[0].tags[0].value, "private-a");
+        assert_string_equal(sl->items[0].tags[1].value, ""); /* a tag without a value */
+        assert_int_equal(sl->items[1].n_tags, 0);
+        ec2_subnet_list_free(sl);
+        sl = calloc(1, sizeof *sl);
+        assert_int_equal(ec2_parse_subnets(d, sl, 1), -ENOBUFS);
+        ec2_subnet_list_free(sl);
+        xmlFreeDoc(d);
+
+        d = doc_of("<DescribeSubnetsResponse><subnetSet><item><subnetId>subnet-1</subnetId></item>"
+                   "</subnetSet></DescribeSubnetsResponse>");
+        sl = calloc(1, sizeof *sl);
+        assert_int_equal(ec2_parse_subnets(d, sl, 10), -EBADMSG); /* no availabilityZone */
+        ec2_subnet_list_free(sl);
+        xmlFreeDoc(d);
+
+        d = doc_of("<DescribeSecurityGroupsResponse><securityGroupInfo>"
+                   "<item><groupId>sg-1</groupId><groupName>nodes</groupName></item>"
+                   "<item><groupName>no-id</groupName></item>"
+                   "</securityGroupInfo></DescribeSecurityGroupsResponse>");
+        Ec2SecurityGroupList *gl = calloc(1, sizeof *gl);
+        assert_int_equal(ec2_parse_security_groups(d, gl, 10), -EBADMSG);
+        assert_string_equal(gl->items[0].name, "nodes");
+        ec2_security_group_list_free(gl);
+        xmlFreeDoc(d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_create_fleet_body),
@@ -538,6 +582,7 @@ int main(void) {
                 cmocka_unit_test(test_shared_file),
                 cmocka_unit_test(test_sts_imds_parse),
                 cmocka_unit_test(test_chain_order),
+                cmocka_unit_test(test_subnets_groups),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
