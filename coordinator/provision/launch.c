@@ -90,6 +90,11 @@ static void launch_failed_record(Provisioner *p, size_t launch, const char *what
                         p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[launch], what,
                                                err ? err->code : NULL, err ? err->message : NULL);
         p->launch_errors++;
+        /* EC2 throttled, failed or was unreachable past the client's retries: the pods still
+         * wait, so the round ends asking for another, which tries the same plan (the same
+         * ClientToken) rather than leaving them until some other event pokes a batch */
+        if (err && ec2_error_kind_retryable(err->kind))
+                rd->launched_nothing = true;
         provision_set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
         log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
 }

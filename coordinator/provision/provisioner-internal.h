@@ -94,7 +94,7 @@ typedef struct Round {
         Step step;
         Resolved *res;              /* of the launch under way */
         int arch;                   /* 0 amd64, 1 arm64 */
-        bool launched_nothing;      /* a launch failed for capacity: solve again */
+        bool launched_nothing;      /* a launch failed for capacity, or past EC2's retries: solve again */
         bool budget_cut;            /* the solver's time budget left pods for the next round */
         uint64_t started_usec;
         char **pod_uids;            /* per snapshot pod */

@@ -21,9 +21,11 @@
  * but not yet registered) and asks the solver where the pods go. Each new node of the plan is
  * launched with CreateFleet (instant): ranked overrides over instance types and subnets, a
  * ClientToken derived from the plan, so a retry never doubles capacity. Offerings that report
- * insufficient capacity are left out for 3 minutes and the batch is solved again. Instances
- * that never register are terminated. Only the leader acts; a new leader first learns the
- * instances already launched (EC2 tag nodesmith.io/cluster) and counts them as in flight. */
+ * insufficient capacity are left out for 3 minutes and the batch is solved again; a launch that
+ * EC2 throttled or failed past the client's retries is tried again in the next round, the same
+ * plan under the same ClientToken. Instances that never register are terminated. Only the
+ * leader acts; a new leader first learns the instances already launched (EC2 tag
+ * nodesmith.io/cluster) and counts them as in flight. */
 
 typedef struct Provisioner Provisioner;
 typedef struct Registry Registry;

@@ -86,7 +86,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
         for (char **id = res ? res->terminated : NULL; id && *id; id++) {
                 NodeEntry *e = registry_get(p->registry, *id);
                 const char *node = e ? provisioner_node_name(p, e) : NULL;
-                log_notice("Terminated %s%s%s.", *id, node ? " (Node " : "", node ? node : "");
+                log_notice("Terminated %s%s%s%s.", *id, node ? " (Node " : "", node ? node : "", node ? ")" : "");
                 p->terminated++;
                 InFlight *f = provision_inflight_find(p, *id); /* it never initialized: it will not now */
                 if (f)

@@ -3,7 +3,8 @@
  *
  * Placement fills one node at a time, shape after shape (first-fit decreasing), so a node often
  * ends up full in one resource and half idle in the other, or holding 60 % of a type twice the
- * size it needs. Two moves, each kept only when the plan's cost drops:
+ * size it needs. The moves below (empty, rebalance, absorb, split, regroup), each kept only when
+ * the plan's cost drops, run in rounds (at most IMPROVE_ROUNDS) while a round lowers it:
  *
  * - empty: a planned node gives every pod to other planned nodes of its NodePool (weights stay
  *   honoured) that have room for it in what they already cost (the least used nodes are tried
@@ -13,6 +14,14 @@
  *   by more than SPLIT_MARGIN. Within an EC2 family the price per vCPU is flat, so this trims
  *   the rounding up to the next size: a 16-vCPU node holding 10 vCPU of pods becomes 8 + 2 or
  *   8 + 4 vCPU.
+ * - regroup: like rebalance (below), but each emptied node of the group first takes the type
+ *   that buys what is left of the group's pods at the least cost (a c6g where the mix is
+ *   cpu-heavy, an m6g where it is even), the last one whatever holds the rest: first-fit's
+ *   16xlarge of cpu-heavy pods beside one of memory-heavy pods becomes two nodes of the type
+ *   their mix suits. A wide regroup does the same from the few least used nodes with up to
+ *   REGROUP_WIDE nodes of their pool and zone at once: where first-fit left memory-heavy pods
+ *   on r6g at 40 % cpu and cpu-heavy ones on c6g at 25 % memory across dozens of nodes, no
+ *   group of four holds enough of both to mix them into m6g.
  *
  * Every move is checked like any placement (requirements, taints, resources, hostname and zone
  * rules; a pod whose variant pins a zone stays in its node's zone) or undone. Pods with host
@@ -20,7 +29,8 @@
  * stay as they are, and nothing is split when new nodes are capped (max_new_nodes, as in a
  * consolidation's replacement) or when the caller asked for few big nodes (target_nodes).
  * Node count breaks ties the way the budgets do: a split must save more than SPLIT_MARGIN.
- * Bounded: at most IMPROVE_WORK receiving-node checks per run, skipped beyond
+ * Bounded: at most IMPROVE_WORK receiving-node checks and IMPROVE_SCANS pods looked at while
+ * refilling groups (a wide regroup's refill is quadratic in its pods) per run, skipped beyond
  * IMPROVE_MAX_NODES planned nodes, and the run's time budget stops it. Deterministic: nodes in
  * a fixed order, pods in index order. */
 
@@ -31,9 +41,11 @@
 
 #define IMPROVE_MAX_NODES 4096 /* beyond this many planned nodes the pass is skipped */
 #define IMPROVE_WORK 200000    /* node checks per run, at most */
+#define IMPROVE_SCANS 20000000 /* pods looked at to refill rebalanced and regrouped nodes, per run */
 #define SPLIT_MARGIN 0.02      /* a split saves more than 2 % of the node's price */
 #define SPLIT_TRIES 4          /* cheaper types tried per node */
 #define REBALANCE_TRIES 64     /* nodes (the least used) whose group is rebalanced, at most */
+#define IMPROVE_ROUNDS 4       /* rounds, while one lowers the plan's cost */
 
 static double node_price(const Solver *s, const Node *n) {
         return solver_node_type_price(s, n, solver_place_cheapest_type(s, n));
@@ -89,7 +101,10 @@ typedef struct Saved {
         uint64_t *types, *base; /* W words each */
 } Saved;
 
-#define REBALANCE_NODES 3
+#define REBALANCE_NODES 3 /* a rebalanced group, at most */
+#define REGROUP_NODES 4   /* a regrouped group, at most */
+#define REGROUP_WIDE 128   /* a wide regroup: the least used nodes' whole pool and zone, at most */
+#define REGROUP_WIDE_TRIES 4
 
 typedef struct SplitCand {
         double est;
@@ -104,8 +119,12 @@ typedef struct Improve {
         uint32_t *group, *orig; /* [gcap]: a rebalanced group's pods, the node each was on */
         size_t gcap;
         SplitCand *cand;        /* [T] */
-        double *slack;          /* [planned nodes]: room left in what each costs (slack_share) */
-        Saved sv, gsv[REBALANCE_NODES];
+        double *slack;          /* [2 x planned nodes]: cpu and memory room left in what each costs */
+        Saved sv, gsv[REGROUP_WIDE];
+        uint32_t gnode[REGROUP_WIDE];   /* a group's nodes */
+        double gscore[REGROUP_WIDE], gprice[REGROUP_WIDE];
+        const int64_t *gal[REGROUP_WIDE];
+        size_t scans;           /* pods looked at while refilling groups */
 } Improve;
 
 static void node_save(const Solver *s, const Node *n, Saved *sv) {
@@ -124,6 +143,20 @@ static void node_restore(const Solver *s, Node *n, const Saved *sv) {
         bs_copy(n->base, sv->base, s->W);
 }
 
+/* Whether node n, after taking a pod, may still be every type it could be before that holds what
+ * it now holds: a pod's own size drops from its base the types too small for it alone, which
+ * narrows nothing the node could still be. */
+static bool same_base(Solver *s, const Node *n, const Saved *sv) {
+        if (bs_eq(n->base, sv->base, s->W))
+                return true;
+        uint64_t *fit = s->scratch + 6 * s->W, *was = s->scratch + 7 * s->W;
+        solver_fit_set(s, s->pools[n->pool].fit, n->used, fit);
+        bs_copy(was, sv->base, s->W);
+        bs_and(was, fit, s->W);
+        bs_and(fit, n->base, s->W);
+        return bs_eq(was, fit, s->W);
+}
+
 /* Commits pod pi onto planned node b only if that narrows nothing on b (offerings, zone, labels,
  * the types its pods allow) and b's price stays at most max_price; 1 done, 0 not (b as it was). */
 static int trial_commit(Solver *s, Variant *v, uint32_t b, uint32_t pi, int z, double max_price, Saved *sv) {
@@ -132,7 +165,7 @@ static int trial_commit(Solver *s, Variant *v, uint32_t b, uint32_t pi, int z, d
         if (q < 0)
                 return q;
         const Node *n = &s->nodes[b];
-        if (n->slots == sv->slots && n->zone == sv->zone && n->custom == sv->custom && bs_eq(n->base, sv->base, s->W) &&
+        if (n->slots == sv->slots && n->zone == sv->zone && n->custom == sv->custom && same_base(s, n, sv) &&
             node_price(s, n) <= max_price * (1 + 1e-9))
                 return 1;
         q = solver_place_uncommit(s, v, b);
@@ -366,22 +399,22 @@ static double node_use(const Solver *s, const Node *n) {
         return u;
 }
 
-/* Rebalance: node d and up to two nodes of its pool and zone with the most room left in what
- * they cost give up their pods, which are placed again node by node (the dearest first), each
+/* Rebalance: node d and up to two nodes of its pool and zone with the most room where d is full
+ * (idle memory beside a memory-bound d, idle cpu beside a cpu-bound one) give up their pods, which are placed again node by node (the dearest first), each
  * time the pod that keeps the node's cpu and memory use most even, within what the node cost
  * before; kept when the nodes then cost less (d, or another, ends empty or smaller). First-fit
  * puts pods of one shape together, leaving memory-bound nodes with idle cpu beside cpu-bound
- * ones with idle memory; this mixes them. 1 kept, 0 undone. */
-static double slack_share(const Solver *s, const Node *n) {
+ * ones with idle memory; this mixes them. With retype (regroup), up to three partners, and each
+ * node's target is target_type()'s instead of its own type and price. 1 kept, 0 undone. */
+static void slack_share(const Solver *s, const Node *n, double *ret) {
         uint32_t t = solver_place_cheapest_type(s, n);
+        ret[0] = ret[1] = 0;
         if (t == NONE32)
-                return 0;
+                return;
         const int64_t *al = s->pools[n->pool].fit->alloc + (size_t) t * R_MAX;
-        double x = 0;
         for (int r = SOLVER_RES_CPU; r <= SOLVER_RES_MEMORY; r++)
                 if (al[r] > 0)
-                        x += (double) MAX(al[r] - n->used[r], (int64_t) 0) / (double) al[r];
-        return x;
+                        ret[r - SOLVER_RES_CPU] = (double) MAX(al[r] - n->used[r], (int64_t) 0) / (double) al[r];
 }
 
 static int recommit(Solver *s, uint32_t pi, uint32_t from, uint32_t to) {
@@ -393,35 +426,70 @@ static int recommit(Solver *s, uint32_t pi, uint32_t from, uint32_t to) {
         return q < 0 ? q : solver_place_commit(s, v, to, &pi, 1, z);
 }
 
-static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
+/* For an emptied node of a regroup: among the types it may be, the one that buys what pods[0..n)
+ * need at the least cost, counting a fraction of a node as a fraction of its price and at least
+ * one node; NONE32 when none holds one of them. */
+static uint32_t target_type(const Solver *s, const Node *nd, const uint32_t *pods, size_t n) {
+        const Pool *p = &s->pools[nd->pool];
+        int64_t d[R_MAX] = {};
+        for (size_t i = 0; i < n; i++)
+                for (int r = 0; r < R_MAX; r++)
+                        d[r] += s->shapes[s->pod_shape[pods[i]]].req.v[r];
+        d[SOLVER_RES_PODS] = MAX(d[SOLVER_RES_PODS], (int64_t) n);
+        uint32_t best = NONE32;
+        double best_cost = INFINITY;
+        BS_FOREACH(t, nd->types, s->W) {
+                const int64_t *al = p->fit->alloc + t * R_MAX;
+                double pt = solver_node_type_price(s, nd, (uint32_t) t), cover = 1;
+                bool ok = pt > 0;
+                for (int r = 0; r < R_MAX && ok; r++) {
+                        if (d[r] == 0)
+                                continue;
+                        int64_t room = al[r] - p->ds.v[r];
+                        ok = room > 0;
+                        if (ok)
+                                cover = MAX(cover, (double) d[r] / (double) room);
+                }
+                if (ok && pt * cover < best_cost * (1 - 1e-9)) {
+                        best = (uint32_t) t;
+                        best_cost = pt * cover;
+                }
+        }
+        return best;
+}
+
+static int try_rebalance(Solver *s, Improve *c, uint32_t d, bool retype, uint32_t kmax) {
         PodOn *on = &c->on;
         uint32_t *pods = c->group, *orig = c->orig;
         size_t cap = c->gcap;
         const Node *nd = &s->nodes[d];
-        uint32_t g[REBALANCE_NODES] = { d }, k = 1;
-        double gs[REBALANCE_NODES] = {};
+        uint32_t *g = c->gnode, k = 1;
+        double *gs = c->gscore;
+        g[0] = d, gs[0] = 0;
         for (uint32_t b = s->n_existing; b < on->n_nodes && on->work < IMPROVE_WORK; b++) {
                 const Node *n = &s->nodes[b];
                 on->work++;
                 if (b == d || n->pool != nd->pool || n->zone != nd->zone || !node_eligible(s, n))
                         continue;
-                double x = c->slack[b - s->n_existing];
+                /* room where d is full: what d gives up has somewhere to go */
+                const double *sb = c->slack + 2 * (b - s->n_existing), *sd = c->slack + 2 * (d - s->n_existing);
+                double x = sb[0] * (1 - sd[0]) + sb[1] * (1 - sd[1]);
                 uint32_t at = k;
                 while (at > 1 && x > gs[at - 1])
                         at--;
-                if (at >= REBALANCE_NODES || x <= 0)
+                if (at >= kmax || x <= 0)
                         continue;
-                for (uint32_t j = MIN(k, REBALANCE_NODES - 1); j > at; j--)
+                for (uint32_t j = MIN(k, kmax - 1); j > at; j--)
                         g[j] = g[j - 1], gs[j] = gs[j - 1];
                 g[at] = b, gs[at] = x;
-                k = MIN(k + 1, REBALANCE_NODES);
+                k = MIN(k + 1, kmax);
         }
         if (k < 2)
                 return 0;
         /* the pods, each with the node it was on */
         size_t n = 0;
-        double before = 0, price[REBALANCE_NODES];
-        const int64_t *al0[REBALANCE_NODES];
+        double before = 0, *price = c->gprice;
+        const int64_t **al0 = c->gal;
         for (uint32_t j = 0; j < k; j++) {
                 size_t m;
                 const Node *x = &s->nodes[g[j]];
@@ -450,10 +518,19 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
                 double pj = price[j];
                 price[j] = -1; /* done after this round */
                 uint32_t b = g[j];
+                if (retype) {
+                        /* the type that serves what is left best, the last node whatever holds it */
+                        uint32_t t = target_type(s, &s->nodes[b], pods + placed, n - placed);
+                        if (t == NONE32)
+                                break;
+                        al0[j] = s->pools[s->nodes[b].pool].fit->alloc + (size_t) t * R_MAX;
+                        pj = round + 1 == k ? INFINITY : solver_node_type_price(s, &s->nodes[b], t);
+                }
                 for (;;) {
                         size_t best = SIZE_MAX;
                         double best_score = INFINITY;
-                        for (size_t i = placed; i < n && on->work < IMPROVE_WORK; i++) {
+                        for (size_t i = placed; i < n && on->work < IMPROVE_WORK && c->scans < IMPROVE_SCANS; i++) {
+                                c->scans++;
                                 if (i > placed && s->pod_shape[pods[i]] == s->pod_shape[pods[i - 1]] &&
                                     s->decisions[pods[i]].relaxed == s->decisions[pods[i - 1]].relaxed)
                                         continue; /* one of each shape is enough to judge */
@@ -498,7 +575,7 @@ static int try_rebalance(Solver *s, Improve *c, uint32_t d) {
                 after += s->nodes[g[j]].n_pods ? node_price(s, &s->nodes[g[j]]) : 0;
         if (placed == n && after < before * (1 - SPLIT_MARGIN)) {
                 for (uint32_t j = 0; j < k; j++)
-                        c->slack[g[j] - s->n_existing] = slack_share(s, &s->nodes[g[j]]);
+                        slack_share(s, &s->nodes[g[j]], c->slack + 2 * (g[j] - s->n_existing));
                 return 1;
         }
         /* undone: every pod back where it was */
@@ -537,9 +614,21 @@ static int unabsorb_node(Solver *s, Improve *c, uint32_t a, uint32_t b) {
 /* Moves every pod of node b onto node a: 1, or 0 (nothing moved) when one does not fit or b
  * would not end empty. */
 static int absorb_node(Solver *s, Improve *c, uint32_t a, uint32_t b) {
+        const Node *na = &s->nodes[a], *nb = &s->nodes[b];
+        const SolverResources *ds = &s->pools[nb->pool].ds;
+        for (int r = 0; r < R_MAX; r++) /* b's pods fit no type a may become */
+                if (nb->used[r] - ds->v[r] > 0 && na->used[r] + nb->used[r] - ds->v[r] > na->cap[r])
+                        return 0;
         size_t n;
         if (!pods_of(s, &c->on, b, c->pods, c->cap, &n) || n == 0 || n != s->nodes[b].n_pods)
                 return 0;
+        /* pods a hostname rule limits per node first: they are the ones likely not to fit */
+        for (size_t i = 0, k = 0; i < n; i++)
+                if (s->shapes[s->pod_shape[c->pods[i]]].anchor) {
+                        uint32_t x = c->pods[i];
+                        memmove(c->pods + k + 1, c->pods + k, (i - k) * sizeof(uint32_t));
+                        c->pods[k++] = x;
+                }
         for (size_t i = 0; i < n; i++) {
                 Variant *v;
                 int z, q = solver_pod_variant_on(s, c->pods[i], b, &v, &z);
@@ -626,7 +715,7 @@ static void improve_done(Improve *c) {
         free(c->cand);
         free(c->slack);
         free(c->sv.types);
-        for (size_t j = 0; j < REBALANCE_NODES; j++)
+        for (size_t j = 0; j < REGROUP_WIDE; j++)
                 free(c->gsv[j].types);
 }
 
@@ -637,19 +726,19 @@ static int improve_init(Solver *s, Improve *c) {
                 return q;
         for (uint32_t a = s->n_existing; a < c->on.n_nodes; a++)
                 c->cap = MAX(c->cap, (size_t) (c->on.start[a + 1] - c->on.start[a]));
-        c->gcap = REBALANCE_NODES * c->cap + 1;
+        c->gcap = REGROUP_WIDE * c->cap + 1;
         c->pods = malloc((c->cap + 1) * sizeof(uint32_t));
         c->to = malloc((c->cap + 1) * sizeof(uint32_t));
         c->group = malloc(c->gcap * sizeof(uint32_t));
         c->orig = malloc(c->gcap * sizeof(uint32_t));
         c->cand = malloc(((size_t) s->T + 1) * sizeof(SplitCand));
-        c->slack = malloc(((size_t) c->on.n_nodes - s->n_existing + 1) * sizeof(double));
+        c->slack = malloc(2 * ((size_t) c->on.n_nodes - s->n_existing + 1) * sizeof(double));
         bool ok = c->pods && c->to && c->group && c->orig && c->cand && c->slack;
-        Saved *all[REBALANCE_NODES + 1] = { &c->sv, &c->gsv[0], &c->gsv[1], &c->gsv[2] };
-        for (size_t j = 0; j < ELEMENTSOF(all) && ok; j++) {
-                all[j]->types = malloc(2 * (size_t) s->W * sizeof(uint64_t) + 1);
-                all[j]->base = all[j]->types ? all[j]->types + s->W : NULL;
-                ok = all[j]->types;
+        for (size_t j = 0; j <= REGROUP_WIDE && ok; j++) {
+                Saved *x = j == 0 ? &c->sv : &c->gsv[j - 1];
+                x->types = malloc(2 * (size_t) s->W * sizeof(uint64_t) + 1);
+                x->base = x->types ? x->types + s->W : NULL;
+                ok = x->types;
         }
         if (!ok) {
                 improve_done(c);
@@ -658,48 +747,91 @@ static int improve_init(Solver *s, Improve *c) {
         return 0;
 }
 
-int solver_improve(Solver *s) {
-        uint32_t first = s->n_existing, nn = s->n_nodes - s->n_existing;
-        if (nn == 0 || nn > IMPROVE_MAX_NODES)
-                return 0;
-        Improve c;
-        int q = improve_init(s, &c);
-        if (q < 0)
-                return q;
-        _cleanup_free_ ByUse *order = malloc((size_t) nn * sizeof(ByUse));
-        if (!order) {
-                q = -ENOMEM;
-                goto out;
+static double plan_price(const Solver *s) {
+        double sum = 0;
+        for (uint32_t a = s->n_existing; a < s->n_nodes; a++)
+                if (s->nodes[a].kind == NODE_NEW && s->nodes[a].n_pods > 0)
+                        sum += node_price(s, &s->nodes[a]);
+        return sum;
+}
+
+typedef enum Step {
+        STEP_REBALANCE,
+        STEP_ABSORB,
+        STEP_REGROUP,
+        STEP_REGROUP_WIDE,
+} Step;
+
+/* Runs a step from each of the least used eligible nodes, at most `tries` of them. */
+static int least_used_do(Solver *s, Improve *c, const ByUse *order, uint32_t nn, Step step, uint32_t tries) {
+        for (uint32_t i = 0, done = 0; i < nn && done < tries && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); i++) {
+                uint32_t a = order[i].node;
+                if (!node_eligible(s, &s->nodes[a]))
+                        continue;
+                done++;
+                int q = step == STEP_ABSORB ? try_absorb(s, c, a, order, nn) :
+                        try_rebalance(s, c, a, step != STEP_REBALANCE,
+                                      step == STEP_REBALANCE ? REBALANCE_NODES :
+                                      step == STEP_REGROUP   ? REGROUP_NODES : REGROUP_WIDE);
+                if (q < 0)
+                        return q;
         }
+        return 0;
+}
+
+/* One round of the steps over the nodes planned when it starts. */
+static int improve_round(Solver *s, Improve *c) {
+        uint32_t first = s->n_existing, nn = c->on.n_nodes - s->n_existing;
+        _cleanup_free_ ByUse *order = malloc((size_t) nn * sizeof(ByUse));
+        if (!order)
+                return -ENOMEM;
+        int q;
         /* the least used nodes first */
         for (uint32_t i = 0; i < nn; i++)
                 order[i] = (ByUse) { node_use(s, &s->nodes[first + i]), first + i };
         qsort(order, nn, sizeof(ByUse), cmp_use);
-        for (uint32_t i = 0; i < nn && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_empty(s, &c, order[i].node)) < 0)
-                        goto out;
+        for (uint32_t i = 0; i < nn && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); i++)
+                if (node_eligible(s, &s->nodes[order[i].node]) && (q = try_empty(s, c, order[i].node)) < 0)
+                        return q;
         for (uint32_t i = 0; i < nn; i++)
-                c.slack[i] = slack_share(s, &s->nodes[first + i]);
-        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c.on.work < IMPROVE_WORK &&
-                                        !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node])) {
-                        tries++;
-                        if ((q = try_rebalance(s, &c, order[i].node)) < 0)
-                                goto out;
-                }
-        for (uint32_t i = 0, tries = 0; i < nn && tries < REBALANCE_TRIES && c.on.work < IMPROVE_WORK &&
-                                        !solver_out_of_time(s); i++)
-                if (node_eligible(s, &s->nodes[order[i].node])) {
-                        tries++;
-                        if ((q = try_absorb(s, &c, order[i].node, order, nn)) < 0)
-                                goto out;
-                }
+                slack_share(s, &s->nodes[first + i], c->slack + 2 * i);
+        if ((q = least_used_do(s, c, order, nn, STEP_REBALANCE, REBALANCE_TRIES)) < 0 ||
+            (q = least_used_do(s, c, order, nn, STEP_ABSORB, REBALANCE_TRIES)) < 0)
+                return q;
         bool may_split = s->opts->target_nodes == 0;
-        for (uint32_t a = first; may_split && a < c.on.n_nodes && c.on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
-                if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, &c, a)) < 0)
-                        goto out;
-        q = 0;
-out:
-        improve_done(&c);
-        return q;
+        for (uint32_t a = first; may_split && a < c->on.n_nodes && c->on.work < IMPROVE_WORK && !solver_out_of_time(s); a++)
+                if (node_eligible(s, &s->nodes[a]) && (q = try_split(s, c, a)) < 0)
+                        return q;
+        if ((q = least_used_do(s, c, order, nn, STEP_REGROUP, REBALANCE_TRIES)) < 0 ||
+            (q = least_used_do(s, c, order, nn, STEP_REGROUP_WIDE, REGROUP_WIDE_TRIES)) < 0)
+                return q;
+        return 0;
+}
+
+int solver_improve(Solver *s) {
+        uint32_t nn = s->n_nodes - s->n_existing;
+        if (nn == 0 || nn > IMPROVE_MAX_NODES)
+                return 0;
+        double before = plan_price(s);
+        size_t work = 0, scans = 0;
+        for (unsigned round = 0; round < IMPROVE_ROUNDS && work < IMPROVE_WORK && !solver_out_of_time(s); round++) {
+                /* nodes a round opened (splits) are for the next one to see: rebuilt each time */
+                Improve c;
+                int q = improve_init(s, &c);
+                if (q < 0)
+                        return q;
+                c.on.work = work;
+                c.scans = scans;
+                q = improve_round(s, &c);
+                work = c.on.work;
+                scans = c.scans;
+                improve_done(&c);
+                if (q < 0)
+                        return q;
+                double after = plan_price(s);
+                if (after >= before * (1 - 1e-9))
+                        break;
+                before = after;
+        }
+        return 0;
 }

@@ -7,8 +7,12 @@
  * NodePool, the LP "cover the run's cpu and memory demand with the pool's types at their
  * cheapest offering" is solved through its dual (two resources: the best dual is at an axis or
  * at the crossing of two types' constraints), giving a unit price for cpu and for memory. When a
- * node is opened, every type it may become is valued at those unit prices for the room it has,
- * counting no more of a resource than is still to be placed; the node's budget is the price of
+ * node is opened, every type it may become is valued at those unit prices for the part of its
+ * room that the pods still to be placed can fill together: their demand, bucketed by its
+ * memory:cpu ratio, can make every mix between two boundaries, and a type whose corner lies
+ * outside them is valued at the best mix that fits it (an m6g is worth its cpu and half its
+ * memory to pods of 1 vCPU / 2 GiB alone, and all of it beside memory-heavy ones); the node's
+ * budget is the price of
  * the type with the lowest price per value (ties within BUDGET_TIE: the larger, so fewer nodes),
  * counting only the shapes whose own best-value type the node may become (a pod that would be
  * cheaper elsewhere does not size it), and where hostname rules force N more nodes each expects
@@ -153,7 +157,9 @@ int solver_budget_prepare(Solver *s) {
         s->shape_left = calloc((size_t) s->n_shapes + 1, sizeof(int64_t));
         s->shape_var = calloc((size_t) s->n_shapes + 1, sizeof(Variant *));
         s->shape_best = calloc((size_t) s->n_shapes * s->n_pools + 1, sizeof(uint32_t));
-        if (!s->unit_price || !s->to_place || !s->forced || !s->shape_left || !s->shape_var || !s->shape_best)
+        s->type_value = calloc((size_t) s->T + 1, sizeof(double));
+        if (!s->unit_price || !s->to_place || !s->forced || !s->shape_left || !s->shape_var || !s->shape_best ||
+            !s->type_value)
                 return -ENOMEM;
         for (size_t i = 0; i < s->n_heap; i++) {
                 const Batch *b = &s->heap[i];
@@ -232,9 +238,70 @@ void solver_budget_consume(Solver *s, Variant *v, int64_t m) {
         }
 }
 
-static double type_value(const Solver *s, const Pool *p, uint32_t t, const double *y, const double *d) {
+/* The demand still to place of a node's shapes, by the ratio of their memory to their cpu: a
+ * node of some type can hold only the mixes of them that fit it (600 pods of 1 vCPU / 2 GiB
+ * leave half of an m6g's memory idle whatever its price per GiB). */
+#define MIX_BUCKETS 32
+
+typedef struct Mix {
+        double b[MIX_BUCKETS][2]; /* cpu and memory of the non-empty buckets, by rising memory:cpu */
+        int n;
+        bool on;
+} Mix;
+
+static int mix_bucket(double cpu, double mem) {
+        if (cpu <= 0)
+                return MIX_BUCKETS - 1;
+        if (mem <= 0)
+                return 0;
+        /* half steps of log2(bytes per millicore) from 2^14 (16 MiB per vCPU) */
+        int b = (int) floor(2 * (log2(mem / cpu) - 14));
+        return MAX(0, MIN(b, MIX_BUCKETS - 1));
+}
+
+/* Where a boundary of the mixes the buckets can make (every bucket in part or whole, those leaning
+ * to cpu first: dir 1; to memory first: dir -1) leaves the room: *ret_p, and which edge it
+ * crosses (0: cpu, 1: memory, -1: none, the whole demand fits). Both coordinates grow along a
+ * boundary, so on it the exit is the best point within the room. */
+static int mix_exit(const Mix *mix, int dir, const double *room, double *ret_p) {
+        double p[2] = {};
+        for (int i = 0; i < mix->n; i++) {
+                const double *g = mix->b[dir > 0 ? i : mix->n - 1 - i];
+                double f = 1;
+                int edge = -1;
+                for (int r = 0; r < 2; r++)
+                        if (p[r] + g[r] > room[r] && (room[r] - p[r]) / g[r] < f) {
+                                f = (room[r] - p[r]) / g[r];
+                                edge = r;
+                        }
+                ret_p[0] = p[0] + f * g[0];
+                ret_p[1] = p[1] + f * g[1];
+                if (edge >= 0)
+                        return edge;
+                p[0] = ret_p[0], p[1] = ret_p[1];
+        }
+        ret_p[0] = p[0], ret_p[1] = p[1];
+        return -1;
+}
+
+/* The most value at unit prices y that a node with this room gets from the mix's demand. The
+ * mixes form a region between a convex lower boundary (cpu-leaning shapes first) and a concave
+ * upper one; an LP's best over that region within the room is the room's corner when the
+ * corner lies between them (the lower boundary leaves through the cpu edge, the upper through
+ * the memory edge: the node can be filled exactly), else the better of the two exits. */
+static double mix_value(const Mix *mix, const double *y, const double *room) {
+        double lo[2], hi[2];
+        int el = mix_exit(mix, 1, room, lo), eh = mix_exit(mix, -1, room, hi);
+        if (el == 0 && eh == 1)
+                return y[0] * room[0] + y[1] * room[1];
+        return MAX(y[0] * lo[0] + y[1] * lo[1], y[0] * hi[0] + y[1] * hi[1]);
+}
+
+static double type_value(const Solver *s, const Pool *p, uint32_t t, const double *y, const double *d, const Mix *mix) {
         double room[2];
         room_of(s, p, t, room);
+        if (mix->on && room[0] > 0 && room[1] > 0)
+                return mix_value(mix, y, room);
         return y[0] * MIN(MAX(room[0], 0.0), MAX(d[0], 1.0)) + y[1] * MIN(MAX(room[1], 0.0), MAX(d[1], 1.0));
 }
 
@@ -256,7 +323,8 @@ static double cheapest_holding(const Solver *s, const Pool *p, const double *pri
 /* What is left to place of the shapes whose best-value type the node may become, and of the
  * shape that opens it. */
 static void node_demand(const Solver *s, uint32_t pi, int cls, const Variant *seed, const uint64_t *types,
-                        double *ret) {
+                        double *ret, Mix *mix) {
+        double by[MIX_BUCKETS][2] = {};
         ret[0] = ret[1] = 0;
         for (uint32_t i = 0; i < s->n_shapes; i++) {
                 if (s->shape_left[i] == 0 || !s->shape_var[i])
@@ -266,9 +334,20 @@ static void node_demand(const Solver *s, uint32_t pi, int cls, const Variant *se
                                          class_of_slots(s->shape_var[i]->pools[pi].slots) != cls))
                         continue;
                 const Shape *sh = &s->shapes[i];
-                ret[0] += (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_CPU];
-                ret[1] += (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_MEMORY];
+                double c = (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_CPU],
+                       m = (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_MEMORY];
+                ret[0] += c;
+                ret[1] += m;
+                int b = mix_bucket((double) sh->req.v[SOLVER_RES_CPU], (double) sh->req.v[SOLVER_RES_MEMORY]);
+                by[b][0] += c;
+                by[b][1] += m;
         }
+        mix->n = 0;
+        for (int b = 0; b < MIX_BUCKETS; b++)
+                if (by[b][0] > 0 || by[b][1] > 0) {
+                        mix->b[mix->n][0] = by[b][0];
+                        mix->b[mix->n++][1] = by[b][1];
+                }
 }
 
 bool solver_budget_apply(Solver *s, uint32_t pi, const Variant *seed, uint64_t slots, const uint64_t *types,
@@ -283,9 +362,14 @@ bool solver_budget_apply(Solver *s, uint32_t pi, const Variant *seed, uint64_t s
                 return false;
         /* hostname rules that force N nodes: each new node expects its share of the demand */
         double share = (double) MAX(s->forced[k]--, (int64_t) 1), d[2];
-        node_demand(s, pi, cls, seed, types, d);
+        Mix mix = {};
+        node_demand(s, pi, cls, seed, types, d, &mix);
         d[0] /= share;
         d[1] /= share;
+        for (int b = 0; b < mix.n; b++)
+                for (int r = 0; r < 2; r++)
+                        mix.b[b][r] /= share;
+        mix.on = true;
         /* fewer, bigger nodes when asked: each remaining node holds its share of the demand */
         uint64_t *cand = s->scratch + 7 * s->W;
         bs_copy(cand, types, s->W);
@@ -306,19 +390,21 @@ bool solver_budget_apply(Solver *s, uint32_t pi, const Variant *seed, uint64_t s
                 }
                 d[0] = MAX(d[0], need[0]);
                 d[1] = MAX(d[1], need[1]);
+                mix.on = false; /* sized by the share asked for, not by the mix */
         }
         /* the best price per value, ties to the larger type */
         double best = INFINITY, cap = 0;
         uint32_t tb = NONE32;
+        double *val = s->type_value;
         BS_FOREACH(t, cand, s->W) {
-                double value = type_value(s, p, (uint32_t) t, y, d);
+                double value = val[t] = price[t] > 0 ? type_value(s, p, (uint32_t) t, y, d, &mix) : 0;
                 if (price[t] > 0 && value > 0 && price[t] / value < best)
                         best = price[t] / value;
         }
         if (!isfinite(best))
                 return false;
         BS_FOREACH(t, cand, s->W) {
-                double value = type_value(s, p, (uint32_t) t, y, d);
+                double value = val[t];
                 if (price[t] > 0 && price[t] > cap && value > 0 && price[t] / value <= best * (1 + BUDGET_TIE)) {
                         cap = price[t];
                         tb = (uint32_t) t;
@@ -356,6 +442,8 @@ void solver_budget_done(Solver *s) {
         free(s->shape_left);
         free(s->shape_var);
         free(s->shape_best);
+        free(s->type_value);
+        s->type_value = NULL;
         s->unit_price = s->to_place = NULL;
         s->forced = s->shape_left = NULL;
         s->shape_var = NULL;

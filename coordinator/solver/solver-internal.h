@@ -412,6 +412,7 @@ struct Solver {
         int64_t *shape_left;                /* [n_shapes]: pods still to place */
         Variant **shape_var;                /* [n_shapes]: the variant they were counted with */
         uint32_t *shape_best;               /* [n_shapes][n_pools]: best-value type, NONE32 */
+        double *type_value;                 /* [T]: a node's types valued at the unit prices */
 };
 
 static inline const SolverPod *pod_at(const Solver *s, uint32_t i) {

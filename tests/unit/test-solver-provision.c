@@ -291,6 +291,24 @@ static void test_budget_buys_by_cost_not_by_pile(void **state) {
         assert_true(r->total_price > 0.409);
 }
 
+/* 20 amd64 pods of 1 cpu / 2.5 GiB. Priced per unit, c (2 GiB per cpu, 0.0425 per cpu) looks
+ * the better value, but these pods fill a c node's memory with a fifth of its cpu idle: a
+ * c.2xlarge holds 6 of them. Valued for what the pods can fill together, m (4 GiB per cpu) is
+ * the better buy: an m.4xlarge for 16 and an m.xlarge for 4 (0.96), where c nodes cost 1.19. */
+static void test_budget_values_what_the_pods_fill(void **state) {
+        add_type("m.4xlarge", "m", "amd64", 16, 64, 0, 0.768, 0.280, "abc");
+        size_t f = F->n_pods;
+        add_pods("jvm", 20, 1000, 2560);
+        for (size_t i = f; i < F->n_pods; i++)
+                pod_selector(&F->pods[i], SOLVER_LABEL_ARCH, "amd64");
+        const SolverResult *r = solve();
+        assert_int_equal(r->n_placed_new, 20);
+        assert_int_equal(r->n_launches, 2);
+        for (size_t i = 0; i < r->n_launches; i++)
+                assert_true(launch_type(i)[0] == 'm');
+        assert_true(r->total_price > 0.9599 && r->total_price < 0.9601);
+}
+
 static void test_too_big_is_unschedulable(void **state) {
         add_pod("huge", 16000, 1024);
         add_pod("fine", 500, 512);
@@ -1617,6 +1635,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_cheapest_type_holds_all),
                 T(test_budget_buys_by_cost_not_by_pile),
+                T(test_budget_values_what_the_pods_fill),
                 T(test_too_big_is_unschedulable),
                 T(test_daemonset_overhead),
                 T(test_daemonset_not_tolerating_pool_taint_adds_nothing),
