@@ -53,6 +53,7 @@ int ec2_parse_subnets(xmlDoc *doc, Ec2SubnetList *list, size_t max_items);
 int ec2_parse_security_groups(xmlDoc *doc, Ec2SecurityGroupList *list, size_t max_items);
 int ec2_parse_images(xmlDoc *doc, Ec2ImageList *list, size_t max_items);
 int ec2_parse_instances(xmlDoc *doc, Ec2InstanceList *list, size_t max_items);
+int ec2_parse_capacity_reservations(xmlDoc *doc, Ec2CapacityReservationList *list, size_t max_items);
 int ec2_parse_create_fleet(xmlDoc *doc, Ec2FleetResult **ret);
 int ec2_parse_launch_template(xmlDoc *doc, Ec2LaunchTemplate **ret);
 /* Ids TerminateInstances accepted (instancesSet/item/instanceId), NULL-terminated. */

@@ -539,6 +539,50 @@ Ec2ImageList *ec2_image_list_free(Ec2ImageList *l) {
         return LIST_FREE(l, image_clear);
 }
 
+/* ---- capacity reservations --------------------------------------------------------------- */
+
+static int reservation_item(xmlNode *item, Ec2CapacityReservation *cr) {
+        cr->id = ec2_xml_text(item, "capacityReservationId");
+        cr->owner_id = ec2_xml_text(item, "ownerId");
+        cr->instance_type = ec2_xml_text(item, "instanceType");
+        cr->zone = ec2_xml_text(item, "availabilityZone");
+        cr->zone_id = ec2_xml_text(item, "availabilityZoneId");
+        cr->platform = ec2_xml_text(item, "instancePlatform");
+        cr->tenancy = ec2_xml_text(item, "tenancy");
+        cr->state = ec2_xml_text(item, "state");
+        cr->match_criteria = ec2_xml_text(item, "instanceMatchCriteria");
+        cr->reservation_type = ec2_xml_text(item, "reservationType");
+        if (!cr->reservation_type) /* EC2 leaves it out for On-Demand Capacity Reservations */
+                cr->reservation_type = strdup("default");
+        cr->total = u64_path(item, "totalInstanceCount");
+        cr->available = u64_path(item, "availableInstanceCount");
+        cr->end_date = time_path(item, "endDate");
+        return parse_tags(item, cr->id && cr->instance_type && cr->zone && cr->state && cr->reservation_type, &cr->tags,
+                          &cr->n_tags);
+}
+
+int ec2_parse_capacity_reservations(xmlDoc *doc, Ec2CapacityReservationList *list, size_t max) {
+        return PARSE_SET(doc, "capacityReservationSet", list, max, reservation_item);
+}
+
+static void reservation_clear(Ec2CapacityReservation *cr) {
+        free(cr->id);
+        free(cr->owner_id);
+        free(cr->instance_type);
+        free(cr->zone);
+        free(cr->zone_id);
+        free(cr->platform);
+        free(cr->tenancy);
+        free(cr->state);
+        free(cr->match_criteria);
+        free(cr->reservation_type);
+        tags_free(cr->tags, cr->n_tags);
+}
+
+Ec2CapacityReservationList *ec2_capacity_reservation_list_free(Ec2CapacityReservationList *l) {
+        return LIST_FREE(l, reservation_clear);
+}
+
 /* ---- instances ----------------------------------------------------------------------- */
 
 int ec2_parse_instances(xmlDoc *doc, Ec2InstanceList *list, size_t max) {
@@ -558,6 +602,7 @@ int ec2_parse_instances(xmlDoc *doc, Ec2InstanceList *list, size_t max) {
                         i->private_ip = ec2_xml_text(item, "privateIpAddress");
                         i->image_id = ec2_xml_text(item, "imageId");
                         i->subnet_id = ec2_xml_text(item, "subnetId");
+                        i->capacity_reservation_id = ec2_xml_text(item, "capacityReservationId");
                         i->launch_time = time_path(item, "launchTime");
                         size_t g = 0;
                         FOREACH_ITEM(grp, ec2_xml_child(item, "groupSet"))
@@ -587,6 +632,7 @@ static void instance_clear(Ec2Instance *i) {
         free(i->private_ip);
         free(i->image_id);
         free(i->subnet_id);
+        free(i->capacity_reservation_id);
         for (size_t g = 0; i->security_groups[g]; g++)
                 free(i->security_groups[g]);
         tags_free(i->tags, i->n_tags);

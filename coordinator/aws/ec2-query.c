@@ -197,7 +197,9 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
 
         if (!s || isempty(s->name) || strlen(s->name) < 3 || strlen(s->name) > 128 ||
             isempty(s->image_id) || (s->instance_profile_name && s->instance_profile_arn) ||
-            s->n_block_devices > 16 || (s->client_token && strlen(s->client_token) > 64))
+            s->n_block_devices > 16 || (s->client_token && strlen(s->client_token) > 64) ||
+            /* a targeted reservation, or (preference none) no reservation at all: EC2 refuses both */
+            (!isempty(s->capacity_reservation_id) && !isempty(s->capacity_reservation_preference)))
                 return -EINVAL;
         r = ec2_query_init(b, "CreateLaunchTemplate");
         if (r >= 0)
@@ -229,6 +231,12 @@ int ec2_build_create_launch_template(const Ec2LaunchTemplateSpec *s, const char 
                 r = ec2_query_add(b, "LaunchTemplateData.Monitoring.Enabled", "true");
         if (r >= 0 && s->enclave)
                 r = ec2_query_add(b, "LaunchTemplateData.EnclaveOptions.Enabled", "true");
+        if (r >= 0 && !isempty(s->capacity_reservation_id))
+                r = ec2_query_add(b, "LaunchTemplateData.CapacityReservationSpecification.CapacityReservationTarget."
+                                     "CapacityReservationId", s->capacity_reservation_id);
+        if (r >= 0 && !isempty(s->capacity_reservation_preference))
+                r = ec2_query_add(b, "LaunchTemplateData.CapacityReservationSpecification.CapacityReservationPreference",
+                                  s->capacity_reservation_preference);
         if (r >= 0 && s->n_interface_tags > 0) {
                 if (s->n_interface_tags > 50)
                         return -E2BIG;

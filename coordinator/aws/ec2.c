@@ -99,7 +99,7 @@ Ec2ErrorKind ec2_error_kind_from_code(const char *code, long status) {
         };
         static const char *const capacity[] = {
                 "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-                "InsufficientReservedInstanceCapacity", "UnfulfillableCapacity",
+                "InsufficientReservedInstanceCapacity", "ReservationCapacityExceeded", "UnfulfillableCapacity",
                 "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded",
                 "SpotMaxPriceTooLow", NULL
         };
@@ -547,6 +547,8 @@ DEFINE_LIST_CALL(sgs, Ec2SecurityGroupList, ec2_parse_security_groups, ec2_secur
                  ec2_security_groups_done_t)
 DEFINE_LIST_CALL(instances, Ec2InstanceList, ec2_parse_instances, ec2_instance_list_free,
                  ec2_instances_done_t)
+DEFINE_LIST_CALL(reservations, Ec2CapacityReservationList, ec2_parse_capacity_reservations,
+                 ec2_capacity_reservation_list_free, ec2_capacity_reservations_done_t)
 
 /* spot prices and images post-process the whole list */
 static int spot_parse(Ec2Call *call, xmlDoc *doc) {
@@ -643,6 +645,25 @@ int ec2_describe_subnets(Ec2Client *c, const char *const *ids, const Ec2Filter *
                 r = ec2_query_add_filters(&b, 1, filters, n_filters);
         Ec2Call *call = r >= 0 && done ? subnets_new(c, "DescribeSubnets", done, userdata) : NULL;
         return call_send(call, &b, r, done != NULL);
+}
+
+int ec2_describe_capacity_reservations(Ec2Client *c, const char *const *ids, const Ec2Filter *filters,
+                                       size_t n_filters, ec2_capacity_reservations_done_t done,
+                                       void *userdata) {
+        StrBuf b;
+        int r = ec2_query_init(&b, "DescribeCapacityReservations");
+        if (r >= 0)
+                r = ec2_query_add_list(&b, "CapacityReservationId", ids);
+        if (r >= 0)
+                r = ec2_query_add_filters(&b, 1, filters, n_filters);
+        if (r >= 0 && !ids) /* EC2 refuses MaxResults with ids */
+                r = ec2_query_add(&b, "MaxResults", "1000");
+        Ec2Call *call = r >= 0 && done ? reservations_new(c, "DescribeCapacityReservations", done, userdata) : NULL;
+        if (!call) {
+                strbuf_done(&b);
+                return r < 0 ? r : done ? -ENOMEM : -EINVAL;
+        }
+        return call_start(call, &b);
 }
 
 int ec2_describe_security_groups(Ec2Client *c, const char *const *ids, const Ec2Filter *filters,

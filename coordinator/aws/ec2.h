@@ -227,6 +227,32 @@ int ec2_describe_images(Ec2Client *c, const char *const *ids, const char *const 
                         const Ec2Filter *filters, size_t n_filters, ec2_images_done_t done,
                         void *userdata);
 
+/* ---- DescribeCapacityReservations ---------------------------------------------------------- */
+
+typedef struct Ec2CapacityReservation {
+        char *id, *owner_id, *instance_type, *zone, *zone_id, *platform, *tenancy;
+        char *state;             /* active, expired, cancelled, pending, failed, scheduled, ... */
+        char *match_criteria;    /* open, targeted */
+        char *reservation_type;  /* default, capacity-block ("default" when EC2 leaves it out) */
+        uint64_t total, available;
+        int64_t end_date;        /* seconds since the epoch; 0: none (unlimited) */
+        Ec2Tag *tags;
+        size_t n_tags;
+} Ec2CapacityReservation;
+typedef struct Ec2CapacityReservationList {
+        Ec2CapacityReservation *items;
+        size_t n;
+} Ec2CapacityReservationList;
+Ec2CapacityReservationList *ec2_capacity_reservation_list_free(Ec2CapacityReservationList *l);
+typedef void (*ec2_capacity_reservations_done_t)(Ec2Client *c, const Ec2Error *error,
+                                                 Ec2CapacityReservationList *result, void *userdata);
+/* ids: NULL-terminated or NULL (then MaxResults 1000 and NextToken pages, as EC2 allows only
+ * without ids); filters e.g. state, owner-id, tag:K, tag-key, instance-match-criteria. An
+ * unknown id is EC2_ERROR_NOT_FOUND. */
+int ec2_describe_capacity_reservations(Ec2Client *c, const char *const *ids, const Ec2Filter *filters,
+                                       size_t n_filters, ec2_capacity_reservations_done_t done,
+                                       void *userdata);
+
 /* ---- SSM GetParameter -------------------------------------------------------------------- */
 
 typedef void (*ec2_ssm_parameter_done_t)(Ec2Client *c, const Ec2Error *error, char *value,
@@ -288,6 +314,11 @@ typedef struct Ec2LaunchTemplateSpec {
         size_t n_tags;
         const Ec2Tag *interface_tags;      /* on the network interfaces it launches */
         size_t n_interface_tags;
+        /* CapacityReservationSpecification: the reservation its instances launch into
+         * (CapacityReservationTarget), or the preference ("none": outside any reservation, so
+         * that an open reservation the class did not select is not used); at most one. */
+        const char *capacity_reservation_id;
+        const char *capacity_reservation_preference;
         const char *client_token;          /* caller's; may be NULL */
 } Ec2LaunchTemplateSpec;
 
@@ -359,6 +390,7 @@ int ec2_create_fleet(Ec2Client *c, const Ec2FleetSpec *spec, ec2_fleet_done_t do
 typedef struct Ec2Instance {
         char *id, *instance_type, *zone, *state, *lifecycle /* "spot" or "on-demand" */;
         char *private_ip, *image_id, *subnet_id;
+        char *capacity_reservation_id;  /* the reservation it runs in, or NULL */
         char *security_groups[EC2_MAX_INSTANCE_SGS + 1]; /* groupSet's ids, NULL-terminated */
         int64_t launch_time;
         Ec2Tag *tags;

@@ -9,6 +9,7 @@
 #include "model/catalog.h"
 #include "ctl-solver.h"
 #include "model/nodepool.h"
+#include "sim-reservations.h"
 #include "solver/solver.h"
 #include "log.h"
 #include "macro.h"
@@ -125,14 +126,17 @@ static int load_catalog(const char *path, Catalog **ret) {
 static void usage(FILE *f) {
         fprintf(f,
                 "Usage: nodesmithctl simulate --pods FILE --nodepools FILE [--nodes FILE] [--catalog FILE]\n"
-                "                             [-o table|json [--model]] [--no-headroom] [--no-preemption] [--max-types N]\n"
-                "                             [--target-nodes N]\n\n"
+                "                             [--reservations FILE] [-o table|json [--model]] [--no-headroom]\n"
+                "                             [--no-preemption] [--max-types N] [--target-nodes N]\n\n"
                 "Reads Kubernetes objects (JSON or YAML, several documents allowed; '-' is stdin):\n"
                 "  --pods       Pods, Deployments, StatefulSets, ReplicaSets, Jobs, DaemonSets, PVCs, PVs,\n"
                 "               StorageClasses, PriorityClasses, or lists of them (repeatable)\n"
                 "  --nodepools  NodePools and EC2NodeClasses (nodesmith.io/v1; Karpenter's are converted)\n"
                 "  --nodes      Nodes that exist already, and their pods through --pods with spec.nodeName\n"
                 "  --catalog    instance catalog (default: $NODESMITH_CATALOG or data/%s)\n"
+                "  --reservations  capacity reservations: the answer of `aws ec2 describe-capacity-reservations`\n"
+                "               (JSON); each EC2NodeClass plans with those its capacityReservationSelectorTerms\n"
+                "               select, first, as the coordinator does\n"
                 "and prints the plan: which nodes to launch, where each pod goes, what cannot run and why,\n"
                 "and the hourly cost. --model adds to the JSON what new nodes may be (pool, type, capacity\n"
                 "type, price, room after DaemonSets) and the pending pods' shapes (bench/optimum.py).\n"
@@ -192,7 +196,8 @@ static void owners_summary(const SolverSnapshot *snap, const SolverLaunch *l, ch
                 snprintf(buf + o, n - o, ", +%zu more", more);
 }
 
-static int print_table(const SolverSnapshot *snap, const SolverResult *res, const NodepoolObjects *objs) {
+static int print_table(const SolverSnapshot *snap, const SolverResult *res, const NodepoolObjects *objs,
+                       const SimReservations *rv) {
         char b3[48], b4[48], who[256], ref[300];
         if (res->n_launches > 0) {
                 printf("%-14s %-18s %-12s %-9s %9s %5s %-19s %-21s %s\n", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY",
@@ -211,9 +216,11 @@ static int print_table(const SolverSnapshot *snap, const SolverResult *res, cons
                         if (l->headroom_units)
                                 snprintf(who + strlen(who), sizeof(who) - strlen(who), "%sheadroom x%u", who[0] ? ", " : "",
                                          l->headroom_units);
-                        printf("%-14s %-18s %-12s %-9s %9.4f %5zu %-19s %-21s %s\n", snap->nodepools[l->nodepool].name,
-                               t->name, l->zone ? l->zone : "any", solver_capacity_type_to_name(l->capacity_type), l->price,
-                               l->n_pods, cpu, mem, who);
+                        printf("%-14s %-18s %-12s %-9s %9.4f %5zu %-19s %-21s %s\n", sim_launch_pool(rv, snap, l),
+                               t->name, l->zone ? l->zone : "any", sim_launch_capacity_type(rv, l, l->capacity_type),
+                               sim_launch_price(rv, l, l->price), l->n_pods, cpu, mem, who);
+                        if (sim_launch_reservation(rv, l))
+                                printf("%-14s into capacity reservation %s\n", "", sim_launch_reservation(rv, l)->id);
                 }
         } else
                 printf("No new nodes needed.\n");
@@ -255,7 +262,7 @@ static int print_table(const SolverSnapshot *snap, const SolverResult *res, cons
                        res->claim_zones[i].zone ? res->claim_zones[i].zone : "the zone EC2 picks");
         printf("\nTotal: %zu new node%s, $%.4f per hour; %zu pods on new nodes, %zu on existing nodes, %zu preempting, "
                "%zu cannot be placed\n",
-               res->n_launches, res->n_launches == 1 ? "" : "s", res->total_price, res->n_placed_new, res->n_placed_existing,
+               res->n_launches, res->n_launches == 1 ? "" : "s", sim_total_price(rv, res), res->n_placed_new, res->n_placed_existing,
                res->n_preempting, res->n_unschedulable);
         for (size_t i = 0; i < objs->n_notes; i++)
                 printf("%s%s\n", i == 0 ? "\nNotes:\n  " : "  ", objs->notes[i]);
@@ -321,6 +328,7 @@ static cJSON *model_json(const SolverSnapshot *snap, const Solver *solver, const
 }
 
 static int print_json(const SolverSnapshot *snap, const SolverResult *res, const NodepoolObjects *objs,
+                      const SimReservations *rv,
                       const Solver *solver, const SolverModel *model) {
         char ref[300];
         cJSON *root = cJSON_CreateObject();
@@ -333,7 +341,10 @@ static int print_json(const SolverSnapshot *snap, const SolverResult *res, const
                 if (!o)
                         break;
                 cJSON_AddItemToArray(launches, o);
-                cJSON_AddStringToObject(o, "nodepool", snap->nodepools[l->nodepool].name);
+                const NodeReservation *cr = sim_launch_reservation(rv, l);
+                cJSON_AddStringToObject(o, "nodepool", sim_launch_pool(rv, snap, l));
+                if (cr)
+                        cJSON_AddStringToObject(o, "capacityReservationId", cr->id);
                 if (snap->nodepools[l->nodepool].node_class)
                         cJSON_AddStringToObject(o, "nodeClass", snap->nodepools[l->nodepool].node_class);
                 cJSON_AddStringToObject(o, "instanceType", snap->types[l->type].name);
@@ -341,14 +352,18 @@ static int print_json(const SolverSnapshot *snap, const SolverResult *res, const
                         cJSON_AddStringToObject(o, "zone", l->zone);
                 else
                         cJSON_AddNullToObject(o, "zone");
-                cJSON_AddStringToObject(o, "capacityType", solver_capacity_type_to_name(l->capacity_type));
-                cJSON_AddNumberToObject(o, "price", l->price);
+                cJSON_AddStringToObject(o, "capacityType", sim_launch_capacity_type(rv, l, l->capacity_type));
+                cJSON_AddNumberToObject(o, "price", sim_launch_price(rv, l, l->price));
                 cJSON_AddNumberToObject(o, "instanceTypeOptions", (double) l->n_types);
                 cJSON_AddItemToObject(o, "requests", resources_json(&l->requests));
                 cJSON_AddItemToObject(o, "allocatable", resources_json(launch_allocatable(snap, l)));
                 cJSON *labels = cJSON_AddObjectToObject(o, "labels");
                 for (size_t k = 0; k < l->n_labels; k++)
-                        cJSON_AddStringToObject(labels, l->labels[k].key, l->labels[k].value);
+                        cJSON_AddStringToObject(labels, l->labels[k].key,
+                                                streq(l->labels[k].key, SOLVER_LABEL_NODEPOOL) ? sim_launch_pool(rv, snap, l)
+                                                                                               : l->labels[k].value);
+                if (cr && !cJSON_GetObjectItemCaseSensitive(labels, "karpenter.sh/capacity-type"))
+                        cJSON_AddStringToObject(labels, "karpenter.sh/capacity-type", RESERVATION_CAPACITY_TYPE);
                 cJSON *pods = cJSON_AddArrayToObject(o, "pods");
                 for (size_t k = 0; k < l->n_pods; k++)
                         cJSON_AddItemToArray(pods, cJSON_CreateString(pod_ref(&snap->pods[l->pods[k]], ref, sizeof(ref))));
@@ -360,8 +375,8 @@ static int print_json(const SolverSnapshot *snap, const SolverResult *res, const
                                 break;
                         cJSON_AddStringToObject(of, "instanceType", snap->types[l->offerings[k].type].name);
                         cJSON_AddStringToObject(of, "zone", l->offerings[k].zone);
-                        cJSON_AddStringToObject(of, "capacityType", solver_capacity_type_to_name(l->offerings[k].capacity_type));
-                        cJSON_AddNumberToObject(of, "price", l->offerings[k].price);
+                        cJSON_AddStringToObject(of, "capacityType", sim_launch_capacity_type(rv, l, l->offerings[k].capacity_type));
+                        cJSON_AddNumberToObject(of, "price", sim_launch_price(rv, l, l->offerings[k].price));
                         cJSON_AddItemToArray(offs, of);
                 }
         }
@@ -419,7 +434,7 @@ static int print_json(const SolverSnapshot *snap, const SolverResult *res, const
         cJSON_AddNumberToObject(sum, "placedOnExistingNodes", (double) res->n_placed_existing);
         cJSON_AddNumberToObject(sum, "preempting", (double) res->n_preempting);
         cJSON_AddNumberToObject(sum, "unschedulable", (double) res->n_unschedulable);
-        cJSON_AddNumberToObject(sum, "hourlyCost", res->total_price);
+        cJSON_AddNumberToObject(sum, "hourlyCost", sim_total_price(rv, res));
         cJSON *notes = cJSON_AddArrayToObject(root, "notes");
         for (size_t i = 0; i < objs->n_notes; i++)
                 cJSON_AddItemToArray(notes, cJSON_CreateString(objs->notes[i]));
@@ -467,10 +482,11 @@ int ctl_simulate_main(int argc, char **argv) {
                 { "max-types", required_argument, NULL, 'm' },
                 { "model", no_argument, NULL, 'M' },
                 { "target-nodes", required_argument, NULL, 'T' },
+                { "reservations", required_argument, NULL, 'R' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        const char *pods[MAX_FILES], *pools[MAX_FILES], *nodes[MAX_FILES], *catalog_path = NULL;
+        const char *pods[MAX_FILES], *pools[MAX_FILES], *nodes[MAX_FILES], *catalog_path = NULL, *reservations = NULL;
         size_t np = 0, npl = 0, nn = 0;
         bool json = false, model = false;
         SolverOptions so = SOLVER_OPTIONS_DEFAULT;
@@ -492,6 +508,9 @@ int ctl_simulate_main(int argc, char **argv) {
                 }
                 case 'c':
                         catalog_path = optarg;
+                        break;
+                case 'R':
+                        reservations = optarg;
                         break;
                 case 'o':
                         if (streq(optarg, "json"))
@@ -582,6 +601,14 @@ int ctl_simulate_main(int argc, char **argv) {
                 free(err);
                 return 1;
         }
+        SimReservations rv = {};
+        if (reservations && sim_reservations_load(reservations, objs, &rv, &err) < 0) {
+                fprintf(stderr, "nodesmithctl simulate: %s\n", err ? err : "cannot read the reservations");
+                free(err);
+                return 1;
+        }
+        if (!reservations)
+                sim_reservations_warn_unused(objs);
         size_t nt;
         const SolverInstanceType *types = catalog_types(catalog, &nt);
         SolverSnapshot snap = {
@@ -591,6 +618,8 @@ int ctl_simulate_main(int argc, char **argv) {
                 .pods = objs->pods, .n_pods = objs->n_pods,
                 .daemonsets = objs->daemonsets, .n_daemonsets = objs->n_daemonsets,
         };
+        if (reservations && sim_reservations_apply(&rv, &snap) < 0)
+                return log_oom(), 1;
         Solver *s = NULL;
         r = solver_new(&snap, &s, &err);
         if (r < 0) {
@@ -611,7 +640,8 @@ int ctl_simulate_main(int argc, char **argv) {
                 solver_free(s);
                 return log_oom(), 1;
         }
-        r = json ? print_json(&snap, res, objs, s, sm) : print_table(&snap, res, objs);
+        const SimReservations *rvp = reservations ? &rv : NULL;
+        r = json ? print_json(&snap, res, objs, rvp, s, sm) : print_table(&snap, res, objs, rvp);
         solver_result_free(res);
         solver_free(s);
         if (fflush(stdout) != 0 || r < 0)

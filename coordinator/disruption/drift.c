@@ -57,6 +57,9 @@ bool disruption_drifted(Provisioner *p, const SolverSnapshot *sn, const Nodepool
         /* its instance's subnet and security groups against what the class's terms match now */
         if (nc && provisioner_network_drifted(p, nc, instance_id, why, size))
                 return true;
+        /* its capacity reservation, against those the class's terms select now */
+        if (nc && provisioner_reservation_drifted(p, nc, instance_id, why, size))
+                return true;
         /* requirements, against the node's labels and its instance type's */
         size_t nl = n->n_labels, nt = 0;
         const Catalog *cat = provisioner_catalog(p);

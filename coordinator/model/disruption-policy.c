@@ -344,7 +344,8 @@ void disruption_pool_hash(const cJSON *np, char out[17]) {
 }
 
 void disruption_class_hash(const cJSON *nc, char out[17]) {
-        static const char *const skip[] = { "subnetSelectorTerms", NULL };
+        /* selector terms drift by what they select now, not by their text (Karpenter's hash:"ignore") */
+        static const char *const skip[] = { "subnetSelectorTerms", "capacityReservationSelectorTerms", NULL };
         const cJSON *spec = json_get(nc, "spec");
         out[0] = 0;
         if (spec)

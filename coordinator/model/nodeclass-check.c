@@ -138,6 +138,34 @@ static int terms(Check *c, const cJSON *spec, const char *field, const char *con
         return 0;
 }
 
+/* capacityReservationSelectorTerms as Karpenter validates them: id (cr-…) alone, or tags and/or
+ * instanceMatchCriteria with an optional ownerID (12 digits). */
+static int check_reservations(Check *c, const cJSON *spec) {
+        static const char *const known[] = { "id", "ownerID", "tags", "instanceMatchCriteria", NULL };
+        static const char *const exclusive[] = { "id", NULL }, *const criteria[] = { "open", "targeted", NULL };
+        int r = terms(c, spec, "capacityReservationSelectorTerms", known, "cr-", exclusive, false);
+        if (r < 0)
+                return r;
+        size_t i = 0;
+        const cJSON *term;
+        cJSON_ArrayForEach(term, get(spec, "capacityReservationSelectorTerms")) {
+                char p[96];
+                snprintf(p, sizeof p, "spec.capacityReservationSelectorTerms[%zu]", i++);
+                const char *owner = str(term, "ownerID"), *match = str(term, "instanceMatchCriteria");
+                if (!get(term, "id") && !get(term, "tags") && !get(term, "instanceMatchCriteria"))
+                        return fail(c, p, "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']");
+                if (owner && (strlen(owner) != 12 || strspn(owner, "0123456789") != 12))
+                        return fail(c, p, "ownerID must be a 12-digit AWS account id");
+                if (match && !in(match, criteria))
+                        return fail(c, p, "instanceMatchCriteria must be open or targeted");
+                const cJSON *v;
+                cJSON_ArrayForEach(v, get(term, "tags"))
+                        if (isempty(v->string) || isempty(v->valuestring))
+                                return fail(c, p, "empty tag keys or values aren't supported");
+        }
+        return 0;
+}
+
 static const char *const families[] = { "AL2023", "AL2", "Bottlerocket", "Windows2019", "Windows2022", "Custom", NULL };
 
 /* Families whose launches nodesmith cannot do, and why. */
@@ -404,19 +432,15 @@ int nodeclass_check(const cJSON *spec, const char *what, char **ret_error) {
         static const char *const known[] = { "subnetSelectorTerms", "securityGroupSelectorTerms", "associatePublicIPAddress",
                                              "amiSelectorTerms", "amiFamily", "userData", "role", "instanceProfile", "tags",
                                              "kubelet", "blockDeviceMappings", "instanceStorePolicy", "detailedMonitoring",
-                                             "metadataOptions", "enclaveOptions", "context", "ipPrefixCount", NULL };
-        static const Refused refused[] = {
-                { "capacityReservationSelectorTerms",
-                  "nodesmith does not launch into capacity reservations yet (it has no 'reserved' capacity type); "
-                  "without the field instances launch as on-demand or spot outside any reservation" },
-                {}
-        };
+                                             "metadataOptions", "enclaveOptions", "context", "ipPrefixCount",
+                                             "capacityReservationSelectorTerms", NULL };
         static const char *const subnet_keys[] = { "tags", "id", NULL }, *const subnet_excl[] = { "id", NULL };
         static const char *const sg_keys[] = { "tags", "id", "name", "vpcID", NULL }, *const sg_excl[] = { "id", NULL };
-        int r = keys(&c, spec, "spec", known, refused);
+        int r = keys(&c, spec, "spec", known, NULL);
         if (r < 0)
                 return r;
         if ((r = int_range(&c, spec, "ipPrefixCount", "spec.ipPrefixCount", 0, 64)) < 0 ||
+            (r = check_reservations(&c, spec)) < 0 ||
             (r = terms(&c, spec, "subnetSelectorTerms", subnet_keys, "subnet-", subnet_excl, true)) < 0 ||
             (r = terms(&c, spec, "securityGroupSelectorTerms", sg_keys, "sg-", sg_excl, true)) < 0 ||
             (r = check_ami(&c, spec)) < 0 || (r = check_bottlerocket(&c, spec)) < 0)

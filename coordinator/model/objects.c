@@ -15,6 +15,7 @@
 #include "nodepool.h"
 #include "parse-internal.h"
 #include "quantity.h"
+#include "reservations.h"
 
 /* ---- the object set ------------------------------------------------------------------------- */
 
@@ -714,6 +715,10 @@ int nodepool_objects_finish(NodepoolObjects *o, Catalog *catalog, char **ret_err
                         if (it->offerings[k].capacity_type == n->capacity_type &&
                             (!n->zone || streq(it->offerings[k].zone, n->zone)))
                                 n->price = it->offerings[k].price;
+                /* reserved capacity is paid for whatever runs on it: near free, as Karpenter
+                 * prices it, so consolidation does not trade it for on-demand or spot */
+                if (reservation_node(n))
+                        n->price = reservation_price(n->price);
         }
         return 0;
 }

@@ -32,6 +32,7 @@ void provision_inflight_free(InFlight *f) {
         free(f->nodepool);
         free(f->instance_type);
         free(f->zone);
+        free(f->reservation_id);
         free(f->node_name);
         for (char **k = f->pods; k && *k; k++)
                 free(*k);

@@ -78,6 +78,8 @@ void provision_resolved_free(Resolved *r) {
                 free(r->template_name[a]);
                 free(r->template_hash[a]);
         }
+        ec2_capacity_reservation_list_free(r->cr_list);
+        free(r->reservations);
         free(r->node_class);
         free(r);
 }
@@ -384,21 +386,47 @@ void provision_on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplat
         provision_round_next(p);
 }
 
+/* A node launched into a capacity reservation is labelled as Karpenter labels it: capacity type
+ * reserved, the reservation's id and type. Returns the new count of labels. */
+static size_t launch_reservation_labels(SolverArena *a, const NodeReservation *cr, const SolverLaunch *l,
+                                        const char **labels, size_t nl) {
+        if (!cr)
+                return nl;
+        const SolverLabel add[] = {
+                { "karpenter.sh/capacity-type", RESERVATION_CAPACITY_TYPE },
+                { SOLVER_LABEL_CAPACITY_TYPE, RESERVATION_CAPACITY_TYPE },
+                { RESERVATION_LABEL_ID, cr->id },
+                { RESERVATION_LABEL_TYPE, cr->reservation_type },
+        };
+        for (size_t k = 0; k < ELEMENTSOF(add); k++) {
+                bool have = false;
+                for (size_t i = 0; i < l->n_labels && !have; i++)
+                        have = streq(l->labels[i].key, add[k].key);
+                if (!have)
+                        labels[nl++] = solver_arena_printf(a, "%s=%s", add[k].key, add[k].value);
+        }
+        return nl;
+}
+
 int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *ret_create,
                         Ec2LaunchTemplateSpec *spec, char **ret_userdata) {
-        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        const SolverNodePool *pool = round_pool(rd, l->nodepool);
         Resolved *res = rd->res;
         const ProvisionerConfig *cfg = &p->cfg;
         _cleanup_free_ char *ud = NULL;
 
         /* labels and taints the node registers with: the pool's, and what the plan narrowed */
         size_t nl = l->n_labels, ntt = pool->n_taints + pool->n_startup_taints;
-        const char **labels = solver_arena_alloc(rd->arena, (nl + 4) * sizeof *labels);
+        const char **labels = solver_arena_alloc(rd->arena, (nl + 9) * sizeof *labels);
         const char **taints = solver_arena_alloc(rd->arena, (ntt + 1) * sizeof *taints);
+        const NodeReservation *cr = round_reservation(rd, l->nodepool);
         if (!labels || !taints)
                 return -ENOMEM;
-        for (size_t i = 0; i < nl; i++)
-                labels[i] = solver_arena_printf(rd->arena, "%s=%s", l->labels[i].key, l->labels[i].value);
+        for (size_t i = 0; i < nl; i++) /* a reservation pool's nodes are its NodePool's */
+                labels[i] = solver_arena_printf(rd->arena, "%s=%s", l->labels[i].key,
+                                                streq(l->labels[i].key, SOLVER_LABEL_NODEPOOL) ? pool->name
+                                                                                               : l->labels[i].value);
+        nl = launch_reservation_labels(rd->arena, cr, l, labels, nl);
         /* what the node was made from, so that drift can be told later */
         char h[17];
         disruption_pool_hash(kube_watch_get(p->nodepools, NULL, pool->name), h);
@@ -463,7 +491,8 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
         char hash[65];
         StrBuf b;
         strbuf_init(&b, 1u << 20);
-        strbuf_printf(&b, "%s|%s|%s|%s|", strempty(res->ami[rd->arch]), ud, strempty(res->profile), strempty(class_json));
+        strbuf_printf(&b, "%s|%s|%s|%s|%s|", strempty(res->ami[rd->arch]), ud, strempty(res->profile), strempty(class_json),
+                      cr ? cr->id : "");
         for (size_t i = 0; res->sgs[i]; i++)
                 strbuf_printf(&b, "%s,", res->sgs[i]);
         provisioner_digest(b.data ? b.data : "", b.len, hash, sizeof hash);
@@ -495,6 +524,11 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
                 .n_tags = lc->n_tags,
                 .interface_tags = lc->tags,
                 .n_interface_tags = lc->n_tags,
+                /* into the reservation planned; a class that selects reservations launches its
+                 * other nodes outside any (an open reservation it did not select is not used,
+                 * as in Karpenter) */
+                .capacity_reservation_id = cr ? cr->id : NULL,
+                .capacity_reservation_preference = !cr && lc->selects_reservations ? "none" : NULL,
                 .client_token = solver_arena_printf(rd->arena, "%.32s", hash),
         };
         *ret_userdata = TAKE_PTR(ud);
@@ -516,11 +550,17 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
         Provisioner *p = call->p;
         Round *rd = p->round;
         const SolverLaunch *l = &rd->result->launches[call->launch];
-        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        const SolverNodePool *pool = round_pool(rd, l->nodepool);
+        const NodeReservation *cr = round_reservation(rd, l->nodepool);
 
         if (err) {
                 ec2_fleet_result_free(res);
-                if (err->kind == EC2_ERROR_INSUFFICIENT_CAPACITY) {
+                if (cr && err->kind == EC2_ERROR_INSUFFICIENT_CAPACITY) {
+                        /* the reservation is used up (others launched into it): none of it is
+                         * planned with until EC2 is asked again; the pods go elsewhere */
+                        provision_reservation_used(p, pool->node_class, cr->id, true);
+                        rd->launched_nothing = true;
+                } else if (err->kind == EC2_ERROR_INSUFFICIENT_CAPACITY) {
                         for (size_t i = 0; i < l->n_offerings; i++)
                                 provision_ice_mark(p, rd->snap.types[l->offerings[i].type].name, l->offerings[i].zone,
                                          l->offerings[i].capacity_type);
@@ -535,7 +575,10 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 log_notice("CreateFleet for NodePool %s: %s on %s in %s (%s): %s", pool->name, strempty(fe->code),
                            strempty(fe->instance_type), strempty(fe->zone), strempty(fe->lifecycle),
                            strempty(fe->message));
-                if (fe->code && strstr(fe->code, "InsufficientInstanceCapacity")) {
+                if (cr && fe->code && (streq(fe->code, "ReservationCapacityExceeded") ||
+                                       strstr(fe->code, "InsufficientInstanceCapacity")))
+                        provision_reservation_used(p, pool->node_class, cr->id, true);
+                else if (fe->code && strstr(fe->code, "InsufficientInstanceCapacity")) {
                         int ct = fe->lifecycle ? solver_capacity_type_from_name(fe->lifecycle) : (int) l->capacity_type;
                         provision_ice_mark(p, fe->instance_type, fe->zone, ct >= 0 ? (SolverCapacityType) ct : l->capacity_type);
                 }
@@ -543,18 +586,24 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
         for (size_t i = 0; i < res->n_instances; i++) {
                 const Ec2FleetInstances *in = &res->instances[i];
                 SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
+                const char *ct_name = cr ? RESERVATION_CAPACITY_TYPE : solver_capacity_type_to_name(ct);
                 for (char **id = in->instance_ids; id && *id; id++) {
+                        if (cr)
+                                provision_reservation_used(p, pool->node_class, cr->id, false);
                         if (p->ports.new_instance)
                                 p->ports.new_instance(p->ports.userdata, *id);
                         if (provision_inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, provision_now_usec(p), l->n_pods) > 0) {
+                                if (cr)
+                                        provision_inflight_find(p, *id)->reservation_id = strdup(cr->id);
                                 provision_inflight_nominate(p, *id, rd, l);
                                 p->instances_launched++;
-                                log_notice("Launched %s (%s %s in %s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
-                                           strempty(in->instance_type), solver_capacity_type_to_name(ct),
-                                           strempty(in->zone), pool->name, l->n_pods, l->price);
+                                log_notice("Launched %s (%s %s in %s%s%s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
+                                           strempty(in->instance_type), ct_name, strempty(in->zone),
+                                           cr ? ", capacity reservation " : "", cr ? cr->id : "", pool->name,
+                                           l->n_pods, l->price);
                                 if (p->ports.launched)
-                                        p->ports.launched(p->ports.userdata, *id, in->instance_type, in->zone,
-                                                          solver_capacity_type_to_name(ct), rd, l);
+                                        p->ports.launched(p->ports.userdata, *id, in->instance_type, in->zone, ct_name,
+                                                          rd, l);
                                 /* its Node may have registered before CreateFleet answered (a slow
                                  * answer, a fast boot): no Node event comes for it any more */
                                 const cJSON *node = node_of_instance(p->nodes, *id);
@@ -611,7 +660,7 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
 
 int provision_fleet_start(Provisioner *p, Round *rd, size_t launch) {
         const SolverLaunch *l = &rd->result->launches[launch];
-        const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+        const SolverNodePool *pool = round_pool(rd, l->nodepool);
         Resolved *res = rd->res;
         Ec2FleetOverride ov[EC2_MAX_FLEET_OVERRIDES];
         size_t n = 0;

@@ -112,6 +112,7 @@ int launchclass_from_spec(const cJSON *spec, LaunchClass *lc) {
         lc->kubelet = cJSON_IsObject(jget(spec, "kubelet")) ? jget(spec, "kubelet") : NULL;
         lc->user_data = jstr(spec, "userData");
         lc->raid0 = streq_ptr(jstr(spec, "instanceStorePolicy"), "RAID0");
+        lc->selects_reservations = cJSON_GetArraySize(jget(spec, "capacityReservationSelectorTerms")) > 0;
         return 0;
 }
 

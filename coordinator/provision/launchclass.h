@@ -32,6 +32,7 @@ typedef struct LaunchClass {
         const cJSON *kubelet;            /* spec.kubelet: KubeletConfiguration fields, or NULL */
         const char *user_data;           /* spec.userData, or NULL */
         bool raid0;                      /* instanceStorePolicy: RAID0 */
+        bool selects_reservations;       /* capacityReservationSelectorTerms given */
 } LaunchClass;
 
 /* spec: the EC2NodeClass's spec (NULL: Karpenter's defaults for AL2023). */

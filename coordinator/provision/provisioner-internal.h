@@ -18,6 +18,7 @@
 #include "http.h"
 #include "kube.h"
 #include "model/nodepool.h"
+#include "model/reservations.h"
 #include "provisioner.h"
 #include "solver/solver.h"
 
@@ -56,6 +57,14 @@ typedef struct Resolved {
         uint64_t resolved_usec;
         uint64_t prefetch_usec;  /* last time subnets were looked up ahead of a solve */
         bool prefetching;
+        /* the capacity reservations the class's terms select (reservations.c) */
+        Ec2CapacityReservationList *cr_list;
+        NodeReservation *reservations;  /* point into cr_list; available counts launches since */
+        size_t n_reservations;
+        uint64_t reservations_usec;     /* last look-up (CLOCK_MONOTONIC), 0: never */
+        bool reservations_looking;
+        bool reservations_round_waits;  /* a round waits for the look-up under way */
+        char reservations_error[256];   /* the last look-up's failure, "" when it worked */
 } Resolved;
 
 typedef struct Orphan {
@@ -87,6 +96,10 @@ typedef enum Step {
 typedef struct Round {
         SolverArena *arena;         /* owns copies of what the launches need */
         NodepoolObjects *objects;
+        /* snap.nodepools with capacity reservations' pools (model/reservations.h): the NodePool
+         * (index into objects->pools) and reservation of each; NULL without reservations */
+        size_t *pool_base;
+        const NodeReservation **pool_reservation;
         Solver *solver;
         SolverResult *result;
         SolverSnapshot snap;
@@ -168,6 +181,15 @@ struct Provisioner {
         char last_error[256];
 };
 
+/* The NodePool snapshot pool k launches for (a capacity reservation's pool is its NodePool's),
+ * and the reservation (NULL: none). */
+static inline const SolverNodePool *round_pool(const Round *rd, uint32_t k) {
+        return rd->pool_base ? &rd->objects->pools[rd->pool_base[k]] : &rd->snap.nodepools[k];
+}
+static inline const NodeReservation *round_reservation(const Round *rd, uint32_t k) {
+        return rd->pool_reservation ? rd->pool_reservation[k] : NULL;
+}
+
 static inline const cJSON *jget(const cJSON *o, const char *k) {
         return cJSON_GetObjectItemCaseSensitive(o, k);
 }
@@ -198,6 +220,18 @@ void provisioner_images_refresh(Provisioner *p);
  * running instances', looked up again every --image-refresh (provisioner_network_drifted()
  * compares them). */
 void provisioner_networks_refresh(Provisioner *p);
+/* reservations.c: the reservations a class's capacityReservationSelectorTerms select, looked up
+ * again when older than a minute before a solve (true: a look-up is under way, solve after it);
+ * the round's pools with reservation pools; a launch into one (its count taken) or its
+ * reservation found used up (ReservationCapacityExceeded: nothing left until the next look-up). */
+bool provision_reservations_refresh(Provisioner *p, const char *node_class);
+/* ... and from the housekeeping timer (no round started after it). */
+void provisioner_reservations_housekeeping(Provisioner *p);
+int provision_reservation_pools(Provisioner *p, Round *rd);
+void provision_reservation_used(Provisioner *p, const char *node_class, const char *id, bool exhausted);
+/* A terminated instance gives its reservation one instance back until the next look-up, as
+ * Karpenter's availability cache counts it. */
+void provision_reservation_released(Provisioner *p, const char *instance_id);
 /* staticpools.c: a provisioning round when a static NodePool lacks nodes. */
 void provisioner_static_check(Provisioner *p);
 /* TerminateInstances of one instance of this cluster, if this replica is acting; the Node of a

@@ -133,7 +133,10 @@ static void on_learned(Ec2Client *ec2, const Ec2Error *err, Ec2InstanceList *lis
                 SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
                 if (provision_inflight_add(p, in->id, ec2_instance_tag(in, "nodesmith.io/nodepool"), in->instance_type, in->zone,
                                  ct, provision_now_usec(p), 0) > 0) {
-                        provision_inflight_find(p, in->id)->learned = true;
+                        InFlight *f = provision_inflight_find(p, in->id);
+                        f->learned = true;
+                        if (in->capacity_reservation_id)
+                                f->reservation_id = strdup(in->capacity_reservation_id);
                         added++;
                 }
         }
@@ -186,6 +189,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         provision_catalog_refresh(p);
         provisioner_images_refresh(p);
         provisioner_networks_refresh(p);
+        provisioner_reservations_housekeeping(p);
         provisioner_static_check(p);
         if (p->leading && p->learned)
                 provision_termination_pass(p);

@@ -9,6 +9,7 @@
 
 #include "agents/proxydrain.h"
 #include "model/nodepool.h"
+#include "model/reservations.h"
 #include "promtext.h"
 #include "solver/solver.h"
 #include "strbuf.h"
@@ -169,6 +170,9 @@ const Ec2Stats *provisioner_ec2_stats(const Provisioner *p);
 int provisioner_snapshot_take(Provisioner *p, Round **ret, size_t *ret_pending);
 void provisioner_round_free(Round *rd);
 const SolverSnapshot *provisioner_round_snapshot(const Round *rd);
+/* The NodePool snapshot pool k launches for: a capacity reservation's pool
+ * (model/reservations.h) is its NodePool's. */
+const SolverNodePool *provisioner_round_pool(const Round *rd, uint32_t k);
 /* The NodePools' settings the solver does not read (disruption, expiry, classes), by index. */
 const NodepoolObjects *provisioner_round_objects(const Round *rd);
 /* The round's arena: what is allocated in it lives as long as the round. */
@@ -190,6 +194,7 @@ typedef struct InFlight {
         char **pods;             /* "namespace/uid" of the pods it was launched for (NULL-ended,
                                   * may be NULL): while it is in flight they count as on it */
         bool learned;            /* found in EC2 at start-up, not launched by this replica */
+        char *reservation_id;    /* the capacity reservation it runs in, or NULL */
         char *node_name;         /* its Node, once registered; it stays in flight until that
                                   * Node is initialized (Ready, temporary taints gone, agent
                                   * reporting), as Karpenter treats a NodeClaim */
@@ -206,6 +211,12 @@ typedef struct ProvisionerClass {
         const char *const *security_groups; /* NULL-terminated */
         const char *ami[2];          /* by arch: 0 amd64, 1 arm64 (NULL: not known) */
         const char *profile;         /* the instance profile ("": none), NULL until known */
+        /* capacityReservationSelectorTerms: what they select (looked up at least once when
+         * reservations_known; reservations_error: the last look-up's failure, or "") */
+        bool reservations_known;
+        const char *reservations_error;
+        const NodeReservation *reservations;
+        size_t n_reservations;
 } ProvisionerClass;
 /* -ENOENT: the class has not been looked up. Valid until the loop runs again. */
 int provisioner_class(const Provisioner *p, const char *node_class, ProvisionerClass *ret);
@@ -213,6 +224,11 @@ int provisioner_class(const Provisioner *p, const char *node_class, ProvisionerC
  * match now (why written then); not known: false. */
 bool provisioner_network_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
                                  size_t size);
+/* Whether instance_id's capacity reservation (EC2's, as last listed for drift) is no longer among
+ * those node_class's capacityReservationSelectorTerms select (why written then); not known or
+ * not in one: false (reservations.c). */
+bool provisioner_reservation_drifted(Provisioner *p, const char *node_class, const char *instance_id, char *why,
+                                     size_t size);
 /* The Node e's agent speaks for, bound through its providerID (nodebind.h); NULL: none. */
 const char *provisioner_node_name(Provisioner *p, const NodeEntry *e);
 /* The pod waits for capacity: PodScheduled=False, reason Unschedulable, not being deleted. */

@@ -40,7 +40,7 @@ void provision_round_next(Provisioner *p) {
                 if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
                         return provision_round_finish(p);
                 const SolverLaunch *l = &rd->result->launches[rd->next];
-                const SolverNodePool *pool = &rd->snap.nodepools[l->nodepool];
+                const SolverNodePool *pool = round_pool(rd, l->nodepool);
                 switch (rd->step) {
                 case STEP_IDLE:
                         rd->price_cap = provision_price_cap(p->registry, &rd->snap, l);
@@ -211,8 +211,13 @@ void provision_round_start(Provisioner *p) {
         }
         /* the zones nodes can go to must be known before solving */
         bool waiting = false;
-        for (size_t i = 0; i < rd->snap.n_nodepools; i++)
+        for (size_t i = 0; i < rd->snap.n_nodepools; i++) {
                 waiting |= provision_prefetch(p, rd->snap.nodepools[i].node_class);
+                /* and the capacity reservations the class selects, with the instances they have left */
+                waiting |= provision_reservations_refresh(p, rd->snap.nodepools[i].node_class);
+        }
+        if (!waiting && provision_reservation_pools(p, rd) < 0)
+                log_oom();
         if (waiting) {
                 p->round = NULL;
                 provisioner_round_free(rd);

@@ -199,14 +199,17 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                 int t = catalog_find(p->catalog, f->instance_type);
                 if (t < 0)
                         continue;
-                SolverLabel *labels = solver_arena_alloc(a, 5 * sizeof *labels);
+                SolverLabel *labels = solver_arena_alloc(a, 6 * sizeof *labels);
                 if (!labels)
                         return -ENOMEM;
                 labels[0] = (SolverLabel) { SOLVER_LABEL_INSTANCE_TYPE, f->instance_type };
                 labels[1] = (SolverLabel) { SOLVER_LABEL_ZONE, f->zone };
-                labels[2] = (SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, solver_capacity_type_to_name(f->capacity_type) };
+                /* in a reservation: labelled as its Node will be (launch.c) */
+                labels[2] = (SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, f->reservation_id ? RESERVATION_CAPACITY_TYPE
+                                                                        : solver_capacity_type_to_name(f->capacity_type) };
                 labels[3] = (SolverLabel) { SOLVER_LABEL_NODEPOOL, f->nodepool };
                 labels[4] = (SolverLabel) { SOLVER_LABEL_ARCH, provision_arch_of_type(&types[t]) };
+                labels[5] = (SolverLabel) { RESERVATION_LABEL_ID, solver_arena_strdup(a, f->reservation_id) };
                 nodes[k++] = (SolverNode) {
                         .name = solver_arena_strdup(a, f->instance_id),
                         .nodepool = solver_arena_strdup(a, f->nodepool),
@@ -214,7 +217,7 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
                         .zone = solver_arena_strdup(a, f->zone),
                         .capacity_type = f->capacity_type,
                         .labels = labels,
-                        .n_labels = 5,
+                        .n_labels = f->reservation_id ? 6 : 5,
                         .allocatable = types[t].allocatable,
                         .in_flight = true,
                 };

@@ -88,6 +88,7 @@ static void on_node_terminated(Ec2Client *ec2, const Ec2Error *err, Ec2Terminate
                 const char *node = e ? provisioner_node_name(p, e) : NULL;
                 log_notice("Terminated %s%s%s%s.", *id, node ? " (Node " : "", node ? node : "", node ? ")" : "");
                 p->terminated++;
+                provision_reservation_released(p, *id);
                 InFlight *f = provision_inflight_find(p, *id); /* it never initialized: it will not now */
                 if (f)
                         provision_inflight_remove(p, (size_t) (f - p->inflight));

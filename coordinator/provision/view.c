@@ -79,6 +79,10 @@ const SolverSnapshot *provisioner_round_snapshot(const Round *rd) {
         return &rd->snap;
 }
 
+const SolverNodePool *provisioner_round_pool(const Round *rd, uint32_t k) {
+        return round_pool(rd, k);
+}
+
 const NodepoolObjects *provisioner_round_objects(const Round *rd) {
         return rd->objects;
 }
@@ -113,6 +117,10 @@ int provisioner_class(const Provisioner *p, const char *node_class, ProvisionerC
                 .security_groups = (const char *const *) res->sgs,
                 .ami = { res->ami[0], res->ami[1] },
                 .profile = res->profile,
+                .reservations_known = res->reservations_usec > 0,
+                .reservations_error = res->reservations_error,
+                .reservations = res->reservations,
+                .n_reservations = res->n_reservations,
         };
         for (size_t i = 0; i < ret->n_subnets; i++) {
                 ret->subnet_ids[i] = res->subnets[i].id;

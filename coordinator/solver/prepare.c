@@ -391,6 +391,13 @@ static int cmp_pool_order(const void *a, const void *b, void *u) {
         const SolverNodePool *y = &s->snap->nodepools[*(const uint32_t *) b];
         if (x->weight != y->weight)
                 return x->weight > y->weight ? -1 : 1;
+        /* "NAME/…" (a capacity reservation's pool of NodePool NAME) comes just before NAME */
+        size_t lx = strcspn(x->name, "/"), ly = strcspn(y->name, "/");
+        int c = strncmp(x->name, y->name, MIN(lx, ly));
+        if (c != 0 || lx != ly)
+                return c != 0 ? c : lx < ly ? -1 : 1;
+        if (!x->name[lx] != !y->name[ly])
+                return x->name[lx] ? -1 : 1;
         return strcmp(x->name, y->name);
 }
 

@@ -221,7 +221,10 @@ int solver_kubelet_allocatable(SolverResources *capacity, uint32_t enis, uint32_
 
 typedef struct SolverNodePool {
         const char *name;
-        int32_t weight;                       /* higher is tried first */
+        int32_t weight;                       /* higher is tried first; among equal weights by
+                                               * name, a pool named "NAME/…" (a capacity
+                                               * reservation's, model/reservations.h) just
+                                               * before NAME */
         const SolverRequirement *requirements;
         size_t n_requirements;
         const SolverLabel *labels;

@@ -79,7 +79,7 @@ static char *claim_name(const char *nodepool, const char *instance_id) {
 
 static void record_launch(ClaimRecord *r, const Round *rd, const SolverLaunch *l) {
         const SolverSnapshot *sn = provisioner_round_snapshot(rd);
-        const SolverNodePool *pool = &sn->nodepools[l->nodepool];
+        const SolverNodePool *pool = provisioner_round_pool(rd, l->nodepool);
         r->nodepool = strdup(pool->name);
         r->node_class = pool->node_class ? strdup(pool->node_class) : NULL;
         r->total_pods = l->n_pods;
@@ -94,7 +94,7 @@ void nodeclaims_launched(StatusWriter *s, const char *instance_id, const char *i
                          const char *capacity_type, const Round *rd, const SolverLaunch *l) {
         if (!s)
                 return;
-        _cleanup_free_ char *name = claim_name(provisioner_round_snapshot(rd)->nodepools[l->nodepool].name, instance_id);
+        _cleanup_free_ char *name = claim_name(provisioner_round_pool(rd, l->nodepool)->name, instance_id);
         if (!name || record_find(s, name))
                 return;
         ClaimRecord *r = record_new(s, provisioner_now(s->p));
@@ -114,7 +114,7 @@ void nodeclaims_launch_failed(StatusWriter *s, const Round *rd, const SolverLaun
                               const char *code, const char *message) {
         if (!s || !rd || !l)
                 return;
-        const SolverNodePool *pool = &provisioner_round_snapshot(rd)->nodepools[l->nodepool];
+        const SolverNodePool *pool = provisioner_round_pool(rd, l->nodepool);
         uint64_t now = provisioner_now(s->p);
         /* one failed NodeClaim per NodePool, the latest failure: a launch failing every round
          * updates it rather than adding objects */

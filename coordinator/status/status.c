@@ -364,6 +364,54 @@ static int nodeclass_resolved(const ProvisionerClass *res, cJSON *status) {
         return 0;
 }
 
+/* status.capacityReservations: what the terms select now, but past its end (Karpenter's fields,
+ * and nodesmith's availableInstanceCount). */
+static int reservations_status(const ProvisionerClass *res, cJSON *status) {
+        cJSON *list = cJSON_AddArrayToObject(status, "capacityReservations");
+        if (!list)
+                return -ENOMEM;
+        int64_t now = (int64_t) time(NULL);
+        for (size_t i = 0; res && i < res->n_reservations; i++) {
+                const NodeReservation *nr = &res->reservations[i];
+                if (nr->end_date > 0 && nr->end_date <= now)
+                        continue;
+                cJSON *o = cJSON_CreateObject();
+                char end[32] = "";
+                if (nr->end_date > 0) {
+                        time_t t = (time_t) nr->end_date;
+                        struct tm tm;
+                        strftime(end, sizeof end, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+                }
+                if (!o || !cJSON_AddStringToObject(o, "availabilityZone", nr->zone) ||
+                    !cJSON_AddStringToObject(o, "id", nr->id) ||
+                    !cJSON_AddStringToObject(o, "instanceMatchCriteria", strempty(nr->match_criteria)) ||
+                    !cJSON_AddStringToObject(o, "instanceType", nr->instance_type) ||
+                    !cJSON_AddStringToObject(o, "ownerID", strempty(nr->owner_id)) ||
+                    !cJSON_AddStringToObject(o, "reservationType", strempty(nr->reservation_type)) ||
+                    !cJSON_AddStringToObject(o, "state", strempty(nr->state)) ||
+                    !cJSON_AddNumberToObject(o, "availableInstanceCount", (double) nr->available) ||
+                    (end[0] && !cJSON_AddStringToObject(o, "endTime", end))) {
+                        cJSON_Delete(o);
+                        return -ENOMEM;
+                }
+                cJSON_AddItemToArray(list, o);
+        }
+        return 0;
+}
+
+/* The selected reservations nodesmith does not launch into, and why (capacity blocks). */
+static const char *reservations_refused(const ProvisionerClass *res, char *buf, size_t size) {
+        size_t o = 0;
+        buf[0] = 0;
+        for (size_t i = 0; i < res->n_reservations && o + 1 < size; i++) {
+                const char *why = reservation_refusal(&res->reservations[i], (int64_t) time(NULL));
+                if (why && streq_ptr(res->reservations[i].state, "active"))
+                        o += (size_t) snprintf(buf + o, size - o, "%s%s not launched into: %s", o ? "; " : "",
+                                               res->reservations[i].id, why);
+        }
+        return buf;
+}
+
 static int nodeclass_status(const cJSON *nc, void *userdata) {
         StatusWriter *s = userdata;
         const char *name = kube_object_meta(nc, "name");
@@ -407,8 +455,23 @@ static int nodeclass_status(const cJSON *nc, void *userdata) {
                     isempty(profile) ? status_condition_add(conds, old, gen, "InstanceProfileReady", "False", "NotConfigured",
                                                             "no instance profile: set spec.role or spec.instanceProfile") :
                     status_condition_add(conds, old, gen, "InstanceProfileReady", "True", "InstanceProfileReady", "");
+        /* capacityReservationSelectorTerms: looked up before each solve, at most once a minute */
+        char refused[512];
+        bool selects = cJSON_GetArraySize(json_get(json_get(nc, "spec"), "capacityReservationSelectorTerms")) > 0;
+        if (r >= 0 && selects)
+                r = !res || !res->reservations_known
+                            ? status_condition_add(conds, old, gen, "CapacityReservationsReady", "Unknown", "NotResolved",
+                                                   "looked up in EC2 before a NodePool of this class is planned for")
+                    : res->reservations_error[0]
+                            ? status_condition_add(conds, old, gen, "CapacityReservationsReady", "False",
+                                                   "CapacityReservationsNotFound", res->reservations_error)
+                            : status_condition_add(conds, old, gen, "CapacityReservationsReady", "True",
+                                                   "CapacityReservationsReady", reservations_refused(res, refused,
+                                                                                                     sizeof refused));
         if (r >= 0)
                 r = status_condition_ready(conds, old, gen);
+        if (r >= 0 && selects && res && res->reservations_known)
+                r = reservations_status(res, status);
         if (r >= 0 && res && res->resolved)
                 r = nodeclass_resolved(res, status);
         if (r >= 0 && !isempty(profile) && !cJSON_AddStringToObject(status, "instanceProfile", profile))

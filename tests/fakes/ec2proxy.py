@@ -10,6 +10,10 @@
 - The EKS-optimized AMI SSM parameters (AL2023, Bottlerocket) pointing at AMIs made in moto.
 - DescribeSpotPriceHistory and the Price List API GetProducts from the on-demand price table.
 - DescribeInstanceTopology, which moto does not implement, from moto's instances.
+- On-Demand Capacity Reservations (capres.py): CreateCapacityReservation,
+  DescribeCapacityReservations, CancelCapacityReservation, CreateFleet into a reservation its
+  launch template targets (ReservationCapacityExceeded when it is used up), the reservation id
+  on DescribeInstances, its count given back at TerminateInstances.
 - A log of CreateFleet / RunInstances / TerminateInstances calls at /_fake/log (each with `unix`,
   when it was answered, and `received`, when its request came in).
 
@@ -44,6 +48,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.sax.saxutils import escape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from capres import EXCEEDED, ParamError, Reservations  # noqa: E402
 DEFAULT_PRICES = os.path.normpath(os.path.join(HERE, "..", "..", "data",
                                                "ec2-on-demand-prices-us-east-1.json"))
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -298,21 +305,42 @@ class Moto:
         return json.loads(b)
 
 
+def moto_ec2(moto):
+    """A botocore EC2 client straight to moto (the proxy's own reads and repairs)."""
+    import botocore.session
+    return botocore.session.get_session().create_client(
+        "ec2", region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        endpoint_url=f"http://127.0.0.1:{moto.port}", aws_access_key_id="AKIAIOSFODNN7EXAMPLE",
+        aws_secret_access_key="dummy")
+
+
+def launch_template_data(ec2, spec):
+    """LaunchTemplateData of a fleet's launch template specification (either spelling)."""
+    lt_id = spec.get("launchTemplateId") or spec.get("LaunchTemplateId")
+    kw = {"LaunchTemplateId": lt_id} if lt_id else {"LaunchTemplateName": spec.get("LaunchTemplateName")}
+    version = str(spec.get("version") or spec.get("Version") or "$Latest")
+    return ec2.describe_launch_template_versions(Versions=[version], **kw)["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"]
+
+
+def reservation_target(moto, spec):
+    """The capacity reservation id the launch template targets, or None."""
+    try:
+        data = launch_template_data(moto_ec2(moto), spec)
+    except Exception as e:  # no such template: moto's CreateFleet says so
+        log(f"CreateFleet: reading launch template {spec}: {type(e).__name__}: {str(e)[:200]}")
+        return None
+    crs = data.get("CapacityReservationSpecification") or {}
+    return (crs.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+
+
 def apply_launch_template(moto, ids, spec, fleet_tags):
     """What EC2 takes from a launch template at CreateFleet and moto's CreateFleet drops: the
     instance profile, metadata options, monitoring, security groups (also from the network
     interface), block devices (the root volume resized, the others made and attached) and the
     template's and the fleet's tags on volumes and network interfaces."""
-    import botocore.session
-    ec2 = botocore.session.get_session().create_client(
-        "ec2", region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        endpoint_url=f"http://127.0.0.1:{moto.port}", aws_access_key_id="AKIAIOSFODNN7EXAMPLE",
-        aws_secret_access_key="dummy")
-    lt_id = spec.get("launchTemplateId") or spec.get("LaunchTemplateId")
-    kw = {"LaunchTemplateId": lt_id} if lt_id else {"LaunchTemplateName": spec.get("LaunchTemplateName")}
-    version = str(spec.get("version") or spec.get("Version") or "$Latest")
-    data = ec2.describe_launch_template_versions(Versions=[version], **kw)["LaunchTemplateVersions"][0][
-        "LaunchTemplateData"]
+    ec2 = moto_ec2(moto)
+    data = launch_template_data(ec2, spec)
     tag_sets = {}
     for t in data.get("TagSpecifications", []) + [
             {"ResourceType": f.get("ResourceType"), "Tags": [{"Key": x.get("Key"), "Value": x.get("Value", "")}
@@ -401,6 +429,7 @@ class Proxy:
             (int(time.time()) // 3600) * 3600.0
         self.specs = self._instance_specs()
         self.ssm = {}            # parameter name -> value (image id)
+        self.reservations = Reservations(self.region, self.zones)
 
     @staticmethod
     def _instance_specs():
@@ -795,7 +824,19 @@ class Handler(BaseHTTPRequestHandler):
                 st, hdrs, rb = self._forward_capture(path, query, body)
                 ids = getlist(pairs, "InstanceId")
                 px.record({"action": "TerminateInstances", "status": st, "instance_ids": ids})
+                if st == 200:
+                    px.reservations.released(ids)
                 return self._send(st, rb, hdrs)
+            if action == "DescribeInstances":
+                st, hdrs, rb = self._forward_capture(path, query, body)
+                if st == 200:
+                    rb = px.reservations.with_reservation_ids(rb)
+                return self._send(st, rb, hdrs)
+            if action in ("CreateCapacityReservation", "DescribeCapacityReservations",
+                          "CancelCapacityReservation"):
+                if not self._self_auth(service, auth, path, query, body):
+                    return
+                return self._capacity_reservations(action, pairs)
             if action == "DescribeSpotPriceHistory":
                 if not self._self_auth(service, auth, path, query, body):
                     return
@@ -1092,6 +1133,9 @@ class Handler(BaseHTTPRequestHandler):
         remaining = float(total)
         rules_used = {}
         available = {}
+        targets = {}             # launch template config -> capacity reservation id
+        for ci, cfg in enumerate(configs):
+            targets[ci] = reservation_target(px.moto, cfg.get("LaunchTemplateSpecification") or {})
         for i in order:
             p = pools[i]
             if ctype == "spot" and p["max_price"] and p["price"] is not None and \
@@ -1100,8 +1144,16 @@ class Handler(BaseHTTPRequestHandler):
                                f"Your Spot request price of {p['max_price']} is lower than the "
                                f"minimum required Spot request fulfillment price of {p['price']}."))
                 continue
+            rid = targets.get(p["config"])
+            if rid:
+                count, err = px.reservations.check(rid, p["type"], p["zone"])
+                if err:
+                    errors.append((i, err[0], err[1]))
+                    continue
             rule = px.ice_rule("CreateFleet", p["type"], p["zone"], ctype)
             available[i] = float("inf") if rule is None else rule["capacity"]
+            if rid:
+                available[i] = min(available[i], count)
             if rule is not None:
                 rules_used[i] = rule
         if strategy == "diversified":
@@ -1124,6 +1176,12 @@ class Handler(BaseHTTPRequestHandler):
                     continue
                 need = int(-(-remaining // pools[i]["weight"]))
                 n = int(min(need, available[i]))
+                rid = targets.get(pools[i]["config"])
+                if rid:  # the reservation's count is taken now (others launch meanwhile)
+                    n = px.reservations.take(rid, n) if n > 0 else 0
+                    if n < need:
+                        errors.append((i, EXCEEDED, f"Insufficient capacity in the targeted Capacity "
+                                                    f"Reservation {rid}."))
                 if n > 0:
                     alloc[i] = n
                     remaining -= n * pools[i]["weight"]
@@ -1192,6 +1250,9 @@ class Handler(BaseHTTPRequestHandler):
         hdrs = self._rewritten_headers(path, query, new_body, auth, body)
         st, rh, rb = self._forward_capture(path, query, new_body, headers=hdrs)
         if st != 200:
+            for i, n in alloc.items():
+                if targets.get(pools[i]["config"]):
+                    px.reservations.give_back(targets[pools[i]["config"]], n)
             px.record({"action": "CreateFleet", "status": st, "client_token": token,
                        "error": (re.search(rb"<Code>([^<]+)</Code>", rb) or [b"", b""])[1].decode()})
             return st, rh, rb
@@ -1214,6 +1275,11 @@ class Handler(BaseHTTPRequestHandler):
                     f"{len(per_pool.get(i, []))}")
         for i, rule in rules_used.items():
             px.note_ice(rule, len(per_pool.get(i, [])))
+        for i, n in alloc.items():
+            rid = targets.get(pools[i]["config"])
+            if rid:
+                px.reservations.bind(rid, per_pool.get(i, []))
+                px.reservations.give_back(rid, n - len(per_pool.get(i, [])))
         fleet_tags = unflatten(pairs, "TagSpecification") or []
         for i, ids in per_pool.items():
             try:
@@ -1253,10 +1319,35 @@ class Handler(BaseHTTPRequestHandler):
                    "fleet_id": fleet_id, "capacity_type": ctype, "strategy": strategy,
                    "instance_ids": launched,
                    "pools": [{"instance_type": pools[i]["type"], "zone": pools[i]["zone"],
-                              "instances": per_pool.get(i, [])} for i in order],
+                              "instances": per_pool.get(i, []),
+                              "capacity_reservation_id": targets.get(pools[i]["config"])} for i in order],
                    "errors": [{"instance_type": pools[i]["type"], "zone": pools[i]["zone"],
                                "error_code": c} for i, c, _ in errors]})
         return 200, [("Content-Type", "text/xml;charset=UTF-8")], "".join(out).encode()
+
+    # ---- capacity reservations ---------------------------------------------------------
+    def _capacity_reservations(self, action, pairs):
+        rs = self.server.proxy.reservations
+        rid = uuid.uuid4()
+        try:
+            if action == "CreateCapacityReservation":
+                r = rs.create(lambda k: get1(pairs, k), lambda k: unflatten(pairs, k))
+                out = (f"<capacityReservation>{rs.item_xml(r)}</capacityReservation>")
+            elif action == "CancelCapacityReservation":
+                rs.cancel(get1(pairs, "CapacityReservationId") or "")
+                out = "<return>true</return>"
+            else:
+                items, token = rs.describe(getlist(pairs, "CapacityReservationId"),
+                                           unflatten(pairs, "Filter") or [], get1(pairs, "MaxResults"),
+                                           get1(pairs, "NextToken"))
+                out = ("<capacityReservationSet>" + "".join(f"<item>{rs.item_xml(r)}</item>" for r in items) +
+                       "</capacityReservationSet>" + (f"<nextToken>{token}</nextToken>" if token else ""))
+        except ParamError as e:
+            return self._xml(400, ec2_error(e.code, e.message))
+        except ValueError as e:
+            return self._xml(400, ec2_error("InvalidParameterValue", str(e)))
+        return self._xml(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<{action}Response xmlns="{EC2_NS}">'
+                               f"<requestId>{rid}</requestId>{out}</{action}Response>").encode())
 
     def _resolve_lt(self, spec):
         """LaunchTemplateId and numeric Version for an error entry, from moto's state."""
@@ -1597,6 +1688,12 @@ class Handler(BaseHTTPRequestHandler):
                 with px.lock:
                     px.ssm.update({str(k): str(v) for k, v in args.items()})
                 status, obj = 200, {"parameters": px.ssm}
+            elif op == "/capacity-reservations" and self.command == "POST":
+                # a reservation EC2 would sell outside CreateCapacityReservation (a capacity block)
+                status, obj = 200, {"reservation": px.reservations.add(args)}
+            elif op == "/capacity-reservations" and self.command == "GET":
+                items, _ = px.reservations.describe([], [])
+                status, obj = 200, {"reservations": items, "instances": dict(px.reservations.instances)}
             elif op == "/prices" and self.command == "GET":
                 itype = q.get("instance_type")
                 if itype not in px.prices:

@@ -271,6 +271,7 @@ def _instance(el, owner, reservation):
             "privateIp": g("privateIpAddress"), "privateDns": g("privateDnsName"),
             "launchTime": g("launchTime"), "imageId": g("imageId"), "subnetId": g("subnetId"),
             "vpcId": g("vpcId"), "architecture": g("architecture"), "tags": tags,
+            "capacityReservationId": g("capacityReservationId"),
             "ownerId": owner, "reservationId": reservation}
 
 
@@ -746,7 +747,8 @@ class Emulator:
             eph = EPHEMERAL_BYTES
         capacity, allocatable, kubelet_cfg = node_resources(spec, max_pods, ks["config"], eph)
         arch = "arm64" if spec["arch"] == "arm64" else "amd64"
-        ctype = "spot" if d["lifecycle"] == "spot" else "on-demand"
+        # an on-demand instance in a capacity reservation is reserved capacity (Karpenter's label)
+        ctype = "spot" if d["lifecycle"] == "spot" else "reserved" if d.get("capacityReservationId") else "on-demand"
         region = self.args.region
         labels.update({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                        "kubernetes.io/arch": arch, "node.kubernetes.io/instance-type": d["type"],

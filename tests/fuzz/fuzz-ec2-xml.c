@@ -60,6 +60,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 ec2_image_list_free(l);
                 break;
         }
+        case 6: {
+                Ec2CapacityReservationList *l = calloc(1, sizeof *l);
+                if (l)
+                        (void) ec2_parse_capacity_reservations(doc, l, 1000);
+                ec2_capacity_reservation_list_free(l);
+                break;
+        }
         default: {
                 Ec2FleetResult *f = NULL;
                 (void) ec2_parse_create_fleet(doc, &f);

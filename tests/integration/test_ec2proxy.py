@@ -103,6 +103,7 @@ def main():
         moto_port = ctl(port, "GET", "/health")["moto_port"]
         functional(port)
         topology(port)
+        reservations(port)
         moto = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(mport := free_port())],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"))
@@ -429,6 +430,78 @@ def topology(port):
     check(err(ec2.describe_instance_topology, Filters=[{"Name": "zone-id", "Values": ["x"]}]) ==
           ("InvalidParameterValue", 400), "a filter not emulated is refused, not ignored")
     ec2.terminate_instances(InstanceIds=p5 + m5 + b200)
+
+
+def reservations(port):
+    """On-Demand Capacity Reservations (moto has none): created, described with EC2's filters,
+    launched into by a CreateFleet whose launch template targets one, used up
+    (ReservationCapacityExceeded), given back when an instance terminates."""
+    ec2 = client(port, "ec2")
+    cr = ec2.create_capacity_reservation(
+        InstanceType="m5.large", InstancePlatform="Linux/UNIX", AvailabilityZone="us-east-1b", InstanceCount=2,
+        InstanceMatchCriteria="targeted", TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [
+            {"Key": "team", "Value": "ml"}]}])["CapacityReservation"]
+    rid = cr["CapacityReservationId"]
+    check(rid.startswith("cr-") and cr["AvailableInstanceCount"] == 2 and cr["State"] == "active" and
+          cr["ReservationType"] == "default", f"created ({cr})")
+    other = ec2.create_capacity_reservation(InstanceType="c5.large", InstancePlatform="Linux/UNIX",
+                                            AvailabilityZone="us-east-1a", InstanceCount=1)["CapacityReservation"]
+    check(other["InstanceMatchCriteria"] == "open", "open by default")
+
+    def ids(**kw):
+        return sorted(r["CapacityReservationId"] for r in ec2.describe_capacity_reservations(**kw)["CapacityReservations"])
+    check(ids(CapacityReservationIds=[rid]) == [rid], "by id")
+    check(ids(Filters=[{"Name": "tag:team", "Values": ["ml"]}]) == [rid], "by tag")
+    check(ids(Filters=[{"Name": "tag-key", "Values": ["team"]}, {"Name": "state", "Values": ["active"]}]) == [rid],
+          "by tag key and state")
+    check(ids(Filters=[{"Name": "instance-match-criteria", "Values": ["open"]}]) == [other["CapacityReservationId"]],
+          "by match criteria")
+    check(ids(Filters=[{"Name": "owner-id", "Values": ["210987654321"]}]) == [], "by owner")
+    check(err(ec2.describe_capacity_reservations, CapacityReservationIds=["cr-0123456789abcdef0"]) ==
+          ("InvalidCapacityReservationId.NotFound", 400), "an unknown id is NotFound")
+    page = ec2.describe_capacity_reservations(MaxResults=1)
+    check(len(page["CapacityReservations"]) == 1 and page.get("NextToken"), "pages")
+
+    subnet = next(s["SubnetId"] for s in ec2.describe_subnets()["Subnets"] if s["AvailabilityZone"] == "us-east-1b")
+    lt = ec2.create_launch_template(LaunchTemplateName="odcr", LaunchTemplateData={
+        "ImageId": "ami-12c6146b", "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": rid}}})["LaunchTemplate"]
+
+    def fleet(n=1, itype="m5.large"):
+        return ec2.create_fleet(Type="instant", TargetCapacitySpecification={
+            "TotalTargetCapacity": n, "DefaultTargetCapacityType": "on-demand"}, LaunchTemplateConfigs=[{
+                "LaunchTemplateSpecification": {"LaunchTemplateId": lt["LaunchTemplateId"], "Version": "$Latest"},
+                "Overrides": [{"InstanceType": itype, "SubnetId": subnet}]}])
+    r = fleet()
+    launched = [i for x in r["Instances"] for i in x["InstanceIds"]]
+    check(len(launched) == 1, f"one instance into the reservation ({r})")
+    got = ec2.describe_instances(InstanceIds=launched)["Reservations"][0]["Instances"][0]
+    check(got.get("CapacityReservationId") == rid, f"DescribeInstances names the reservation ({got.get('CapacityReservationId')})")
+    check(ids(Filters=[{"Name": "tag:team", "Values": ["ml"]}]) == [rid] and
+          ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"][0][
+              "AvailableInstanceCount"] == 1, "one instance counted")
+    r = fleet(2)
+    more = [i for x in r["Instances"] for i in x["InstanceIds"]]
+    check(len(more) == 1 and [e["ErrorCode"] for e in r["Errors"]] == ["ReservationCapacityExceeded"],
+          f"two asked, one left: one launched and ReservationCapacityExceeded ({r['Errors']})")
+    r = fleet()
+    check(not r["Instances"] and [e["ErrorCode"] for e in r["Errors"]] == ["ReservationCapacityExceeded"],
+          "used up: nothing launched, ReservationCapacityExceeded")
+    r = fleet(itype="c5.large")
+    check(not r["Instances"] and r["Errors"] and r["Errors"][0]["ErrorCode"] == "InvalidParameterCombination",
+          "another instance type than the reservation's is refused")
+    ec2.terminate_instances(InstanceIds=launched)
+    check(ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"][0][
+        "AvailableInstanceCount"] == 1, "a terminated instance gives its count back")
+    check(len([i for x in fleet()["Instances"] for i in x["InstanceIds"]]) == 1, "and it is used again")
+    ec2.cancel_capacity_reservation(CapacityReservationId=other["CapacityReservationId"])
+    check(ids(Filters=[{"Name": "state", "Values": ["active"]}]) == [rid], "a cancelled reservation is not active")
+    blk = ctl(port, "POST", "/capacity-reservations", {"instance_type": "p5.48xlarge", "zone": "us-east-1a",
+                                                         "count": 1, "reservation_type": "capacity-block",
+                                                         "end": time.time() + 3600})["reservation"]
+    got = ec2.describe_capacity_reservations(CapacityReservationIds=[blk["id"]])["CapacityReservations"][0]
+    check(got["ReservationType"] == "capacity-block" and got["EndDateType"] == "limited",
+          "a capacity block from the control API")
 
 
 def sigv4(port):

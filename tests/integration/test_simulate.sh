@@ -241,6 +241,45 @@ if "$CTL" simulate --catalog "$CATALOG" --pods "$tmp/bad-pod.yaml" --nodepools e
 fi
 grep -q 'Pod ns1/p1: spec.containers\[0\].resources.requests.cpu: "lots" is not a quantity' "$tmp/err" || { cat "$tmp/err"; fail "quantity error text"; }
 printf 'apiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template:\n    spec:\n      requirements:\n        - {key: a, operator: Within, values: [x]}\n' >"$tmp/bad-np.yaml"
+echo "== simulate: capacity reservations (--reservations, the answer of aws ec2 describe-capacity-reservations)"
+"$CTL" simulate --catalog "$CATALOG" --pods examples/training-pods.yaml --nodepools examples/reservations.yaml \
+  --reservations examples/capacity-reservations.json -o json >"$tmp/plan.json"
+check "two nodes in the team=ml reservation: its type, zone, capacity type reserved, near free" \
+  '[(l["instanceType"], l["zone"], l["capacityType"], l["price"] < 1e-6) for l in d["launches"] if l.get("capacityReservationId") == "cr-0a1b2c3d4e5f60718"] == [("m5.xlarge", "us-east-1b", "reserved", True)] * 2'
+check "labelled as Karpenter labels them, the NodePool's name kept" \
+  'all(l["labels"]["karpenter.k8s.aws/capacity-reservation-id"] == l["capacityReservationId"] and l["labels"]["karpenter.sh/capacity-type"] == "reserved" and l["nodepool"] == "training" for l in d["launches"] if l.get("capacityReservationId"))'
+check "the third pod outside any reservation, the team=web one not selected" \
+  '[l["capacityType"] in ("spot", "on-demand") for l in d["launches"] if not l.get("capacityReservationId")] == [True]'
+cat >"$tmp/ct-pods.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: wants-reserved, namespace: ml}
+spec:
+  nodeSelector: {karpenter.sh/capacity-type: reserved}
+  containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: wants-on-demand, namespace: ml}
+spec:
+  nodeSelector: {karpenter.sh/capacity-type: on-demand}
+  containers: [{name: c, image: x, resources: {requests: {cpu: "3"}}}]
+EOF
+"$CTL" simulate --catalog "$CATALOG" --pods "$tmp/ct-pods.yaml" --nodepools examples/reservations.yaml \
+  --reservations examples/capacity-reservations.json -o json >"$tmp/plan.json"
+check "a pod selecting reserved goes into the reservation, one selecting on-demand outside any" \
+  'sorted((l["pods"][0], l["capacityType"], l.get("capacityReservationId")) for l in d["launches"]) == [("ml/wants-on-demand", "on-demand", None), ("ml/wants-reserved", "reserved", "cr-0a1b2c3d4e5f60718")]'
+"$CTL" simulate --catalog "$CATALOG" --pods examples/training-pods.yaml --nodepools examples/reservations.yaml \
+  -o json 2>"$tmp/err" >"$tmp/plan.json"
+grep -q 'EC2NodeClass training selects capacity reservations; planned without them' "$tmp/err" || { cat "$tmp/err"; fail "no warning without --reservations"; }
+check "without the file: no reservation planned" 'not any(l.get("capacityReservationId") for l in d["launches"])'
+echo '{"CapacityReservations": [{"CapacityReservationId": "cr-1"}]}' >"$tmp/bad-cr.json"
+if "$CTL" simulate --catalog "$CATALOG" --pods examples/training-pods.yaml --nodepools examples/reservations.yaml \
+  --reservations "$tmp/bad-cr.json" >/dev/null 2>"$tmp/err"; then
+  fail "a reservation without its fields accepted"
+fi
+grep -q 'bad-cr.json: CapacityReservations\[0\]: InstanceType is missing' "$tmp/err" || { cat "$tmp/err"; fail "reservation error text"; }
+
 if "$CTL" simulate --catalog "$CATALOG" --pods examples/pods.yaml --nodepools "$tmp/bad-np.yaml" >/dev/null 2>"$tmp/err"; then
   fail "bad operator accepted"
 fi

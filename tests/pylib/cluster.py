@@ -458,7 +458,7 @@ class Cluster:
         """`kubectl apply -k packaging/kubernetes`, the shipped manifests as they are, then waits
         for the CRDs to be Established."""
         out = self.kubectl("apply", "-k", os.path.join(ROOT, "packaging", "kubernetes"), timeout=90)
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *self.CRDS)
+        self.wait_crds_established()
         return out
 
     def install_helm(self, *values_args, release="nodesmith", namespace="nodesmith"):
@@ -474,8 +474,23 @@ class Cluster:
                            capture_output=True, text=True, timeout=180, env=env)
         if r.returncode != 0:
             raise AssertionError(f"helm install: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *self.CRDS)
+        self.wait_crds_established()
         return r.stdout
+
+    def wait_crds_established(self, timeout=60.0):
+        """`kubectl wait --for=condition=Established` on the project's CRDs. kubectl 1.32 fails at
+        once ("status.conditions accessor error: <nil>") when it reads a CRD the API server has
+        not given conditions yet, so that answer is asked again until the time is up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1, int(deadline - time.monotonic()))
+            r = self.kubectl("wait", "--for=condition=Established", f"--timeout={left}s", *self.CRDS,
+                             check=False, timeout=left + 30)
+            if r.returncode == 0:
+                return
+            if "accessor error" not in r.stderr or time.monotonic() >= deadline:
+                raise AssertionError(f"kubectl wait for the CRDs: exit {r.returncode}: {r.stderr.strip()}")
+            time.sleep(0.2)
 
     # ---- clients ---------------------------------------------------------------------------
     def kubectl(self, *args, input=None, check=True, timeout=60, identity=None):

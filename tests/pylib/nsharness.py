@@ -32,6 +32,11 @@ def free_port():
         return s.getsockname()[1]
 
 
+def kube_list(*objs):
+    """Objects as one `kubectl apply` document (a v1 List)."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)})
+
+
 def wait_for(what, fn, timeout=10.0, interval=0.05):
     """Poll fn until it returns a truthy value; fail with 'what' after timeout seconds."""
     deadline = time.monotonic() + timeout

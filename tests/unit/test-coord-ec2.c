@@ -142,6 +142,20 @@ static void test_launch_template_body(void **state) {
         strbuf_done(&b);
         s.instance_profile_arn = "arn:aws:iam::1:instance-profile/x"; /* name and arn */
         assert_int_equal(ec2_build_create_launch_template(&s, "prod", &b), -EINVAL);
+        s.instance_profile_arn = NULL;
+        /* into a capacity reservation, or out of every reservation; never both */
+        s.capacity_reservation_id = "cr-0123";
+        assert_int_equal(ec2_build_create_launch_template(&s, "prod", &b), 0);
+        assert_true(has(&b, "LaunchTemplateData.CapacityReservationSpecification.CapacityReservationTarget."
+                            "CapacityReservationId=cr-0123"));
+        assert_false(has(&b, "CapacityReservationPreference"));
+        strbuf_done(&b);
+        s.capacity_reservation_preference = "none";
+        assert_int_equal(ec2_build_create_launch_template(&s, "prod", &b), -EINVAL);
+        s.capacity_reservation_id = NULL;
+        assert_int_equal(ec2_build_create_launch_template(&s, "prod", &b), 0);
+        assert_true(has(&b, "LaunchTemplateData.CapacityReservationSpecification.CapacityReservationPreference=none"));
+        strbuf_done(&b);
 }
 
 static void test_filters_and_instances_body(void **state) {
@@ -352,7 +366,44 @@ static void test_parse_instances_and_more(void **state) {
         assert_string_equal(ec2_instance_tag(&l->items[0], "empty"), "");
         assert_string_equal(l->items[1].lifecycle, "on-demand");
         assert_null(ec2_instance_tag(&l->items[1], EC2_CLUSTER_TAG));
+        assert_null(l->items[0].capacity_reservation_id);
         ec2_instance_list_free(l);
+
+        static const char crs[] =
+                "<DescribeCapacityReservationsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><capacityReservationSet>"
+                "<item><capacityReservationId>cr-1</capacityReservationId><ownerId>123456789012</ownerId>"
+                "<instanceType>m5.large</instanceType><instancePlatform>Linux/UNIX</instancePlatform>"
+                "<availabilityZone>us-east-1b</availabilityZone><availabilityZoneId>use1-az2</availabilityZoneId>"
+                "<tenancy>default</tenancy><totalInstanceCount>4</totalInstanceCount><availableInstanceCount>3</availableInstanceCount>"
+                "<state>active</state><endDate>2025-01-02T00:00:00.000Z</endDate><endDateType>limited</endDateType>"
+                "<instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>capacity-block</reservationType>"
+                "<tagSet><item><key>team</key><value>ml</value></item></tagSet></item>"
+                "<item><capacityReservationId>cr-2</capacityReservationId><instanceType>c5.large</instanceType>"
+                "<availabilityZone>us-east-1a</availabilityZone><state>active</state>"
+                "<availableInstanceCount>1</availableInstanceCount></item>"
+                "</capacityReservationSet></DescribeCapacityReservationsResponse>";
+        d = doc_of(crs);
+        Ec2CapacityReservationList *cl = calloc(1, sizeof *cl);
+        assert_int_equal(ec2_parse_capacity_reservations(d, cl, 10), 0);
+        xmlFreeDoc(d);
+        assert_int_equal(cl->n, 2);
+        assert_string_equal(cl->items[0].id, "cr-1");
+        assert_string_equal(cl->items[0].owner_id, "123456789012");
+        assert_string_equal(cl->items[0].zone, "us-east-1b");
+        assert_string_equal(cl->items[0].match_criteria, "targeted");
+        assert_string_equal(cl->items[0].reservation_type, "capacity-block");
+        assert_int_equal(cl->items[0].available, 3);
+        assert_int_equal(cl->items[0].total, 4);
+        assert_int_equal(cl->items[0].end_date, 1735776000);
+        assert_int_equal(cl->items[0].n_tags, 1);
+        assert_string_equal(cl->items[1].reservation_type, "default"); /* EC2 leaves it out for ODCRs */
+        assert_int_equal(cl->items[1].end_date, 0);
+        ec2_capacity_reservation_list_free(cl);
+        cl = calloc(1, sizeof *cl);
+        d = doc_of(crs);
+        assert_int_equal(ec2_parse_capacity_reservations(d, cl, 1), -ENOBUFS); /* the cap holds */
+        xmlFreeDoc(d);
+        ec2_capacity_reservation_list_free(cl);
 
         static const char spot[] =
                 "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>"

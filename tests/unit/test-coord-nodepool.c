@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/model/disruption-policy.h"
 #include "coordinator/model/karpenter.h"
 #include "base64.h"
 #include "coordinator/model/nodepool.h"
+#include "coordinator/model/reservations.h"
 #include "coordinator/model/toml.h"
 #include "coordinator/model/userdata.h"
 #include "yaml-json.h"
@@ -473,8 +475,20 @@ static void test_karpenter_refusals(void **state) {
         expect_error(NC_HEAD "spec:\n  role: r\n  amiSelectorTerms: [{id: ami-1}]\n  amiFamily: Windows2019\n"
                      "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
                      "spec.amiFamily: Windows2019 is not supported: Windows nodes cannot run nodesmith-agent");
-        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{id: cr-1}]\n",
-                     "spec.capacityReservationSelectorTerms: is not supported");
+        /* capacityReservationSelectorTerms as Karpenter validates them */
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{id: cr-1, tags: {a: b}}]\n",
+                     "spec.capacityReservationSelectorTerms[0]: 'id' is mutually exclusive");
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{ownerID: '123456789012'}]\n",
+                     "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']");
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{tags: {a: b}, ownerID: '12'}]\n",
+                     "ownerID must be a 12-digit AWS account id");
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{instanceMatchCriteria: any}]\n",
+                     "instanceMatchCriteria must be open or targeted");
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{id: odcr-1}]\n", "id must look like cr-");
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{tags: {a: ''}}]\n",
+                     "empty tag keys or values aren't supported");
+        expect_error(NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{name: x}]\n",
+                     "capacityReservationSelectorTerms[0].name");
         expect_error(NC_HEAD NC_BASE "  ipPrefixCount: 100\n", "spec.ipPrefixCount: must be between 0 and 64");
         expect_error(NC_HEAD NC_BASE "  userdata: x\n", "spec.userdata: is not a field of Karpenter v1's EC2NodeClass");
         expect_error(NC_HEAD NC_BASE "  kubelet: {evictionSoft: {memory.available: 1Gi}}\n",
@@ -699,6 +713,120 @@ static void test_userdata_bottlerocket(void **state) {
         cJSON_Delete(kubelet);
 }
 
+static const NodeReservation *lookup(const char *node_class, size_t *ret_n, void *userdata) {
+        static const NodeReservation rs[] = {
+                { .id = "cr-a", .instance_type = "m5.large", .zone = "us-east-1b", .reservation_type = "default",
+                  .state = "active", .available = 2 },
+                { .id = "cr-used", .instance_type = "m5.large", .zone = "us-east-1a", .reservation_type = "default",
+                  .state = "active", .available = 0 },
+                { .id = "cr-block", .instance_type = "p5.48xlarge", .zone = "us-east-1a",
+                  .reservation_type = "capacity-block", .state = "active", .available = 1 },
+                { .id = "cr-old", .instance_type = "m5.large", .zone = "us-east-1a", .reservation_type = "default",
+                  .state = "active", .end_date = 1000, .available = 3 },
+        };
+        *ret_n = streq(node_class, "c") ? ELEMENTSOF(rs) : 0;
+        return *ret_n ? rs : NULL;
+}
+
+/* A NodePool admitting capacity type reserved gets one pool per usable reservation of its class,
+ * just before it: the reservation's type and zone, on-demand offerings, at most the instances left. */
+static void test_reservation_pools(void **state) {
+        NodepoolObjects *o = load(NP_HEAD "      requirements:\n"
+                                  "        - {key: karpenter.sh/capacity-type, operator: In, values: [reserved, on-demand]}\n"
+                                  "---\napiVersion: nodesmith.io/v1\nkind: NodePool\nmetadata: {name: spot}\n"
+                                  "spec:\n  template:\n    spec:\n"
+                                  "      nodeClassRef: {group: nodesmith.io, kind: EC2NodeClass, name: c}\n"
+                                  "      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]\n"
+                                  "---\n" NC_HEAD NC_BASE "  capacityReservationSelectorTerms: [{tags: {team: ml}}]\n",
+                                  NULL);
+        SolverArena *a = NULL;
+        assert_int_equal(solver_arena_new(&a), 0);
+        SolverNodePool *pools;
+        size_t n, *base;
+        const NodeReservation **which;
+        assert_int_equal(reservation_pools(a, o->pools, o->n_pools, lookup, NULL, 2000, &pools, &n, &base, &which), 0);
+        assert_int_equal(n, o->n_pools + 1); /* cr-a only: cr-used is used up, cr-block a block, cr-old over */
+        size_t k = 0;
+        while (k < n && !which[k])
+                k++;
+        assert_true(k < n);
+        const SolverNodePool *rp = &pools[k], *bp = &pools[k + 1];
+        assert_string_equal(rp->name, "p/cr-a");
+        assert_string_equal(bp->name, "p");
+        assert_int_equal(base[k], base[k + 1]);
+        assert_true(rp->has_node_limit);
+        assert_int_equal(rp->node_limit, 2);
+        bool type = false, zone = false, od = false;
+        for (size_t i = 0; i < rp->n_requirements; i++) {
+                const SolverRequirement *q = &rp->requirements[i];
+                const char *key = solver_canonical_label_key(q->key);
+                type |= streq(key, SOLVER_LABEL_INSTANCE_TYPE) && streq(q->values[0], "m5.large");
+                zone |= streq(key, SOLVER_LABEL_ZONE) && streq(q->values[0], "us-east-1b");
+                if (streq(key, SOLVER_LABEL_CAPACITY_TYPE)) {
+                        assert_int_equal(q->n_values, 1);
+                        od |= streq(q->values[0], "on-demand");
+                }
+        }
+        assert_true(type && zone && od);
+        bool id = false;
+        for (size_t i = 0; i < rp->n_labels; i++)
+                id |= streq(rp->labels[i].key, RESERVATION_LABEL_ID) && streq(rp->labels[i].value, "cr-a");
+        assert_true(id);
+        /* the spot-only pool admits no reserved capacity */
+        for (size_t i = 0; i < n; i++)
+                if (streq(pools[i].name, "spot"))
+                        assert_false(reservation_pool_admits(&pools[i]));
+        assert_non_null(reservation_refusal(&(NodeReservation) { .state = "active", .reservation_type = "capacity-block" }, 0));
+        assert_true(reservation_price(1.0) < 1e-6);
+        /* pods: reserved-only go where a reservation id exists, on-demand-only where none does,
+         * spot-or-reserved splits (the reservation first), spot-only and bound pods unchanged */
+        static const char *const spot_res[] = { "spot", "reserved" };
+        const SolverRequirement q_sr = { "karpenter.sh/capacity-type", SOLVER_OP_IN, spot_res, 2, 0 };
+        const SolverTerm t_sr = { &q_sr, 1 };
+        SolverPod pods[4] = {
+                { .name = "res", .node_selector = (SolverLabel[]) { { "karpenter.sh/capacity-type", "reserved" } },
+                  .n_node_selector = 1 },
+                { .name = "od", .node_selector = (SolverLabel[]) { { "karpenter.sh/capacity-type", "on-demand" } },
+                  .n_node_selector = 1 },
+                { .name = "spot-res", .required_terms = &t_sr, .n_required_terms = 1 },
+                { .name = "bound", .node_name = "n1", .node_selector = (SolverLabel[]) { { "karpenter.sh/capacity-type", "reserved" } },
+                  .n_node_selector = 1 },
+        };
+        const SolverPod *out = NULL;
+        assert_int_equal(reservation_pods(a, pods, 4, &out), 0);
+        assert_ptr_not_equal(out, pods);
+        const SolverLabel in_res[] = { { "karpenter.sh/capacity-type", "reserved" }, { RESERVATION_LABEL_ID, "cr-a" } };
+        const SolverLabel plain_od[] = { { "karpenter.sh/capacity-type", "on-demand" } };
+        const SolverLabel spot[] = { { "karpenter.sh/capacity-type", "spot" } };
+        /* a term matches labels when each of its requirements does */
+#define TERM_OK(t, l) ({ bool _ok = true; for (size_t _i = 0; _i < (t)->n_reqs; _i++) _ok = _ok && \
+                         solver_requirement_matches_labels(&(t)->reqs[_i], l, ELEMENTSOF(l)); _ok; })
+        assert_int_equal(out[0].n_node_selector, 0);
+        assert_int_equal(out[0].n_required_terms, 1);
+        assert_true(TERM_OK(&out[0].required_terms[0], in_res));
+        assert_false(TERM_OK(&out[0].required_terms[0], plain_od));
+        assert_true(TERM_OK(&out[1].required_terms[0], plain_od));
+        assert_false(TERM_OK(&out[1].required_terms[0], in_res));
+        assert_int_equal(out[2].n_required_terms, 2);
+        assert_true(TERM_OK(&out[2].required_terms[0], in_res));
+        assert_true(TERM_OK(&out[2].required_terms[1], spot));
+        assert_false(TERM_OK(&out[2].required_terms[0], plain_od) || TERM_OK(&out[2].required_terms[1], plain_od));
+        assert_int_equal(out[3].n_node_selector, 1); /* bound: left alone */
+#undef TERM_OK
+        /* other terms do not drift a node by their text (Karpenter hashes them out): what they
+         * select does */
+        char h1[17], h2[17];
+        cJSON *c1 = cJSON_Parse("{\"spec\": {\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-1\"}]}}");
+        cJSON *c2 = cJSON_Parse("{\"spec\": {\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-2\"}]}}");
+        disruption_class_hash(c1, h1);
+        disruption_class_hash(c2, h2);
+        assert_string_equal(h1, h2);
+        cJSON_Delete(c1);
+        cJSON_Delete(c2);
+        solver_arena_free(a);
+        nodepool_objects_free(o);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nodepool),
@@ -713,6 +841,7 @@ int main(void) {
                 cmocka_unit_test(test_yaml_anchors_and_emitter),
                 cmocka_unit_test(test_karpenter_refusals),
                 cmocka_unit_test(test_karpenter_accepted),
+                cmocka_unit_test(test_reservation_pools),
                 cmocka_unit_test(test_static_nodepool),
                 cmocka_unit_test(test_userdata_merge),
                 cmocka_unit_test(test_userdata_bottlerocket),
