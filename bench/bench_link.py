@@ -6,6 +6,18 @@ a real nodesmith-agent. Runs each configuration several times and prints medians
       [--server coordinator|nngrep-poll|nngrep-aio] [--no-agent]
       [--agent-only] [--agent-runs 3] [--agent-bin PATH] [--agent-env K=V,...]
       [--agent-world node|link] [--floor]
+  python3 bench/bench_link.py --curve 1000,5000,10000,20000 [--interval 10] [--seconds 30]
+      [--curve-pods 20] [--per-client 1000] [--transports tls] [--max-unauthenticated 4096]
+
+--curve: the coordinator's memory and answer times with N agents each reporting every --interval
+seconds (bench/link --interval-ms: a report per agent per interval, the agents' phases spread over
+it), for each N of the list, a fresh coordinator each time. The agents come from ceil(N /
+--per-client) client processes, each with its own range of node ids (--id-offset); file limits are
+raised for the coordinator (prlimit) and the clients (setrlimit; needs the right to raise the hard
+limit, e.g. root). Per N: the warm-up (every agent dials, TLS handshake included, and registers,
+the client processes in parallel; its slowest registration) apart from the steady state, then over
+--seconds of steady state: p50/p99/max answer time (all clients' reply times in one histogram of
+0.1 ms buckets), the coordinator's VmHWM, its VmRSS (median of one sample a second) and CPU.
 
 The agent footprint: a real nodesmith-agent (--agent-bin: another build of it, e.g. the rpm's
 $BUILD/rpm/nodesmith-agent) reporting every second over TLS, measured after 10 s: VmRSS, and from
@@ -27,6 +39,8 @@ import collections
 import json
 import os
 import re
+import resource
+import select
 import statistics
 import subprocess
 import sys
@@ -90,6 +104,153 @@ def smaps_by_mapping_kib(pid):
     return [(k, v) for k, v in agg.most_common() if v]
 
 
+def raise_nofile(n):
+    """For the client processes (preexec_fn): soft and hard file limits of n."""
+    def f():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return f
+
+
+def merged_quantile(hist, q):
+    """hist: {upper_edge_ms: count}; the upper edge of the bucket holding the q-th quantile."""
+    total, seen = sum(hist.values()), 0
+    for edge in sorted(hist):
+        seen += hist[edge]
+        if total and seen >= q * total:
+            return edge
+    return 0.0
+
+
+def curve_point(d, pki, agents, args):
+    """One point of --curve: a fresh coordinator, `agents` agents from several client processes."""
+    transport = args.transports.split(",")[0]
+    # the hard limit can be raised only with CAP_SYS_RESOURCE; without it (this build machine: 20 000)
+    # a point must stay below it
+    nofile = min(agents + 4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    # every agent comes from 127.0.0.1: the per-source caps are lifted to the fleet's size; the
+    # caps on connections not yet authenticated are --max-unauthenticated (the coordinator's
+    # default, 64, throttles the warm-up: see docs/benchmarks.md)
+    coord = Coordinator(d, pki, insecure=(transport == "tcp"), interval=f"{args.interval}s",
+                        extra=["--log-level", "warning", "--max-nodes", str(max(agents, 5000)),
+                               "--max-connections", str(agents + 1000),
+                               "--max-connections-per-source", str(agents + 1000),
+                               "--max-unauthenticated", str(args.max_unauthenticated),
+                               "--max-unauthenticated-per-source", str(args.max_unauthenticated)],
+                        name=f"coordinator-curve-{agents}").start()
+    clients = []
+    try:
+        for attempt in range(10):  # refused now and then right after the coordinator's start
+            try:
+                resource.prlimit(coord.proc.pid, resource.RLIMIT_NOFILE, (nofile, nofile))
+                break
+            except PermissionError:
+                if attempt == 9:
+                    raise
+                time.sleep(0.5)
+        base = {"rss": status_kib(coord.proc.pid, "VmRSS"), "hwm": status_kib(coord.proc.pid, "VmHWM")}
+        n_clients = -(-agents // args.per_client)
+        per = [agents // n_clients + (1 if j < agents % n_clients else 0) for j in range(n_clients)]
+        t_start = time.monotonic()
+        offset = 0
+        for j, n in enumerate(per):
+            argv = [BENCH_LINK, coord.url, "--agents", str(n), "--id-offset", str(offset), "--pods", str(args.curve_pods),
+                    "--interval-ms", str(int(args.interval * 1000)), "--seconds", str(args.seconds),
+                    "--token", pki["token"], "--ca", pki["ca"], "--histogram", "--wait-stdin"]
+            offset += n
+            clients.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True, preexec_fn=raise_nofile(n + 1024)))
+        samples = []  # (monotonic, VmRSS kB, CPU seconds) once a second until every client answered
+        outs = [None] * len(clients)
+        # the warm-up dials one connection at a time per client: under load, tens per second
+        deadline = t_start + args.seconds + 4 * args.interval + agents / 5 + 300
+        pending = {c.stdout.fileno(): i for i, c in enumerate(clients)}
+        while pending and time.monotonic() < deadline:
+            if not coord.proc.alive():
+                raise AssertionError(f"coordinator exited: {coord.proc.output()[-1500:]}")
+            samples.append((time.monotonic(), status_kib(coord.proc.pid, "VmRSS"), cpu_seconds(coord.proc.pid)))
+            ready, _, _ = select.select(list(pending), [], [], 1.0)
+            for fd in ready:
+                i = pending.pop(fd)
+                outs[i] = clients[i].stdout.readline()
+                if not outs[i]:
+                    raise AssertionError(f"client {i} ended: {clients[i].stderr.read()[-1500:]}")
+        if pending:
+            raise AssertionError(f"{len(pending)} client(s) gave no result in time")
+        t_end = time.monotonic()
+        hwm = status_kib(coord.proc.pid, "VmHWM")
+        rs = [json.loads(o) for o in outs]
+        # the steady window: the last --seconds before the first client's result
+        first = min(t for t, _, _ in samples if t >= t_end - 1.5) if samples else t_end
+        window = [x for x in samples if first - args.seconds <= x[0] <= first] or samples[-2:]
+        steady_rss = statistics.median(x[1] for x in window)
+        cpu = (window[-1][2] - window[0][2]) / max(window[-1][0] - window[0][0], 1e-9)
+        hist = collections.Counter()
+        for r in rs:
+            for edge, n in r["histogram"]:
+                hist[edge] += n
+        replies = sum(r["replies"] for r in rs)
+        point = {"agents": agents, "clients": n_clients, "transport": transport, "pods_per_report": args.curve_pods,
+                 "report_bytes": rs[0]["report_bytes"], "interval_s": args.interval, "seconds": args.seconds,
+                 "replies": replies, "reports_per_second": round(sum(r["reports_per_second"] for r in rs)),
+                 "errors": sum(r["errors"] for r in rs), "refused": sum(r["refused"] for r in rs),
+                 "timeouts": sum(r["timeouts"] for r in rs),
+                 "p50_ms": merged_quantile(hist, 0.5), "p99_ms": merged_quantile(hist, 0.99),
+                 "max_ms": max(r["max_reply_ms"] for r in rs), "over_100ms": sum(r["slow_replies"] for r in rs),
+                 "vmhwm_kib": hwm, "steady_rss_kib": steady_rss, "idle_rss_kib": base["rss"],
+                 "coordinator_cpu": round(cpu, 3),
+                 "warmup_seconds": max(r["warmup"]["dial_and_register_seconds"] for r in rs),
+                 "dial_retries": sum(r["warmup"]["dial_retries"] for r in rs),
+                 "warmup_registered": sum(r["warmup"]["registered"] for r in rs),
+                 "warmup_p99_ms_worst_client": max(r["warmup"]["p99_ms"] for r in rs),
+                 "warmup_max_ms": max(r["warmup"]["max_ms"] for r in rs),
+                 "nodes": len(coord.nodes())}
+        # what the coordinator's connection guard did meanwhile (refusals, closes, handshakes)
+        point["link_metrics"] = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in coord.metrics().splitlines()
+                                 if ln.startswith(("nodesmith_link_connections", "nodesmith_link_handshakes"))}
+        return point
+    finally:
+        # the coordinator closes first (its TIME_WAIT entries stay on its one port), then the
+        # clients, which were holding their connections open on --wait-stdin
+        coord.proc.stop(timeout=20)
+        for c in clients:
+            try:
+                c.stdin.close()
+            except OSError:
+                pass
+        for c in clients:
+            try:
+                c.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                c.kill()
+                c.wait(timeout=10)
+
+
+def curve(args):
+    points = []
+    with TestDir("bench-link-curve") as d:
+        pki = make_pki(d)
+        print(f"{'agents':>6} {'clients':>7} {'reports/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'>100ms':>6} "
+              f"{'VmHWM MiB':>9} {'RSS MiB':>8} {'CPU':>5} {'warm-up s':>9} {'warm-up p99/max ms':>18} "
+              f"{'errors/refused/timeouts':>23}", flush=True)
+        for agents in [int(x) for x in args.curve.split(",")]:
+            p = curve_point(d, pki, agents, args)
+            points.append(p)
+            save_curve(points)  # each point as it comes: a later one may not finish
+            print(f"{agents:>6} {p['clients']:>7} {p['reports_per_second']:>9} {p['p50_ms']:>7.1f} {p['p99_ms']:>7.1f} "
+                  f"{p['max_ms']:>7.1f} {p['over_100ms']:>6} {p['vmhwm_kib'] / 1024:>9.1f} "
+                  f"{p['steady_rss_kib'] / 1024:>8.1f} {p['coordinator_cpu']:>5.2f} {p['warmup_seconds']:>9.1f} "
+                  f"{p['warmup_p99_ms_worst_client']:>8.1f}/{p['warmup_max_ms']:<9.1f} "
+                  f"{p['errors']:>7}/{p['refused']}/{p['timeouts']}  nodes {p['nodes']}, dial retries {p['dial_retries']}", flush=True)
+            print("        guard: " + ", ".join(f"{k} {v:g}" for k, v in p["link_metrics"].items() if v), flush=True)
+    return points
+
+
+def save_curve(points):
+    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
+    with open(os.path.join(os.path.dirname(__file__), "results", "link-curve.json"), "w") as f:
+        json.dump(points, f, indent=1)
+
+
 def start_node_world(d, node, instance, pods):
     """A fake IMDS for the instance, and the real control plane (tests/pylib/cluster.py) holding
     its Node (registered by an emulated kubelet, tests/fakes/kubelet.py) and `pods` pods bound to
@@ -151,7 +312,18 @@ def main():
     ap.add_argument("--agent-world", default="node", choices=["node", "link"],
                     help="node: IMDS and a Kubernetes API beside the link; link: the link alone")
     ap.add_argument("--floor", action="store_true", help="also measure bench/footprint's levels")
+    ap.add_argument("--curve", default=None, help="agent counts, e.g. 1000,5000,10000,20000: the paced curve")
+    ap.add_argument("--interval", type=float, default=10, help="--curve: each agent's report interval, seconds")
+    ap.add_argument("--per-client", type=int, default=1000, help="--curve: agents per client process")
+    ap.add_argument("--curve-pods", type=int, default=20, help="--curve: pods in each agent's report")
+    ap.add_argument("--max-unauthenticated", type=int, default=4096,
+                    help="--curve: the coordinator's caps on connections not yet authenticated (total, per source)")
     args = ap.parse_args()
+    if args.curve:
+        if args.seconds < 2 * args.interval:
+            args.seconds = 3 * args.interval  # a few reports per agent at least
+        curve(args)
+        return
     results = {"link": [], "agent": {}}
 
     with TestDir("bench-link") as d:

@@ -122,6 +122,17 @@ LAUNCHED = re.compile(r"Launched \S+ \(.*\) for NodePool ")
 FLEET_SENT = re.compile(r"CreateFleet for NodePool \S+: \d+ override")
 
 
+def wait_leading(s):
+    """Until the stack's coordinator answers /readyz (it holds the Lease)."""
+    def ready():
+        try:
+            with urllib.request.urlopen(s.coordinator_http + "/readyz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    wait_for("the coordinator to lead", ready, 60, interval=0.2)
+
+
 def all_launched(lines, n):
     """The index of the line where capacity for all n pods is launched: after a round that saw
     the n pods pending, as many instances launched as that round planned; else None."""
@@ -170,14 +181,7 @@ def arriving(d, n, run):
     os.makedirs(w, exist_ok=True)
     with stack(w) as s:
         coord = start_coordinator(s)
-
-        def ready():
-            try:
-                with urllib.request.urlopen(s.coordinator_http + "/readyz", timeout=2) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        wait_for("the coordinator to lead", ready, 60, interval=0.2)
+        wait_leading(s)
         # a new leader waits two report intervals (1 s here) for agents before deciding
         time.sleep(3.5)
         t0 = time.time()

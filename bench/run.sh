@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: every benchmark, one after the other (the machine is small: never in parallel).
-# BENCH=name runs one (link, scheduling, ...). Figures go to docs/benchmarks.md by hand, with the
+# BENCH=name runs one (link, link-curve, scaleout, scheduling, ...). Figures go to docs/benchmarks.md by hand, with the
 # command that produced them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,14 @@ if run stall; then
 fi
 if run provision; then
   echo "== bench/provision"; python3 bench/bench_provision.py ${PROVISION_ARGS:---sizes 1000,10000 --runs 3}
+fi
+if run scaleout; then
+  echo "== bench/scaleout: Karpenter's basic scale-out (1 000 pods) on the real control plane"
+  python3 bench/bench_scaleout.py ${SCALEOUT_ARGS:-}
+fi
+if run link-curve; then
+  echo "== bench/link --curve: 1k to 20k agents over TLS, each reporting every 10 s"
+  python3 bench/bench_link.py --curve ${LINK_CURVE:-1000,5000,10000,20000} ${LINK_CURVE_ARGS:-}
 fi
 if run karpenter; then
   echo "== bench/karpenter: bench/scheduling and Karpenter's own scheduling benchmark in one run"

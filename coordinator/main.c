@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* nodesmith-coordinator: the cluster's model, its provisioning and disruption decisions. */
+#include <malloc.h>
 #include <stdio.h>
 
 #include "coordinator.h"
@@ -8,6 +9,13 @@
 
 int main(int argc, char **argv) {
         daemon_block_signals(); /* first: before anything starts a thread */
+        /* Every TLS connection to an agent holds mbedTLS's two record buffers (16 KiB and a bit,
+         * calloc'ed) and NNG's two 16 KiB ones for its whole life. From the heap, calloc clears
+         * them and every page is resident at once; mapped on their own they are fresh zero pages,
+         * resident only as far as records fill them (an agent's report and its answer take a
+         * page or two). 37 KiB -> 20 KiB per agent connection (docs/benchmarks.md, the link
+         * curve). */
+        (void) mallopt(M_MMAP_THRESHOLD, 16 * 1024);
 
         _cleanup_(coordinator_freep) Coordinator *c = NULL;
         ConfigAction action;

@@ -174,8 +174,19 @@ static bool state_valid(const AgentServer *c, const Nodesmith__V1__AgentReport *
         return true;
 }
 
-static Nodesmith__V1__NodeState *state_unpack(const Nodesmith__V1__AgentReport *env, PbArena **arena) {
-        *arena = pb_arena_new(env->state.len * 4 + 512);
+/* The state, unpacked into an arena of its own that the node keeps until its next change: sized
+ * exactly, from a first unpack into the report's scratch arena (a guess of a few times the packed
+ * length left a third of it unused, for every node; only changed states get here). */
+static Nodesmith__V1__NodeState *state_unpack(AgentServer *c, const Nodesmith__V1__AgentReport *env, PbArena **arena) {
+        size_t before = pb_arena_used(c->scratch), need;
+        Nodesmith__V1__NodeState *probe =
+                nodesmith__v1__node_state__unpack(pb_arena_allocator(c->scratch), env->state.len, env->state.data);
+        if (!probe) {
+                *arena = NULL;
+                return NULL;
+        }
+        need = pb_arena_used(c->scratch) - before;
+        *arena = pb_arena_new(need);
         return *arena ? nodesmith__v1__node_state__unpack(pb_arena_allocator(*arena), env->state.len,
                                                           env->state.data)
                       : NULL;
@@ -200,7 +211,7 @@ static AttestVerdict attest_report(AgentServer *c, const Nodesmith__V1__AgentRep
              attestor_accepted(c->attest, env->instance_id, env->boot_id)))
                 return ATTEST_ACCEPT;
         if (!*st)
-                *st = state_unpack(env, arena);
+                *st = state_unpack(c, env, arena);
         return attestor_check(c->attest, env->instance_id, env->boot_id, bound,
                               *st ? (*st)->identity : NULL, now, ret_reason);
 }
@@ -352,7 +363,7 @@ int agent_server_handle_report(const uint8_t *req, size_t len, uint8_t *reply, s
         }
 
         if (!st)
-                st = state_unpack(env, &arena);
+                st = state_unpack(c, env, &arena);
         if (!st)
                 REFUSE(REPORT_INVALID, STATUS_INVALID, "malformed node state");
         if (!state_valid(c, env, st, &why))

@@ -84,11 +84,12 @@ void provision_resolved_free(Resolved *r) {
         free(r);
 }
 
-void provision_launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+/* A launch's step failed: counted, reported, logged. */
+static void launch_failed_record(Provisioner *p, size_t launch, const char *what, const Ec2Error *err) {
         Round *rd = p->round;
-        if (rd->result && rd->next < rd->result->n_launches)
+        if (rd->result && launch < rd->result->n_launches)
                 if (p->ports.launch_failed)
-                        p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[rd->next], what,
+                        p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[launch], what,
                                                err ? err->code : NULL, err ? err->message : NULL);
         p->launch_errors++;
         /* EC2 throttled, failed or was unreachable past the client's retries: the pods still
@@ -98,6 +99,10 @@ void provision_launch_failed(Provisioner *p, const char *what, const Ec2Error *e
                 rd->launched_nothing = true;
         provision_set_error(p, "%s: %s %s", what, err ? err->code : "", err ? err->message : "");
         log_warning("Launch step failed (%s): %s %s", what, err ? err->code : "", err ? err->message : "");
+}
+
+void provision_launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
+        launch_failed_record(p, p->round->next, what, err);
         p->round->step = STEP_IDLE;
         p->round->next++;
         provision_round_next(p);
@@ -530,10 +535,21 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
         return 0;
 }
 
+/* One CreateFleet answered: the round goes on if it was waiting for a free slot, and ends when
+ * this was the last answer it waited for. */
+static void fleet_answered(Provisioner *p, Round *rd) {
+        rd->fleets_in_flight--;
+        if (rd->parked) {
+                rd->parked = false;
+                provision_round_next(p);
+        }
+}
+
 static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, void *userdata) {
-        Provisioner *p = userdata;
+        const FleetCall *call = userdata;
+        Provisioner *p = call->p;
         Round *rd = p->round;
-        const SolverLaunch *l = &rd->result->launches[rd->next];
+        const SolverLaunch *l = &rd->result->launches[call->launch];
         const SolverNodePool *pool = round_pool(rd, l->nodepool);
         const NodeReservation *cr = round_reservation(rd, l->nodepool);
 
@@ -550,7 +566,8 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                          l->offerings[i].capacity_type);
                         rd->launched_nothing = true;
                 }
-                return provision_launch_failed(p, "CreateFleet", err);
+                launch_failed_record(p, call->launch, "CreateFleet", err);
+                return fleet_answered(p, rd);
         }
         size_t launched = ec2_fleet_result_count(res);
         for (size_t i = 0; i < res->n_errors; i++) {
@@ -638,12 +655,11 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
          * events are not seen again, so look at the Nodes now */
         if (launched > 0)
                 (void) kube_watch_foreach(p->nodes, provision_forget_registered, p);
-        rd->step = STEP_IDLE;
-        rd->next++;
-        provision_round_next(p);
+        fleet_answered(p, rd);
 }
 
-int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
+int provision_fleet_start(Provisioner *p, Round *rd, size_t launch) {
+        const SolverLaunch *l = &rd->result->launches[launch];
         const SolverNodePool *pool = round_pool(rd, l->nodepool);
         Resolved *res = rd->res;
         Ec2FleetOverride ov[EC2_MAX_FLEET_OVERRIDES];
@@ -713,7 +729,10 @@ int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l) {
         };
         if (!provisioner_acting(p))
                 return -ESTALE;
+        if (!rd->fleet_calls && !(rd->fleet_calls = calloc(rd->result->n_launches, sizeof *rd->fleet_calls)))
+                return -ENOMEM;
+        rd->fleet_calls[launch] = (FleetCall) { .p = p, .launch = launch };
         log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s, acting replica %s.", pool->name, n,
                  ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token, provisioner_acting_as(p));
-        return ec2_create_fleet(p->ec2, &spec, on_fleet, p);
+        return ec2_create_fleet(p->ec2, &spec, on_fleet, &rd->fleet_calls[launch]);
 }

@@ -121,7 +121,20 @@ typedef struct Round {
         char **pod_uids;            /* per snapshot pod */
         double price_cap;           /* the launch under way replaces consolidated nodes: its
                                      * offerings cost less than this (0: no cap; pricecap.c) */
+        /* CreateFleet calls go out without waiting for the previous one's answer, up to
+         * FLEETS_AT_ONCE unanswered (each is an EC2 round trip of a second or more: one after the
+         * other, 40 nodes took a minute); the round ends when the last is answered */
+        struct FleetCall *fleet_calls; /* per launch: what its CreateFleet callback needs */
+        size_t fleets_in_flight;
+        bool parked;                /* waiting for an answer (a free slot, or the last one) */
 } Round;
+
+#define FLEETS_AT_ONCE 8
+
+typedef struct FleetCall {
+        Provisioner *p;
+        size_t launch;              /* index in the round's result */
+} FleetCall;
 
 struct Provisioner {
         sd_event *event;
@@ -316,7 +329,8 @@ int provision_image_resolve(Provisioner *p, const char *node_class, int arch, pr
 void provision_on_template(Ec2Client *ec2, const Ec2Error *err, Ec2LaunchTemplate *t, void *userdata);
 int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, bool *ret_create,
                         Ec2LaunchTemplateSpec *spec, char **ret_userdata);
-int provision_fleet_start(Provisioner *p, Round *rd, const SolverLaunch *l);
+/* Starts launch `launch`'s CreateFleet; its answer is handled when it comes (the round goes on). */
+int provision_fleet_start(Provisioner *p, Round *rd, size_t launch);
 void provision_round_next(Provisioner *p);
 void provision_round_finish(Provisioner *p);
 void provision_round_start(Provisioner *p);

@@ -408,7 +408,7 @@ int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON *
 }
 
 bool provisioner_launch_unanswered(const Provisioner *p) {
-        return p && p->round && p->round->step == STEP_FLEET;
+        return p && p->round && p->round->fleets_in_flight > 0;
 }
 
 bool provisioner_instance_leaving(Provisioner *p, const char *instance_id) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Provisioning rounds: snapshot, solve within the time budget, then the launches one after another. */
+/* Provisioning rounds: snapshot, solve within the time budget, then the launches, their CreateFleet calls
+ * overlapping. */
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -32,6 +33,10 @@ void provision_round_next(Provisioner *p) {
         int r = 0;
 
         for (;;) {
+                if (rd && rd->fleets_in_flight > 0 && (rd->next >= rd->result->n_launches || !provisioner_acting(p))) {
+                        rd->parked = true; /* the last CreateFleet answer ends the round */
+                        return;
+                }
                 if (!rd || rd->next >= rd->result->n_launches || !provisioner_acting(p))
                         return provision_round_finish(p);
                 const SolverLaunch *l = &rd->result->launches[rd->next];
@@ -109,9 +114,20 @@ void provision_round_next(Provisioner *p) {
                         break;
                 }
                 case STEP_FLEET:
-                        r = provision_fleet_start(p, rd, l);
-                        if (r == -ESTALE) /* no longer acting: nothing is launched */
-                                return provision_round_finish(p);
+                        r = provision_fleet_start(p, rd, rd->next);
+                        if (r == -ESTALE) { /* no longer acting: nothing more is launched */
+                                rd->next = rd->result->n_launches;
+                                continue;
+                        }
+                        if (r >= 0) { /* the next launch meanwhile, while slots are free */
+                                rd->fleets_in_flight++;
+                                rd->step = STEP_IDLE;
+                                rd->next++;
+                                if (rd->fleets_in_flight < FLEETS_AT_ONCE)
+                                        continue;
+                                rd->parked = true;
+                                return;
+                        }
                         break;
                 }
                 if (r < 0) {
@@ -128,6 +144,7 @@ void provisioner_round_free(Round *rd) {
         if (!rd)
                 return;
         provision_solve_free(rd->solve); /* waits for a solve under way */
+        free(rd->fleet_calls);
         solver_result_free(rd->result);
         solver_free(rd->solver);
         nodepool_objects_free(rd->objects);

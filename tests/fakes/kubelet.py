@@ -62,6 +62,12 @@ def now_rfc3339(micro=False):
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if micro else t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _retryable(status):
+    """A request that did not get through (status 0: no answer), or that the API server asks to
+    repeat (429, 5xx). None: nothing was asked."""
+    return status is not None and (status == 0 or status == 429 or status >= 500)
+
+
 def _ready(pod):
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
@@ -372,12 +378,19 @@ class Kubelet:
         if self.dead.is_set() or p.get("finishing") or self.shutting_down:
             return
         st, pod = self.req("GET", f"/api/v1/namespaces/{p['ns']}/pods/{p['name']}")
+        if _retryable(st):
+            # the kubelet's pod worker syncs again: a timed-out or refused request (a loaded API
+            # server) does not leave the pod Pending for good
+            self._after(1.0, lambda: self._start_pod(uid, p))
+            return
         if st != 200 or pod["metadata"]["uid"] != uid:
             return
         # a readiness probe's initialDelaySeconds (x the factor) before the pod is Ready
         delay = max([((c.get("readinessProbe") or {}).get("initialDelaySeconds") or 0)
                      for c in pod["spec"].get("containers", [])] + [0]) * self.grace_factor
-        self._running_status(uid, p, pod, ready=delay <= 0, start=True)
+        if _retryable(self._running_status(uid, p, pod, ready=delay <= 0, start=True)):
+            self._after(1.0, lambda: self._start_pod(uid, p))
+            return
         if delay > 0:
             self._after(delay, lambda: self._running_status(uid, p, None, ready=True))
 
@@ -415,6 +428,7 @@ class Kubelet:
             self.errors += 1
         elif ready:
             p["ready"] = True
+        return st
 
     def _terminate_status(self, p, uid, phase, reason=None, message=None):
         ts = now_rfc3339()

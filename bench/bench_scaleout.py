@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""bench/scaleout: Karpenter's performance suite "basic scale-out" on the local stack.
+
+Karpenter's test (kubernetes-sigs/karpenter, test/suites/performance/basic_test.go) creates two
+Deployments at once, 500 pods of 900m CPU / 3100Mi and 500 pods of 3500m / 28Gi, and asserts
+that all 1 000 are Running within 2 minutes, with reserved CPU above 53 % and memory above 65 %
+(its thresholds for basic/scaleOut also bound the controller at 260 MB and 0.5 core).
+
+Here the same two Deployments go to the real control plane (tests/pylib/cluster.py: etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler) with `kubectl apply`; nodesmith-coordinator
+provisions through the project's EC2 proxy in front of moto; every instance boots in the node
+emulator (tests/fakes/nodeemu.py): an emulated kubelet that registers the Node --boot-delay
+seconds after the launch and a real nodesmith-agent reporting to the coordinator over TLS.
+
+Measured, from the moment `kubectl apply` returns:
+  - time until all 1 000 pods are Running, and that time less the emulated boot delay (the goal:
+    <= 30 s after it);
+  - the steps: first CreateFleet sent, last CreateFleet sent, last Node Ready;
+  - nodes launched, their instance types and on-demand cost per hour, reserved CPU and memory
+    (the pods' requests over the nodes' allocatable);
+  - the coordinator's peak memory (VmHWM, the goal <= 64 MiB) and its CPU (/proc/PID/stat:
+    the average over the scale-out and the busiest second).
+
+  python3 bench/bench_scaleout.py [--boot-delay 5] [--runs 1] [--small 500] [--large 500]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pylib"))
+from nsharness import TestDir, log_time, wait_for  # noqa: E402
+from stack import LocalStack  # noqa: E402
+from bench_provision import POOLS, wait_leading  # noqa: E402  (POOLS: c, m, r of generation 6 and later)
+
+CLUSTER = "scaleout"
+ON_DEMAND = "        - {key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}\n"
+# Karpenter's published thresholds for basic/scaleOut
+KARPENTER = {"total_time_s": 120, "memory_mb": 260, "cpu_cores": 0.5, "cpu_util": 0.53, "memory_util": 0.65}
+LAUNCHED = re.compile(r"Launched \S+ \((\S+) \S+ in \S+\) for NodePool \S+: (\d+) pod\(s\), \$([0-9.]+)/h")
+FLEET_SENT = re.compile(r"CreateFleet for NodePool \S+: \d+ override")
+ROUND = re.compile(r"Provisioning: \d+ pending pod\(s\).*")
+
+
+def deployment(name, replicas, cpu, memory):
+    # as Karpenter's test.Deployment(): one container, requests only
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "app", "image": "registry.example/pause:3.9",
+                                                           "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}}}
+
+
+def quantity(text):
+    """CPU in cores or memory in bytes from a Kubernetes quantity."""
+    units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
+    m = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", text)
+    return float(m.group(1)) * units.get(m.group(2), 1)
+
+
+def proc_stat(pid):
+    """(VmRSS kB, VmHWM kB, CPU seconds) of pid."""
+    kib = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                kib[line.split(":")[0]] = int(line.split()[1])
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return kib["VmRSS"], kib["VmHWM"], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Sampler(threading.Thread):
+    """The coordinator's RSS and CPU time every 0.5 s until stopped."""
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.halt = pid, [], threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            try:
+                self.samples.append((time.monotonic(), *proc_stat(self.pid)))
+            except (OSError, KeyError):
+                return
+            self.halt.wait(0.5)
+
+
+def running_pods(s):
+    st, out = s.api("GET", "/api/v1/namespaces/default/pods?fieldSelector=status.phase%3DRunning", timeout=60)
+    assert st == 200, (st, str(out)[:300])
+    return out["items"]
+
+
+def pod_count(s):
+    """Pods in the namespace, whatever their phase (one item listed, the rest counted)."""
+    st, out = s.api("GET", "/api/v1/namespaces/default/pods?limit=1", timeout=30)
+    assert st == 200, (st, str(out)[:300])
+    return len(out["items"]) + (out["metadata"].get("remainingItemCount") or 0)
+
+
+def ready_nodes(s):
+    st, out = s.api("GET", "/api/v1/nodes", timeout=30)
+    assert st == 200, (st, str(out)[:300])
+    return [n for n in out["items"] if any(c["type"] == "Ready" and c["status"] == "True"
+                                           for c in n["status"].get("conditions") or [])]
+
+
+def one_run(d, run, args):
+    w = os.path.join(d, f"run{run}")
+    os.makedirs(w, exist_ok=True)
+    s = LocalStack(w, cluster=CLUSTER, report_interval="10s")
+    try:
+        return measure(s, args)
+    finally:
+        s.stop_all()
+        s.kill_leftovers()  # an agent or IMDS fake the emulator left behind on an interrupt
+
+
+def measure(s, args):
+    total = args.small + args.large
+    s.start_ec2()
+    s.setup_network()
+    s.start_kube(grace_scale=0.05)
+    # bench/provision's NodePool, on-demand only: Karpenter's test reports on-demand capacity
+    s.apply(POOLS.format(c=CLUSTER) + ON_DEMAND)
+    # the scale-out alone, as the first phase of Karpenter's test: no consolidation meanwhile
+    coord = s.start_coordinator("--consolidation-interval", "0", log_level="info")
+    s.start_emulator(boot_delay=args.boot_delay)
+    wait_leading(s)
+    time.sleep(3)  # a new leader waits for its agents' reports before deciding
+    sampler = Sampler(coord.pid)
+    sampler.start()
+    objs = [deployment("small-resource-app", args.small, "900m", "3100Mi"),
+            deployment("large-resource-app", args.large, "3500m", "28Gi")]
+    t_apply = time.time()
+    s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    t0 = time.time()  # kubectl apply returned: the clock starts, as Karpenter's does
+    node_ready_at, seen, marks = {}, {}, {}
+
+    def all_running():
+        for n in ready_nodes(s):
+            node_ready_at.setdefault(n["metadata"]["name"], time.time())
+        if "all_created" not in seen and pod_count(s) >= total:
+            seen["all_created"] = time.time()
+        n = len(running_pods(s))
+        for q in (0.5, 0.9, 0.99, 1.0):
+            if n >= q * total:
+                marks.setdefault(f"{q:.0%}", round(time.time() - t0, 2))
+        return n >= total
+    try:
+        wait_for(f"{total} pods Running", all_running, args.timeout, interval=1.0)
+        took = time.time() - t0
+    except AssertionError:
+        took = None  # reported with the pods still pending and where they are
+    stuck = [(p["metadata"]["name"], p["spec"].get("nodeName"), (p.get("status") or {}).get("phase"))
+             for p in s.api("GET", "/api/v1/namespaces/default/pods", timeout=60)[1]["items"]
+             if (p.get("status") or {}).get("phase") != "Running"]
+    sampler.halt.set()
+    sampler.join(timeout=5)
+    _, hwm, _ = proc_stat(coord.pid)
+    samples = sampler.samples
+    window = [x for x in samples if x[0] >= samples[0][0]]
+    cpu_avg = (window[-1][3] - window[0][3]) / max(window[-1][0] - window[0][0], 1e-9)
+    cpu_peak = max(((b[3] - a[3]) / (b[0] - a[0]) for a, b in zip(window, window[1:]) if b[0] > a[0]),
+                   default=0.0)
+    lines = coord.output().splitlines()
+    fleets = [log_time(l, t_apply) for l in lines if FLEET_SENT.search(l)]
+    rounds = [(round(log_time(l, t_apply) - t0, 2), ROUND.search(l).group(0)) for l in lines if ROUND.search(l)]
+    launched = [LAUNCHED.search(l) for l in lines if LAUNCHED.search(l)]
+    types = {}
+    for m in launched:
+        types[m.group(1)] = types.get(m.group(1), 0) + 1
+    cost = sum(float(m.group(3)) for m in launched)
+    nodes = ready_nodes(s)
+    alloc_cpu = sum(quantity(n["status"]["allocatable"]["cpu"]) for n in nodes)
+    alloc_mem = sum(quantity(n["status"]["allocatable"]["memory"]) for n in nodes)
+    # the requests of the pods bound to those nodes (all of them once every pod runs)
+    bound = [p for p in s.api("GET", "/api/v1/namespaces/default/pods", timeout=60)[1]["items"]
+             if p["spec"].get("nodeName")]
+    req_cpu = sum(quantity(c["resources"]["requests"]["cpu"]) for p in bound for c in p["spec"]["containers"])
+    req_mem = sum(quantity(c["resources"]["requests"]["memory"]) for p in bound for c in p["spec"]["containers"])
+    last_ready = max(node_ready_at.values()) - t0 if node_ready_at else None
+    return {"pods": total, "boot_delay_s": args.boot_delay,
+            "seconds_to_all_running": round(took, 2) if took is not None else None,
+            "after_boot_delay_s": round(took - args.boot_delay, 2) if took is not None else None,
+            "running_fraction_at_s": marks, "not_running": stuck[:20], "n_not_running": len(stuck),
+            "first_createfleet_s": round(min(fleets) - t0, 2) if fleets else None,
+            "last_createfleet_s": round(max(fleets) - t0, 2) if fleets else None,
+            "createfleet_calls": len(fleets),
+            "all_pods_created_s": round(seen["all_created"] - t0, 2) if "all_created" in seen else None,
+            "rounds": rounds, "last_node_ready_s": round(last_ready, 2) if last_ready else None,
+            "nodes": len(nodes), "instances_launched": len(launched), "instance_types": types,
+            "cost_per_hour": round(cost, 4), "cpu_util": round(req_cpu / alloc_cpu, 3) if alloc_cpu else None,
+            "memory_util": round(req_mem / alloc_mem, 3) if alloc_mem else None,
+            "coordinator_vmhwm_mib": round(hwm / 1024, 1),
+            "coordinator_rss_peak_sampled_mib": round(max(x[1] for x in samples) / 1024, 1),
+            "coordinator_cpu_avg_cores": round(cpu_avg, 3), "coordinator_cpu_peak_cores": round(cpu_peak, 3)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--boot-delay", type=float, default=5.0, help="emulated seconds from launch to Node registered")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--small", type=int, default=500, help="pods of 900m / 3100Mi")
+    ap.add_argument("--large", type=int, default=500, help="pods of 3500m / 28Gi")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds to wait for all pods Running")
+    args = ap.parse_args()
+    runs = []
+    with TestDir("bench-scaleout") as d:
+        for i in range(args.runs):
+            r = one_run(d, i, args)
+            runs.append(r)
+            print(json.dumps(r), flush=True)
+    med = {k: statistics.median(r[k] if r[k] is not None else float("inf") for r in runs)
+           for k in ("seconds_to_all_running", "after_boot_delay_s", "coordinator_vmhwm_mib", "coordinator_cpu_avg_cores")}
+    r = runs[len(runs) // 2]
+    print(f"\nbasic scale-out, {r['pods']} pods ({args.small} x 900m/3100Mi + {args.large} x 3500m/28Gi), "
+          f"median of {len(runs)} run(s):")
+    if med["seconds_to_all_running"] == float("inf"):
+        print(f"  NOT all Running within --timeout {args.timeout:g} s; share Running at: {r['running_fraction_at_s']}")
+    else:
+        print(f"  all Running after {med['seconds_to_all_running']:.1f} s; emulated boot delay {args.boot_delay:g} s: "
+              f"{med['after_boot_delay_s']:.1f} s after it (goal <= 30 s; Karpenter's bound: "
+              f"< {KARPENTER['total_time_s']} s in all); share Running at: {r['running_fraction_at_s']}")
+    if r["n_not_running"]:
+        print(f"  {r['n_not_running']} pod(s) not Running after --timeout {args.timeout:g} s: {r['not_running'][:6]}")
+    print(f"  all {r['pods']} pods created by the ReplicaSet controller {r['all_pods_created_s']} s; rounds: "
+          + "; ".join(f"{t} s {what[:110]}" for t, what in r["rounds"]))
+    print(f"  first / last CreateFleet {r['first_createfleet_s']} / {r['last_createfleet_s']} s, last Node Ready "
+          f"{r['last_node_ready_s']} s; {r['nodes']} Ready nodes, {r['instances_launched']} launched "
+          f"{r['instance_types']}, ${r['cost_per_hour']:.2f}/h; reserved by the bound pods: CPU {r['cpu_util']:.0%} "
+          f"(Karpenter > 53 %), memory {r['memory_util']:.0%} (> 65 %)")
+    print(f"  coordinator: VmHWM {med['coordinator_vmhwm_mib']:.1f} MiB (goal <= 64 MiB; Karpenter < 260 MB), "
+          f"CPU {med['coordinator_cpu_avg_cores']:.3f} core on average, {r['coordinator_cpu_peak_cores']:.2f} "
+          f"in its busiest half-second (Karpenter < 0.5 core)")
+    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
+    with open(os.path.join(os.path.dirname(__file__), "results", "scaleout.json"), "w") as f:
+        json.dump({"runs": runs, "median": med, "karpenter_thresholds": KARPENTER}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
