@@ -714,25 +714,35 @@ int kube_cordon(KubeClient *c, const char *node, bool cordon, kube_done_t cb, vo
                           cb, userdata, ret_call);
 }
 
+/* The DeleteOptions object of opts (apiVersion/kind only when given), added to parent as key or
+ * made the root when parent is NULL. */
+static cJSON *delete_options_json(const KubeDeleteOptions *opts, cJSON *parent, const char *key) {
+        cJSON *o = parent ? cJSON_AddObjectToObject(parent, key) : cJSON_CreateObject(), *pre = NULL;
+        bool ok = o != NULL;
+        if (ok && !parent)
+                ok = cJSON_AddStringToObject(o, "apiVersion", "v1") && cJSON_AddStringToObject(o, "kind", "DeleteOptions");
+        if (ok && opts->grace_seconds >= 0)
+                ok = cJSON_AddNumberToObject(o, "gracePeriodSeconds", (double) opts->grace_seconds);
+        if (ok && (opts->uid || opts->resource_version)) {
+                ok = (pre = cJSON_AddObjectToObject(o, "preconditions"));
+                if (ok && opts->uid)
+                        ok = cJSON_AddStringToObject(pre, "uid", opts->uid);
+                if (ok && opts->resource_version)
+                        ok = cJSON_AddStringToObject(pre, "resourceVersion", opts->resource_version);
+        }
+        if (ok && opts->propagation_policy)
+                ok = cJSON_AddStringToObject(o, "propagationPolicy", opts->propagation_policy);
+        if (!ok && !parent)
+                cJSON_Delete(o);
+        return ok ? o : NULL;
+}
+
 int kube_delete(KubeClient *c, const char *path, const KubeDeleteOptions *opts, kube_done_t cb,
                 void *userdata, KubeCall **ret_call) {
         _cleanup_free_ char *s = NULL;
         if (opts) {
-                cJSON *o = cJSON_CreateObject(), *pre = NULL;
-                bool ok = o && cJSON_AddStringToObject(o, "apiVersion", "v1") &&
-                          cJSON_AddStringToObject(o, "kind", "DeleteOptions");
-                if (ok && opts->grace_seconds >= 0)
-                        ok = cJSON_AddNumberToObject(o, "gracePeriodSeconds", (double) opts->grace_seconds);
-                if (ok && (opts->uid || opts->resource_version)) {
-                        ok = (pre = cJSON_AddObjectToObject(o, "preconditions"));
-                        if (ok && opts->uid)
-                                ok = cJSON_AddStringToObject(pre, "uid", opts->uid);
-                        if (ok && opts->resource_version)
-                                ok = cJSON_AddStringToObject(pre, "resourceVersion", opts->resource_version);
-                }
-                if (ok && opts->propagation_policy)
-                        ok = cJSON_AddStringToObject(o, "propagationPolicy", opts->propagation_policy);
-                s = ok ? cJSON_PrintUnformatted(o) : NULL;
+                cJSON *o = delete_options_json(opts, NULL, NULL);
+                s = o ? cJSON_PrintUnformatted(o) : NULL;
                 cJSON_Delete(o);
                 if (!s)
                         return -ENOMEM;
@@ -746,33 +756,36 @@ int kube_delete(KubeClient *c, const char *path, const KubeDeleteOptions *opts, 
 /* A deliberately broken build, for the chaos runner's own test only (make BROKEN_PDB=1, never
  * in a normal build): the "eviction" deletes the pod outright, so no PodDisruptionBudget is
  * checked. The answer is read as an eviction's (200: accepted, 404: gone). */
-int kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_seconds,
+int kube_evict(KubeClient *c, const char *ns, const char *name, const KubeDeleteOptions *opts,
                kube_evict_done_t cb, void *userdata, KubeCall **ret_call) {
         _cleanup_free_ char *path = NULL, *s = NULL;
         int r = kube_path("v1", ns, "pods", name, NULL, &path);
         if (r < 0)
                 return r;
-        if (grace_seconds >= 0 && asprintf(&s, "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
-                                           "\"gracePeriodSeconds\":%lld}", (long long) grace_seconds) < 0)
-                return -ENOMEM;
+        if (opts) {
+                cJSON *o = delete_options_json(opts, NULL, NULL);
+                s = o ? cJSON_PrintUnformatted(o) : NULL;
+                cJSON_Delete(o);
+                if (!s)
+                        return -ENOMEM;
+        }
         return simple(c, CALL_EVICT, "DELETE", path, s, s ? "application/json" : NULL, NULL, cb, userdata,
                       ret_call);
 }
 #else
-int kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_seconds,
+int kube_evict(KubeClient *c, const char *ns, const char *name, const KubeDeleteOptions *opts,
                kube_evict_done_t cb, void *userdata, KubeCall **ret_call) {
         _cleanup_free_ char *path = NULL, *s = NULL;
         int r = kube_path("v1", ns, "pods", name, "eviction", &path);
         if (r < 0)
                 return r;
-        cJSON *o = cJSON_CreateObject(), *m = NULL, *d = NULL;
+        cJSON *o = cJSON_CreateObject(), *m = NULL;
         bool ok = o && cJSON_AddStringToObject(o, "apiVersion", "policy/v1") &&
                   cJSON_AddStringToObject(o, "kind", "Eviction") &&
                   (m = cJSON_AddObjectToObject(o, "metadata")) &&
                   cJSON_AddStringToObject(m, "name", name) && cJSON_AddStringToObject(m, "namespace", ns);
-        if (ok && grace_seconds >= 0)
-                ok = (d = cJSON_AddObjectToObject(o, "deleteOptions")) &&
-                     cJSON_AddNumberToObject(d, "gracePeriodSeconds", (double) grace_seconds);
+        if (ok && opts)
+                ok = delete_options_json(opts, o, "deleteOptions") != NULL;
         s = ok ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
         if (!s)

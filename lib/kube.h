@@ -183,9 +183,11 @@ typedef enum KubeEvictResult {
 } KubeEvictResult;
 const char *kube_evict_result_to_string(KubeEvictResult r);
 typedef void (*kube_evict_done_t)(KubeEvictResult result, KubeResponse *resp, void *userdata);
-/* POST /api/v1/namespaces/NS/pods/NAME/eviction (policy/v1); grace_seconds < 0: the pod's. A
- * PDB refusal and the multiple-PDB 500 are answers, not retried; other 429/5xx are. */
-int kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_seconds,
+/* POST /api/v1/namespaces/NS/pods/NAME/eviction (policy/v1) with opts as its deleteOptions (NULL:
+ * the pod's grace period, no preconditions). A PDB refusal and the multiple-PDB 500 are answers,
+ * not retried; other 429/5xx are. Preconditions the pod no longer meets (another client evicted
+ * it since that resourceVersion, or it is a new pod of the same name) answer 409: FAILED. */
+int kube_evict(KubeClient *c, const char *ns, const char *name, const KubeDeleteOptions *opts,
                kube_evict_done_t cb, void *userdata, KubeCall **ret_call);
 
 typedef struct KubeEventInfo {

@@ -575,7 +575,15 @@ static void step_evict(Drain *d) {
                         continue;
                 int64_t grace = drain_grace_seconds(p->grace_seconds, d->req.deadline_unix_ms, now_ms,
                                                     d->cfg.safety_margin_ms);
-                int r = kube_evict(d->client, p->namespace, p->name, grace, on_evicted, dp, &dp->call);
+                /* preconditions: a pod another drain (the coordinator's for a silent agent, or the
+                 * agent's taking it back) evicted since this view of it answers 409 and is seen
+                 * terminating at the retry, instead of being evicted twice */
+                KubeDeleteOptions opts = {
+                        .grace_seconds = grace,
+                        .uid = isempty(p->uid) ? NULL : p->uid,
+                        .resource_version = isempty(p->resource_version) ? NULL : p->resource_version,
+                };
+                int r = kube_evict(d->client, p->namespace, p->name, &opts, on_evicted, dp, &dp->call);
                 if (r < 0) {
                         log_warning_errno(r, "Cannot post the eviction of %s/%s: %m", p->namespace, p->name);
                         dp->state = POD_RETRY;

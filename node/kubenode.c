@@ -142,6 +142,7 @@ int pod_info_parse(const cJSON *pod, PodInfo *ret) {
         copy(p.namespace, sizeof p.namespace, json_str(md, "namespace"));
         copy(p.name, sizeof p.name, json_str(md, "name"));
         copy(p.uid, sizeof p.uid, json_str(md, "uid"));
+        copy(p.resource_version, sizeof p.resource_version, json_str(md, "resourceVersion"));
 
         /* the controller, else the first owner */
         const cJSON *o, *owner = NULL;

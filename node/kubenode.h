@@ -30,6 +30,7 @@ typedef struct PodInfo {
         char namespace[64];
         char name[254];
         char uid[64];
+        char resource_version[32];  /* as read: the eviction's precondition */
         char owner_kind[64];
         char owner_name[254];
         NodeResources requests;     /* pods is 1 */

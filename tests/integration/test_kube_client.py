@@ -259,6 +259,24 @@ def run(w, d, idx):
             if not p["metadata"].get("deletionTimestamp")} >= {"web-0", "web-1"}
     print("eviction: 201, 429 DisruptionBudget, 500 two PDBs, 404: ok")
 
+    # preconditions: a pod evicted since the version a drain read (a finalizer keeps it
+    # terminating) is not evicted again; without them the API server accepts a second eviction
+    held = pod("held-0", "held")
+    held["metadata"]["finalizers"] = ["nodesmith.io/test-hold"]
+    probe(conn, "create", pods, json.dumps(held), expect_rc=0)
+    wait_for("held-0 Ready", lambda: w.ready(f"{pods}/held-0"), 30, 0.2)
+    meta = probe(conn, "get", f"{pods}/held-0")["object"]["metadata"]
+    r = probe(conn, "--uid", "00000000-0000-0000-0000-000000000000", "evict", ns, "held-0", expect_rc=1)
+    assert (r["result"], r["http"]) == ("failed", 409), r
+    r = probe(conn, "--uid", meta["uid"], "--rv", meta["resourceVersion"], "evict", ns, "held-0", expect_rc=0)
+    assert r["result"] == "accepted", r
+    r = probe(conn, "--uid", meta["uid"], "--rv", meta["resourceVersion"], "evict", ns, "held-0", expect_rc=1)
+    assert (r["result"], r["http"]) == ("failed", 409), r
+    r = probe(conn, "evict", ns, "held-0", expect_rc=0)
+    assert r["result"] == "accepted", ("a terminating pod is evicted again without preconditions", r)
+    probe(conn, "unfinalize", f"{pods}/held-0", "nodesmith.io/test-hold", expect_rc=0)
+    print("eviction preconditions: wrong uid 409, stale resourceVersion of an evicted pod 409: ok")
+
     # --- events --------------------------------------------------------------------------
     reason = f"Cordoned{idx}"
     r = probe(conn, "--event-type", "Warning", "event", "", "Node", "n1", reason,

@@ -196,7 +196,7 @@ static int run_command(KubeWatch **ret_watch) {
         if (streq(cmd, "delete"))
                 return need(1) ?: kube_delete(c, a[0], &P.del, on_done, NULL, NULL);
         if (streq(cmd, "evict"))
-                return need(2) ?: kube_evict(c, a[0], a[1], P.del.grace_seconds, on_evict, NULL, NULL);
+                return need(2) ?: kube_evict(c, a[0], a[1], &P.del, on_evict, NULL, NULL);
         if (streq(cmd, "event")) {
                 if ((r = need(5)) < 0)
                         return r;

@@ -566,9 +566,9 @@ int __wrap_kube_patch(KubeClient *c, const char *path, KubePatchType type, const
         return world_answer(k, ret_call);
 }
 
-int __wrap_kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_seconds, kube_evict_done_t cb,
+int __wrap_kube_evict(KubeClient *c, const char *ns, const char *name, const KubeDeleteOptions *opts, kube_evict_done_t cb,
                       void *userdata, KubeCall **ret_call);
-int __wrap_kube_evict(KubeClient *c, const char *ns, const char *name, int64_t grace_seconds, kube_evict_done_t cb,
+int __wrap_kube_evict(KubeClient *c, const char *ns, const char *name, const KubeDeleteOptions *opts, kube_evict_done_t cb,
                       void *userdata, KubeCall **ret_call) {
         world_record("EVICT %s/%s", ns, name);
         KubeCall *k = world_call(CALL_EVICT, NULL, userdata, 201);
