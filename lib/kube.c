@@ -737,16 +737,19 @@ static cJSON *delete_options_json(const KubeDeleteOptions *opts, cJSON *parent, 
         return ok ? o : NULL;
 }
 
+/* The DeleteOptions body of opts; NULL: out of memory. */
+static char *delete_options_body(const KubeDeleteOptions *opts) {
+        cJSON *o = delete_options_json(opts, NULL, NULL);
+        char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+        cJSON_Delete(o);
+        return s;
+}
+
 int kube_delete(KubeClient *c, const char *path, const KubeDeleteOptions *opts, kube_done_t cb,
                 void *userdata, KubeCall **ret_call) {
         _cleanup_free_ char *s = NULL;
-        if (opts) {
-                cJSON *o = delete_options_json(opts, NULL, NULL);
-                s = o ? cJSON_PrintUnformatted(o) : NULL;
-                cJSON_Delete(o);
-                if (!s)
-                        return -ENOMEM;
-        }
+        if (opts && !(s = delete_options_body(opts)))
+                return -ENOMEM;
         return simple(c, CALL_PLAIN, "DELETE", path, s, s ? "application/json" : NULL, cb, NULL,
                       userdata, ret_call);
 }
@@ -762,13 +765,8 @@ int kube_evict(KubeClient *c, const char *ns, const char *name, const KubeDelete
         int r = kube_path("v1", ns, "pods", name, NULL, &path);
         if (r < 0)
                 return r;
-        if (opts) {
-                cJSON *o = delete_options_json(opts, NULL, NULL);
-                s = o ? cJSON_PrintUnformatted(o) : NULL;
-                cJSON_Delete(o);
-                if (!s)
-                        return -ENOMEM;
-        }
+        if (opts && !(s = delete_options_body(opts)))
+                return -ENOMEM;
         return simple(c, CALL_EVICT, "DELETE", path, s, s ? "application/json" : NULL, NULL, cb, userdata,
                       ret_call);
 }
