@@ -50,7 +50,7 @@ int solver_grow_nodes(Solver *s, size_t need) {
         return 0;
 }
 
-static int port_add(Node *n, const SolverHostPort *p) {
+int solver_port_add(Node *n, const SolverHostPort *p) {
         if (n->n_ports == n->cap_ports) {
                 uint32_t nc = n->cap_ports ? n->cap_ports * 2 : 4;
                 SolverHostPort *np = realloc(n->ports, nc * sizeof(SolverHostPort));
@@ -150,7 +150,7 @@ int solver_account_bound(Solver *s) {
                 if (!p->daemonset && p->priority < n->min_priority)
                         n->min_priority = p->priority;
                 for (size_t k = 0; k < p->n_host_ports; k++) {
-                        int q = port_add(n, &p->host_ports[k]);
+                        int q = solver_port_add(n, &p->host_ports[k]);
                         if (q < 0) {
                                 free(count);
                                 return q;

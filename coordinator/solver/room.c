@@ -345,15 +345,9 @@ int solver_place_commit(Solver *s, Variant *v, uint32_t ni, const uint32_t *pods
                                 return q;
                 }
                 for (size_t i = 0; i < sh->pod->n_host_ports; i++) {
-                        if (n->n_ports == n->cap_ports) {
-                                uint32_t nc = n->cap_ports ? n->cap_ports * 2 : 4;
-                                SolverHostPort *np = realloc(n->ports, nc * sizeof(SolverHostPort));
-                                if (!np)
-                                        return -ENOMEM;
-                                n->ports = np;
-                                n->cap_ports = nc;
-                        }
-                        n->ports[n->n_ports++] = sh->pod->host_ports[i];
+                        q = solver_port_add(n, &sh->pod->host_ports[i]);
+                        if (q < 0)
+                                return q;
                 }
         }
         q = solver_account(s, sh, v, ni, m, false);

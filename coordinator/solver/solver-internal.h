@@ -445,6 +445,7 @@ void solver_fit_set(const Solver *s, const FitTable *f, const int64_t *demand, u
 uint64_t *solver_offer_set(const Solver *s, uint64_t slots, uint64_t *out);
 /* existing.c */
 int solver_grow_nodes(Solver *s, size_t need);
+int solver_port_add(Node *n, const SolverHostPort *p); /* a host port the node now holds */
 /* static.c: the empty nodes static NodePools lack, opened after the pending pods are placed. */
 int solver_static_open(Solver *s);
 const char *solver_format_resources(SolverArena *a, const int64_t *v);
