@@ -125,15 +125,23 @@ typedef struct Round {
          * FLEETS_AT_ONCE unanswered (each is an EC2 round trip of a second or more: one after the
          * other, 40 nodes took a minute); the round ends when the last is answered */
         struct FleetCall *fleet_calls; /* per launch: what its CreateFleet callback needs */
+        bool *sent;                 /* per launch: its CreateFleet went out (its own or an earlier
+                                     * identical launch's, with TotalTargetCapacity above 1) */
         size_t fleets_in_flight;
         bool parked;                /* waiting for an answer (a free slot, or the last one) */
 } Round;
 
 #define FLEETS_AT_ONCE 8
+/* Identical launches of a round (the same NodePool, offerings, labels; no capacity reservation,
+ * no consolidation's price cap) go out as one CreateFleet for this many instances at most, as
+ * Karpenter batches identical NodeClaims: 40 nodes of a scale-out are a handful of calls. */
+#define FLEET_BATCH_MAX 50
 
 typedef struct FleetCall {
         Provisioner *p;
-        size_t launch;              /* index in the round's result */
+        size_t launch;              /* index in the round's result: the first of the batch */
+        size_t *launches;           /* the batch's launches, launch first (round arena) */
+        size_t n_launches;          /* TotalTargetCapacity */
 } FleetCall;
 
 struct Provisioner {
