@@ -340,7 +340,7 @@ void provision_round_start(Provisioner *p) {
         rd->started_usec = provision_now_usec(p);
         p->round = rd;
         p->rounds++;
-        log_debug("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
+        log_info("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
 
         r = provisioner_snapshot_begin(p, rd);
         if (r < 0) {
