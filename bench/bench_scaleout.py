@@ -92,6 +92,7 @@ class Sampler(threading.Thread):
         while not self.halt.is_set():
             try:
                 self.samples.append((time.monotonic(), *proc_stat(self.pid)))
+                self.fds = max(getattr(self, "fds", 0), len(os.listdir(f"/proc/{self.pid}/fd")))
             except (OSError, KeyError):
                 return
             self.halt.wait(0.5)
@@ -316,6 +317,7 @@ def measure(s, args):
             "memory_util": round(req_mem / alloc_mem, 3) if alloc_mem else None,
             "coordinator_vmhwm_mib": round(hwm / 1024, 1),
             "coordinator_rss_peak_sampled_mib": round(max(x[1] for x in samples) / 1024, 1),
+            "coordinator_fds_peak_sampled": getattr(sampler, "fds", None),
             "coordinator_cpu_avg_cores": round(cpu_avg, 3), "coordinator_cpu_peak_cores": round(cpu_peak, 3),
             "loadavg": open("/proc/loadavg").read().split()[:3], "timeline": tl}
 
@@ -357,7 +359,8 @@ def main():
     print(f"  load average at the end: {' '.join(r['loadavg'])}")
     print(f"  coordinator: VmHWM {med['coordinator_vmhwm_mib']:.1f} MiB (goal <= 64 MiB; Karpenter < 260 MB), "
           f"CPU {med['coordinator_cpu_avg_cores']:.3f} core on average, {r['coordinator_cpu_peak_cores']:.2f} "
-          f"in its busiest half-second (Karpenter < 0.5 core)")
+          f"in its busiest half-second (Karpenter < 0.5 core); at most {r['coordinator_fds_peak_sampled']} open "
+          f"descriptors (sampled)")
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "scaleout.json"), "w") as f:
         json.dump({"runs": runs, "median": med, "karpenter_thresholds": KARPENTER}, f, indent=1)

@@ -579,14 +579,14 @@ static void fleet_instance_taken(Provisioner *p, Round *rd, const SolverLaunch *
                 KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
                                      .name = sp->name, .uid = provisioner_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
                                      .message = msg, .component = "nodesmith-coordinator" };
-                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+                provision_event(p, &ev);
         }
         char msg[256];
         snprintf(msg, sizeof msg, "Launched %s (%s in %s) for %zu pod(s)", id, strempty(in->instance_type),
                  strempty(in->zone), l->n_pods);
         KubeEventInfo ev = { .api_version = "nodesmith.io/v1", .kind = "NodePool", .name = pool->name,
                              .reason = "Launched", .message = msg, .component = "nodesmith-coordinator" };
-        (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
+        provision_event(p, &ev);
         p->launches++;
         p->pods_nominated += l->n_pods;
         /* its Node may have registered before CreateFleet answered (a slow answer, a fast boot):
