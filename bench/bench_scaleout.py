@@ -181,6 +181,9 @@ def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
         "nodes_ready": spread([n["ready"] for n in nodes if "ready" in n], t0),
         "pods_bound": spread([p["bound"] for p in pods if "bound" in p], t0),
         "pods_running": spread([p["running"] for p in pods if "running" in p], t0),
+        # an emulated kubelet's pod start answered other than 200, and tried again (first of each pod)
+        "kubelet_start_retries": [e["detail"] for e in emu_events
+                                  if e["event"] == "kubelet" and "trying again" in e["detail"]],
     }
 
 
@@ -199,6 +202,14 @@ def print_timeline(tl):
     print(f"    Nodes Ready                               {fmt(tl['nodes_ready'])}")
     print(f"    pods bound (kube-scheduler)               {fmt(tl['pods_bound'])}")
     print(f"    pods Running (emulated kubelets)          {fmt(tl['pods_running'])}")
+    retries = tl["kubelet_start_retries"]
+    if retries:
+        codes = {}
+        for d in retries:
+            m = re.search(r"HTTP (\d+)", d)
+            codes[m.group(1) if m else "?"] = codes.get(m.group(1) if m else "?", 0) + 1
+        print(f"    pod starts tried again by the emulated kubelets: {len(retries)} (by first answer: {codes}); "
+              f"e.g. {retries[0][:160]}")
 
 
 def running_pods(s):
