@@ -51,6 +51,7 @@ LAUNCHED = re.compile(r"Launched \S+ \((\S+) \S+ in \S+\) for NodePool \S+: (\d+
 FLEET_SENT = re.compile(r"CreateFleet for NodePool \S+: \d+ override")
 FLEET_TOKEN = re.compile(r"CreateFleet for NodePool \S+: .* (\d+) instance\(s\), token (\S+),")
 BATCH_CLOSED = re.compile(r"Provisioning round \d+: batch closed")
+INITIALIZED = re.compile(r"Node \S+ \(\S+\) initialized: Ready")
 ROUND = re.compile(r"Provisioning: \d+ pending pod\(s\).*")
 
 
@@ -179,6 +180,8 @@ def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
         "instances_seen_by_emulator": spread([e["unix"] for e in emu_events if e["event"] == "launched"], t0),
         "nodes_registered": spread([n["registered"] for n in nodes], t0),
         "nodes_ready": spread([n["ready"] for n in nodes if "ready" in n], t0),
+        # Ready, no startup taints, its agent reporting: the coordinator counts its pods from then
+        "nodes_initialized": spread([log_time(l, t_apply) for l in lines if INITIALIZED.search(l)], t0),
         "pods_bound": spread([p["bound"] for p in pods if "bound" in p], t0),
         "pods_running": spread([p["running"] for p in pods if "running" in p], t0),
         # an emulated kubelet's pod start answered other than 200, and tried again (first of each pod)
@@ -200,6 +203,7 @@ def print_timeline(tl):
     print(f"    instances seen by the node emulator       {fmt(tl['instances_seen_by_emulator'])}")
     print(f"    Nodes registered                          {fmt(tl['nodes_registered'])}")
     print(f"    Nodes Ready                               {fmt(tl['nodes_ready'])}")
+    print(f"    Nodes initialized (coordinator: agent reporting) {fmt(tl['nodes_initialized'])}")
     print(f"    pods bound (kube-scheduler)               {fmt(tl['pods_bound'])}")
     print(f"    pods Running (emulated kubelets)          {fmt(tl['pods_running'])}")
     retries = tl["kubelet_start_retries"]
