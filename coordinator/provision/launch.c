@@ -428,7 +428,7 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
                                                                                                : l->labels[i].value);
         nl = launch_reservation_labels(rd->arena, cr, l, labels, nl);
         /* what the node was made from, so that drift can be told later */
-        char h[17];
+        char h[DISRUPTION_CLASS_HASH_SIZE];
         disruption_pool_hash(kube_watch_get(p->nodepools, NULL, pool->name), h);
         if (h[0])
                 labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_POOL_HASH, h);
