@@ -71,7 +71,7 @@ const Option coord_options[] = {
           "on-demand prices (USD/h) by instance type, for the catalog built from EC2" },
         { "catalog-refresh", OPTION_MSEC, OPT(catalog_refresh_ms), "24h",
           "rebuild the catalog from EC2 (DescribeInstanceTypes, offerings, spot prices) this often; 0: only the file" },
-        { "batch-idle", OPTION_MSEC, OPT(batch_idle_ms), "1s", "a batch of pending pods closes after this idle time" },
+        { "batch-idle", OPTION_MSEC, OPT(batch_idle_ms), "1s", "a batch of pending pods closes after this long without a new pending pod" },
         { "batch-max", OPTION_MSEC, OPT(batch_max_ms), "10s", "and at most this long after it opened" },
         { "solver-budget", OPTION_MSEC, OPT(solver_budget_ms), "100ms",
           "longest the solver may spend placing pods in one provisioning round (on the event loop); "

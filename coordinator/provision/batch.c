@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Batching: pending pods open a batch (1 s idle, 10 s at most) whose end starts a round. */
+/* Batching: pending pods open a batch (1 s idle, 10 s at most) whose end starts a round; only new
+ * pending pods extend its idle time. */
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -56,10 +57,23 @@ void provisioner_poke(Provisioner *p) {
         (void) sd_event_source_set_enabled(p->batch_idle, SD_EVENT_ONESHOT);
 }
 
+/* A pod already pending that is written again (kube-scheduler rewrites the status of the pods it
+ * retries) opens a batch when none is open, but does not hold an open one: only new pending pods
+ * extend the idle window, as Karpenter's batcher triggers once per pod and window. Otherwise a
+ * large scale-out waits in the batch window while the scheduler works through its queue. */
+static void provisioner_poke_open(Provisioner *p) {
+        if (!p->batch_open)
+                provisioner_poke(p);
+}
+
 void provision_on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
-        if ((ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED) && pod_unschedulable(ev->object))
-                provisioner_poke(p);
+        if ((ev->type == KUBE_WATCH_ADDED || ev->type == KUBE_WATCH_MODIFIED) && pod_unschedulable(ev->object)) {
+                if (ev->type == KUBE_WATCH_MODIFIED && ev->old && pod_unschedulable(ev->old))
+                        provisioner_poke_open(p);
+                else
+                        provisioner_poke(p);
+        }
         if (ev->type == KUBE_WATCH_SYNCED && p->pending_unschedulable == 0)
                 provisioner_poke(p); /* look once at what was pending before we started */
 }

@@ -679,6 +679,26 @@ static void test_batch_closes_at_its_maximum(void **state) {
         assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 2 }, 10000));
 }
 
+/* A pending pod written again and again (kube-scheduler's retries rewrite its status) does not
+ * hold the batch open: only new pending pods extend the idle window. */
+static void test_rewritten_pod_does_not_hold_batch(void **state) {
+        Fx *f = *state;
+        f->cfg.batch_idle_ms = 300;
+        f->cfg.batch_max_ms = 10000;
+        start(f, 600000);
+        put_pending_pod("rewritten-1", 500);
+        unsigned decided_at = 0;
+        for (unsigned i = 1; i <= 30 && !decided_at; i++) {
+                run_for(100); /* under the idle time */
+                put_pending_pod("rewritten-1", 500); /* the same pod, a new resourceVersion */
+                if (f->decided >= 1)
+                        decided_at = i;
+        }
+        /* the round came about 0.3 s after the pod, not 0.3 s after the last rewrite (3 s on) */
+        assert_true(decided_at >= 1 && decided_at < 25);
+        assert_int_equal(f->decided, 1);
+}
+
 /* A leader whose Lease renewal is late launches nothing. The election then steps it down at its
  * renew deadline (docs/leader-election.md); leading again, it learns EC2's instances first and
  * then launches for the pods still waiting, with no other event. */
@@ -999,6 +1019,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_batch_round_launches_plan, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_batch_closes_at_its_maximum, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rewritten_pod_does_not_hold_batch, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nothing_launched_while_not_acting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pods_placed_meanwhile_get_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttled_launch_retried_with_same_token, setup, teardown),
