@@ -14,7 +14,7 @@ struct FastEntry {
         FastEntry *next; /* in its bucket */
         char *instance_id;
         char *boot_id;
-        uint8_t *state;
+        uint8_t state_digest[REGISTRY_DIGEST_SIZE]; /* the registry's (registry.h) */
         size_t state_len;
         uint64_t sequence;  /* the last answered, by the loop or here */
         uint64_t seen_usec; /* CLOCK_MONOTONIC */
@@ -60,7 +60,6 @@ static FastEntry **find(FastPath *f, const char *id) {
 static void entry_free(FastEntry *fe) {
         free(fe->instance_id);
         free(fe->boot_id);
-        free(fe->state);
         free(fe->reason);
         free(fe);
 }
@@ -115,6 +114,7 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
                      size_t *ret_len) {
         WireView v;
         char instance_id[65], boot_id[65];
+        uint8_t digest[REGISTRY_DIGEST_SIZE];
         int r = 0;
 
         /* read in place, nothing unpacked: anything but a well-formed report of the current
@@ -126,12 +126,13 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
             wire_span_string(v.instance_id, instance_id, sizeof instance_id) < 0 ||
             wire_span_string(v.boot_id, boot_id, sizeof boot_id) < 0)
                 return 0;
+        registry_state_digest(v.state.data, v.state.len, digest); /* outside the lock */
         uint64_t now = clock_usec(CLOCK_MONOTONIC);
         pthread_mutex_lock(&f->lock);
         FastEntry *fe = *find(f, instance_id);
         if (fe && streq(fe->boot_id, boot_id) && v.sequence > fe->sequence &&
             now - fe->seen_usec < f->fresh_usec && fe->state_len == v.state.len &&
-            memcmp(fe->state, v.state.data, fe->state_len) == 0 &&
+            memcmp(fe->state_digest, digest, sizeof digest) == 0 &&
             (!fe->has_secret || (v.boot_secret.len == sizeof fe->secret &&
                                  CRYPTO_memcmp(v.boot_secret.data, fe->secret, sizeof fe->secret) == 0))) {
                 Nodesmith__V1__NodeDirective d = NODESMITH__V1__NODE_DIRECTIVE__INIT;
@@ -189,15 +190,8 @@ static int entry_update(FastEntry *fe, const NodeEntry *e, const char *boot_id, 
                         return -ENOMEM;
                 fe->sequence = 0; /* a new boot starts its own sequence */
         }
-        if (fe->state_len != e->state_len || !fe->state || memcmp(fe->state, e->state_bytes, e->state_len) != 0) {
-                uint8_t *copy = malloc(e->state_len ? e->state_len : 1);
-                if (!copy)
-                        return -ENOMEM;
-                memcpy(copy, e->state_bytes, e->state_len);
-                free(fe->state);
-                fe->state = copy;
-                fe->state_len = e->state_len;
-        }
+        memcpy(fe->state_digest, e->state_digest, sizeof fe->state_digest);
+        fe->state_len = e->state_len;
         if (!streq_ptr(fe->reason, e->reason) && free_and_strdup(&fe->reason, e->reason) < 0)
                 return -ENOMEM;
         fe->sequence = MAX(fe->sequence, e->sequence);

@@ -63,11 +63,12 @@ static bool keep(const char *instance_id, const char *boot_id, uint64_t n, uint6
 static void test_unchanged_answered_else_loop(void **state) {
         FastPath *f = NULL;
         Nodesmith__V1__NodeDirective *d = NULL;
-        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 10, .state_bytes = (uint8_t *) "state-1",
+        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 10,
                         .state_len = 7, .action = NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN,
                         .reason = (char *) "expired", .deadline_unix_ms = 1234, .force = true };
         Seen seen = { .keep = true };
 
+        registry_state_digest((const uint8_t *) "state-1", 7, e.state_digest);
         assert_int_equal(fast_path_new(TOKEN, 10000, 60 * 1000000ULL, &f), 0);
         /* nothing remembered: the loop answers */
         assert_int_equal(answer(f, TOKEN, "boot-a", 11, "state-1", &d), -1);
@@ -114,8 +115,9 @@ static void test_unchanged_answered_else_loop(void **state) {
 static void test_stale_goes_to_loop(void **state) {
         FastPath *f = NULL;
         Nodesmith__V1__NodeDirective *d = NULL;
-        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 1, .state_bytes = (uint8_t *) "s", .state_len = 1 };
+        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 1, .state_len = 1 };
 
+        registry_state_digest((const uint8_t *) "s", 1, e.state_digest);
         assert_int_equal(fast_path_new(TOKEN, 10000, 60 * 1000000ULL, &f), 0);
         /* last heard longer ago than stale-after: the loop re-checks (attestation binds live boots) */
         fast_path_remember(f, &e, "boot-a", false, now_usec() - 61 * 1000000ULL);
