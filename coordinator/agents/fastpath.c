@@ -12,6 +12,8 @@
 typedef struct FastEntry FastEntry;
 struct FastEntry {
         FastEntry *next; /* in its bucket */
+        FastEntry *dirty_next; /* in the list of entries answered since the last sync */
+        bool dirty;
         char *instance_id;
         char *boot_id;
         uint8_t state_digest[REGISTRY_DIGEST_SIZE]; /* the registry's (registry.h) */
@@ -37,6 +39,7 @@ struct FastPath {
         FastEntry **buckets;
         size_t n_buckets; /* a power of two */
         size_t n;
+        FastEntry *dirty; /* answered here since the last sync */
 };
 
 static uint64_t hash_id(const char *s) {
@@ -152,6 +155,11 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
                         fe->sequence = v.sequence;
                         fe->seen_usec = now;
                         fe->pending++;
+                        if (!fe->dirty) {
+                                fe->dirty = true;
+                                fe->dirty_next = f->dirty;
+                                f->dirty = fe;
+                        }
                         r = 1;
                 }
         }
@@ -161,6 +169,12 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
 
 static void unlink_entry(FastPath *f, FastEntry **p) {
         FastEntry *fe = *p;
+        if (fe->dirty) /* a drop: rare, and the list holds one sync period's answers */
+                for (FastEntry **d = &f->dirty; *d; d = &(*d)->dirty_next)
+                        if (*d == fe) {
+                                *d = fe->dirty_next;
+                                break;
+                        }
         *p = fe->next;
         entry_free(fe);
         f->n--;
@@ -241,10 +255,15 @@ static bool sync_entry(FastPath *f, FastEntry **p, fast_path_sync_t keep, void *
 
 void fast_path_sync(FastPath *f, fast_path_sync_t keep, void *userdata) {
         pthread_mutex_lock(&f->lock);
-        for (size_t i = 0; i < f->n_buckets; i++)
-                for (FastEntry **p = &f->buckets[i]; *p;)
-                        if (sync_entry(f, p, keep, userdata))
-                                p = &(*p)->next;
+        FastEntry *fe = f->dirty;
+        f->dirty = NULL;
+        while (fe) {
+                FastEntry *next = fe->dirty_next;
+                fe->dirty = false;
+                fe->dirty_next = NULL;
+                (void) sync_entry(f, find(f, fe->instance_id), keep, userdata);
+                fe = next;
+        }
         pthread_mutex_unlock(&f->lock);
 }
 
@@ -253,5 +272,13 @@ void fast_path_sync_one(FastPath *f, const char *instance_id, fast_path_sync_t k
         FastEntry **p = find(f, instance_id);
         if (*p)
                 (void) sync_entry(f, p, keep, userdata);
+        pthread_mutex_unlock(&f->lock);
+}
+
+void fast_path_forget(FastPath *f, const char *instance_id, fast_path_sync_t keep, void *userdata) {
+        pthread_mutex_lock(&f->lock);
+        FastEntry **p = find(f, instance_id);
+        if (*p && sync_entry(f, p, keep, userdata))
+                unlink_entry(f, p);
         pthread_mutex_unlock(&f->lock);
 }

@@ -199,6 +199,7 @@ int registry_remove(Registry *r, const char *id) {
         if (!r->slots[i])
                 return -ENOENT;
         r->state_memory -= entry_memory(r->slots[i]);
+        registry_directive_changed(r, r->slots[i]);
         entry_free(r->slots[i]);
         r->slots[i] = NULL;
         r->n--;
@@ -338,6 +339,11 @@ int registry_add_notice(NodeEntry *e, int kind, const char *event_id, int64_t de
         if (ret)
                 *ret = n;
         return 1;
+}
+
+void registry_directive_changed(Registry *r, const NodeEntry *e) {
+        if (r->forget && e)
+                r->forget(r->forget_userdata, e->instance_id);
 }
 
 void registry_bury(Registry *r, const char *id) {

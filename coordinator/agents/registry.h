@@ -78,6 +78,10 @@ typedef struct Registry {
         size_t max_state_memory; /* 0: no budget; a state beyond it is refused with -ENOBUFS */
         char *gone[256];     /* instances terminated lately: their late reports are refused */
         size_t gone_next;
+        /* Told of an entry whose directive changed (registry_directive_changed) or that goes
+         * (before it is freed): what keeps a copy of it drops that (the fast path, fastpath.h). */
+        void (*forget)(void *userdata, const char *instance_id);
+        void *forget_userdata;
 } Registry;
 
 int registry_init(Registry *r, size_t max_nodes);
@@ -108,6 +112,8 @@ int registry_put_unreported(Registry *r, const char *instance_id, Nodesmith__V1_
                             NodeEntry **ret);
 
 int registry_remove(Registry *r, const char *instance_id);
+/* e's directive (action, reason, deadline, force) was just changed: say so to r->forget. */
+void registry_directive_changed(Registry *r, const NodeEntry *e);
 /* Forget an instance that was terminated, and refuse it from now on. */
 void registry_bury(Registry *r, const char *instance_id);
 bool registry_is_buried(const Registry *r, const char *instance_id);
