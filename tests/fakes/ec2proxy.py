@@ -299,10 +299,15 @@ class Moto:
             conn.close()
 
     def data(self):
-        st, _, b = self.request("GET", "/moto-api/data.json")
-        if st != 200:
-            raise RuntimeError(f"moto data.json: {st}")
-        return json.loads(b)
+        # moto builds data.json by walking its backends while other requests may change them
+        # (a launch in another thread): the walk then fails with a 500 ("dictionary changed size
+        # during iteration"). It is a read; ask again, a few times.
+        for attempt in range(5):
+            st, _, b = self.request("GET", "/moto-api/data.json")
+            if st == 200:
+                return json.loads(b)
+            time.sleep(0.05 * (attempt + 1))
+        raise RuntimeError(f"moto data.json: {st}")
 
 
 def moto_ec2(moto):
@@ -1185,101 +1190,108 @@ class Handler(BaseHTTPRequestHandler):
                 if n > 0:
                     alloc[i] = n
                     remaining -= n * pools[i]["weight"]
-        # An ICE entry for every pool that was tried and could not give what was still needed.
-        tried_remaining = float(total)
-        for i in order:
-            if tried_remaining <= 0:
-                break
-            if i in rules_used and alloc.get(i, 0) * pools[i]["weight"] < tried_remaining:
-                p = pools[i]
-                zone = p["zone"]
-                msg = ("There is no Spot capacity available that matches your request."
-                       if ctype == "spot" else
-                       f"We currently do not have sufficient {p['type']} capacity in the "
-                       f"Availability Zone you requested ({zone}). Our system will be working on "
-                       f"provisioning additional capacity. You can currently get {p['type']} "
-                       "capacity by not specifying an Availability Zone in your request or "
-                       "choosing " + ", ".join(z for z in px.zones if z != zone) + ".")
-                errors.append((i, rules_used[i]["error_code"], msg))
-            tried_remaining -= alloc.get(i, 0) * pools[i]["weight"]
+        # From here on the reservation counts taken above are owed: given back when EC2 (moto)
+        # fails or when anything here raises, bound to the instances when it launches.
+        settled = False
+        try:
+            # An ICE entry for every pool that was tried and could not give what was still needed.
+            tried_remaining = float(total)
+            for i in order:
+                if tried_remaining <= 0:
+                    break
+                if i in rules_used and alloc.get(i, 0) * pools[i]["weight"] < tried_remaining:
+                    p = pools[i]
+                    zone = p["zone"]
+                    msg = ("There is no Spot capacity available that matches your request."
+                           if ctype == "spot" else
+                           f"We currently do not have sufficient {p['type']} capacity in the "
+                           f"Availability Zone you requested ({zone}). Our system will be working on "
+                           f"provisioning additional capacity. You can currently get {p['type']} "
+                           "capacity by not specifying an Availability Zone in your request or "
+                           "choosing " + ", ".join(z for z in px.zones if z != zone) + ".")
+                    errors.append((i, rules_used[i]["error_code"], msg))
+                tried_remaining -= alloc.get(i, 0) * pools[i]["weight"]
 
-        # Rewrite for moto: the single pool with its instance count, or (several pools) one
-        # override per instance under the diversified strategy, which makes moto launch exactly
-        # one instance per override, in order; zero target capacity when nothing can launch.
-        keep = [(k, v) for k, v in pairs
-                if not k.startswith("LaunchTemplateConfigs.")
-                and not k.startswith("TargetCapacitySpecification.")
-                and k != "SpotOptions.AllocationStrategy"]
-        new = []
-        chosen = sorted(alloc, key=order.index)
-        if chosen:
-            launch = [i for i in chosen for _ in range(alloc[i])] if len(chosen) > 1 else chosen
-            groups = {}
-            for i in launch:
-                groups.setdefault(pools[i]["config"], []).append(i)
-            pool_seq = [i for idxs in groups.values() for i in idxs]
-            cfg_out = []
-            for ci, idxs in groups.items():
-                ovs = []
-                for i in idxs:
-                    ov = dict(pools[i]["ov"])
-                    if ov.get("AvailabilityZone") and not ov.get("SubnetId"):
-                        sub = px.default_subnets.get(ov["AvailabilityZone"])
-                        if sub is None:
-                            px.refresh_from_moto()
+            # Rewrite for moto: the single pool with its instance count, or (several pools) one
+            # override per instance under the diversified strategy, which makes moto launch exactly
+            # one instance per override, in order; zero target capacity when nothing can launch.
+            keep = [(k, v) for k, v in pairs
+                    if not k.startswith("LaunchTemplateConfigs.")
+                    and not k.startswith("TargetCapacitySpecification.")
+                    and k != "SpotOptions.AllocationStrategy"]
+            new = []
+            chosen = sorted(alloc, key=order.index)
+            if chosen:
+                launch = [i for i in chosen for _ in range(alloc[i])] if len(chosen) > 1 else chosen
+                groups = {}
+                for i in launch:
+                    groups.setdefault(pools[i]["config"], []).append(i)
+                pool_seq = [i for idxs in groups.values() for i in idxs]
+                cfg_out = []
+                for ci, idxs in groups.items():
+                    ovs = []
+                    for i in idxs:
+                        ov = dict(pools[i]["ov"])
+                        if ov.get("AvailabilityZone") and not ov.get("SubnetId"):
                             sub = px.default_subnets.get(ov["AvailabilityZone"])
-                        if sub:
-                            ov["SubnetId"] = sub
-                    ovs.append(ov)
-                cfg_out.append({"LaunchTemplateSpecification": pools[idxs[0]]["spec"],
-                                "Overrides": ovs})
-            flatten("LaunchTemplateConfigs", cfg_out, new)
-            units = sum(pools[i]["weight"] for i in launch) if len(chosen) > 1 else \
-                alloc[chosen[0]] * pools[chosen[0]]["weight"]
-            units = int(units) if float(units).is_integer() else units
-            new += [("TargetCapacitySpecification.TotalTargetCapacity", str(units)),
-                    ("TargetCapacitySpecification.DefaultTargetCapacityType", ctype)]
-            if len(chosen) > 1:
-                new.append(("SpotOptions.AllocationStrategy", "diversified"))
-        else:
-            flatten("LaunchTemplateConfigs", configs, new)
-            new += [("TargetCapacitySpecification.TotalTargetCapacity", "0"),
-                    ("TargetCapacitySpecification.DefaultTargetCapacityType", ctype)]
-            pool_seq = []
-        new_body = urllib.parse.urlencode(keep + new).encode()
-        hdrs = self._rewritten_headers(path, query, new_body, auth, body)
-        st, rh, rb = self._forward_capture(path, query, new_body, headers=hdrs)
-        if st != 200:
+                            if sub is None:
+                                px.refresh_from_moto()
+                                sub = px.default_subnets.get(ov["AvailabilityZone"])
+                            if sub:
+                                ov["SubnetId"] = sub
+                        ovs.append(ov)
+                    cfg_out.append({"LaunchTemplateSpecification": pools[idxs[0]]["spec"],
+                                    "Overrides": ovs})
+                flatten("LaunchTemplateConfigs", cfg_out, new)
+                units = sum(pools[i]["weight"] for i in launch) if len(chosen) > 1 else \
+                    alloc[chosen[0]] * pools[chosen[0]]["weight"]
+                units = int(units) if float(units).is_integer() else units
+                new += [("TargetCapacitySpecification.TotalTargetCapacity", str(units)),
+                        ("TargetCapacitySpecification.DefaultTargetCapacityType", ctype)]
+                if len(chosen) > 1:
+                    new.append(("SpotOptions.AllocationStrategy", "diversified"))
+            else:
+                flatten("LaunchTemplateConfigs", configs, new)
+                new += [("TargetCapacitySpecification.TotalTargetCapacity", "0"),
+                        ("TargetCapacitySpecification.DefaultTargetCapacityType", ctype)]
+                pool_seq = []
+            new_body = urllib.parse.urlencode(keep + new).encode()
+            hdrs = self._rewritten_headers(path, query, new_body, auth, body)
+            st, rh, rb = self._forward_capture(path, query, new_body, headers=hdrs)
+            if st != 200:  # what was taken is given back below
+                px.record({"action": "CreateFleet", "status": st, "client_token": token,
+                           "error": (re.search(rb"<Code>([^<]+)</Code>", rb) or [b"", b""])[1].decode()})
+                return st, rh, rb
+            root = ET.fromstring(rb)
+            fleet_id = root.findtext("{*}fleetId")
+            items = root.findall("{*}fleetInstanceSet/{*}item")
+            per_pool = {}
+            lt_specs = {}
+            for n, item in enumerate(items):
+                if not pool_seq or (len(pool_seq) > 1 and n >= len(pool_seq)):
+                    raise RuntimeError("moto launched more instances than asked")
+                i = pool_seq[n] if len(pool_seq) > 1 else pool_seq[0]
+                per_pool.setdefault(i, []).extend(x.text for x in item.findall("{*}instanceIds/{*}item"))
+                spec_el = item.find("{*}launchTemplateAndOverrides/{*}launchTemplateSpecification")
+                if spec_el is not None:
+                    lt_specs[pools[i]["config"]] = {c.tag.split("}")[1]: c.text for c in spec_el}
+            for i in alloc:
+                if len(per_pool.get(i, [])) != alloc[i]:
+                    log(f"CreateFleet: expected {alloc[i]} instances in pool {i}, moto gave "
+                        f"{len(per_pool.get(i, []))}")
+            for i, rule in rules_used.items():
+                px.note_ice(rule, len(per_pool.get(i, [])))
             for i, n in alloc.items():
-                if targets.get(pools[i]["config"]):
-                    px.reservations.give_back(targets[pools[i]["config"]], n)
-            px.record({"action": "CreateFleet", "status": st, "client_token": token,
-                       "error": (re.search(rb"<Code>([^<]+)</Code>", rb) or [b"", b""])[1].decode()})
-            return st, rh, rb
-        root = ET.fromstring(rb)
-        fleet_id = root.findtext("{*}fleetId")
-        items = root.findall("{*}fleetInstanceSet/{*}item")
-        per_pool = {}
-        lt_specs = {}
-        for n, item in enumerate(items):
-            if not pool_seq or (len(pool_seq) > 1 and n >= len(pool_seq)):
-                raise RuntimeError("moto launched more instances than asked")
-            i = pool_seq[n] if len(pool_seq) > 1 else pool_seq[0]
-            per_pool.setdefault(i, []).extend(x.text for x in item.findall("{*}instanceIds/{*}item"))
-            spec_el = item.find("{*}launchTemplateAndOverrides/{*}launchTemplateSpecification")
-            if spec_el is not None:
-                lt_specs[pools[i]["config"]] = {c.tag.split("}")[1]: c.text for c in spec_el}
-        for i in alloc:
-            if len(per_pool.get(i, [])) != alloc[i]:
-                log(f"CreateFleet: expected {alloc[i]} instances in pool {i}, moto gave "
-                    f"{len(per_pool.get(i, []))}")
-        for i, rule in rules_used.items():
-            px.note_ice(rule, len(per_pool.get(i, [])))
-        for i, n in alloc.items():
-            rid = targets.get(pools[i]["config"])
-            if rid:
-                px.reservations.bind(rid, per_pool.get(i, []))
-                px.reservations.give_back(rid, n - len(per_pool.get(i, [])))
+                rid = targets.get(pools[i]["config"])
+                if rid:
+                    px.reservations.bind(rid, per_pool.get(i, []))
+                    px.reservations.give_back(rid, n - len(per_pool.get(i, [])))
+            settled = True
+        finally:
+            if not settled:
+                for i, n in alloc.items():
+                    if targets.get(pools[i]["config"]):
+                        px.reservations.give_back(targets[pools[i]["config"]], n)
         fleet_tags = unflatten(pairs, "TagSpecification") or []
         for i, ids in per_pool.items():
             try:

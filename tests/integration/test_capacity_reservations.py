@@ -60,9 +60,9 @@ def main():
     with TestDir("capacity-reservations") as d:
         with LocalStack(d, cluster=CLUSTER, kube="real") as s:
             run(s)
-    if FAILED:
-        print("FAILED:\n  " + "\n  ".join(FAILED))
-        sys.exit(1)
+        if FAILED:  # inside TestDir: its logs are kept and their tails printed
+            print("FAILED:\n  " + "\n  ".join(FAILED))
+            sys.exit(1)
     print("test_capacity_reservations: OK")
 
 
@@ -156,6 +156,9 @@ def run(s):
     into = [p["capacity_reservation_id"] for c in fleets(s) if c.get("status") == 200 for p in c.get("pools", [])
             if p.get("instances")]
     check("CreateFleet launches per reservation", sorted(x or "-" for x in into), sorted([ml, ml, "-"]))
+    if FAILED:
+        for c in fleets(s):
+            print(f"  CreateFleet {json.dumps(c, sort_keys=True)[:600]}")
 
     print("EC2NodeClass status:")
 
