@@ -54,11 +54,56 @@ struct LinkGuard {
         uint16_t port;                /* network order; 0: no handshake sweep */
         Handshake *handshakes;        /* sorted by peer, from the last sweep */
         size_t n_handshakes;
-        /* descriptors a sweep found to be pipes' (bit per fd), skipped by the next sweeps
-         * without a system call until their pipe goes */
-        uint64_t *pipe_fds;
-        size_t n_pipe_fds;            /* in bits */
 };
+
+/* Descriptors a sweep found to be a pipe's, of any guard in the process (a bit per descriptor):
+ * every guard's sweep skips them without a system call until their pipe goes, so the agents'
+ * link and the HTTP servers do not look at each other's connections every second. Taken after
+ * a guard's own lock, never before. */
+static struct {
+        pthread_mutex_t lock;
+        uint64_t *bits;
+        size_t n;     /* in bits */
+        size_t users; /* guards alive: the last one frees the bits */
+} pipe_fds = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void pipe_fds_clear(int fd) {
+        pthread_mutex_lock(&pipe_fds.lock);
+        if ((size_t) fd < pipe_fds.n)
+                pipe_fds.bits[fd / 64] &= ~(UINT64_C(1) << (fd % 64));
+        pthread_mutex_unlock(&pipe_fds.lock);
+}
+
+static bool pipe_fds_set(int fd) {
+        bool ok = true;
+        pthread_mutex_lock(&pipe_fds.lock);
+        if ((size_t) fd >= pipe_fds.n) {
+                size_t bits = MAX((size_t) fd + 1, 2 * pipe_fds.n);
+                bits = (bits + 63) / 64 * 64;
+                uint64_t *b = realloc(pipe_fds.bits, bits / 8);
+                if (b) {
+                        memset(b + pipe_fds.n / 64, 0, (bits - pipe_fds.n) / 8);
+                        pipe_fds.bits = b;
+                        pipe_fds.n = bits;
+                }
+                ok = b != NULL;
+        }
+        if (ok)
+                pipe_fds.bits[fd / 64] |= UINT64_C(1) << (fd % 64);
+        pthread_mutex_unlock(&pipe_fds.lock);
+        return ok;
+}
+
+/* A copy of the bits (NULL and 0 when there are none or on failure). */
+static uint64_t *pipe_fds_copy(size_t *ret_n) {
+        uint64_t *copy = NULL;
+        pthread_mutex_lock(&pipe_fds.lock);
+        if (pipe_fds.n > 0 && (copy = malloc(pipe_fds.n / 8)))
+                memcpy(copy, pipe_fds.bits, pipe_fds.n / 8);
+        *ret_n = copy ? pipe_fds.n : 0;
+        pthread_mutex_unlock(&pipe_fds.lock);
+        return copy;
+}
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -72,6 +117,9 @@ int link_guard_new(const LinkLimits *limits, LinkGuard **ret) {
                 return -ENOMEM;
         pthread_mutex_init(&g->lock, NULL);
         g->limits = *limits;
+        pthread_mutex_lock(&pipe_fds.lock);
+        pipe_fds.users++;
+        pthread_mutex_unlock(&pipe_fds.lock);
         *ret = g;
         return 0;
 }
@@ -93,8 +141,14 @@ LinkGuard *link_guard_free(LinkGuard *g) {
                 }
         pthread_mutex_destroy(&g->lock);
         free(g->handshakes);
-        free(g->pipe_fds);
         free(g);
+        pthread_mutex_lock(&pipe_fds.lock);
+        if (--pipe_fds.users == 0) {
+                free(pipe_fds.bits);
+                pipe_fds.bits = NULL;
+                pipe_fds.n = 0;
+        }
+        pthread_mutex_unlock(&pipe_fds.lock);
         return NULL;
 }
 
@@ -188,7 +242,7 @@ static void on_remove(LinkGuard *g, nng_pipe pipe) {
         if (p) {
                 *slot = p->next;
                 if (p->fd >= 0) /* the descriptor may be closed and reused: look at it again */
-                        g->pipe_fds[p->fd / 64] &= ~(UINT64_C(1) << (p->fd % 64));
+                        pipe_fds_clear(p->fd);
                 g->stats.pipes--;
                 if (!p->authenticated) {
                         g->stats.unauthenticated--;
@@ -370,20 +424,8 @@ static bool fd_known(const uint64_t *bits, size_t n_bits, int fd) {
 /* Under the lock: pipe id's descriptor is fd, skipped from now on. */
 static void pipe_fd_place(LinkGuard *g, uint32_t id, int fd) {
         Pipe *p = *pipe_slot(g, id);
-        if (!p || p->fd >= 0)
-                return; /* gone meanwhile */
-        if ((size_t) fd >= g->n_pipe_fds) {
-                size_t bits = MAX((size_t) fd + 1, 2 * g->n_pipe_fds);
-                bits = (bits + 63) / 64 * 64;
-                uint64_t *b = realloc(g->pipe_fds, bits / 8);
-                if (!b)
-                        return; /* looked at again next time */
-                memset(b + g->n_pipe_fds / 64, 0, (bits - g->n_pipe_fds) / 8);
-                g->pipe_fds = b;
-                g->n_pipe_fds = bits;
-        }
-        p->fd = fd;
-        g->pipe_fds[fd / 64] |= UINT64_C(1) << (fd % 64);
+        if (p && p->fd < 0 && pipe_fds_set(fd)) /* else gone meanwhile, or looked at again next time */
+                p->fd = fd;
 }
 
 /* Connections to our port that are not pipes: shut down what is too old or beyond the caps
@@ -411,14 +453,11 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
                         for (Pipe *p = g->pipes[i]; p; p = p->next)
                                 if (p->fd < 0)
                                         unplaced[n_unplaced++] = (Unplaced) { p->peer, p->id };
-        if (port && g->n_pipe_fds > 0 && (known = malloc(g->n_pipe_fds / 8))) {
-                memcpy(known, g->pipe_fds, g->n_pipe_fds / 8);
-                n_known = g->n_pipe_fds;
-        }
-        ok = (total == 0 || unplaced) && (g->n_pipe_fds == 0 || known);
+        ok = total == 0 || unplaced;
         pthread_mutex_unlock(&g->lock);
         if (!port || !ok)
                 return;
+        known = pipe_fds_copy(&n_known); /* none (or no memory for a copy): every descriptor is looked at */
         qsort(unplaced, n_unplaced, sizeof *unplaced, peer_cmp);
 
         DIR *d = opendir("/proc/self/fd");
