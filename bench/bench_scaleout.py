@@ -12,10 +12,14 @@ provisions through the project's EC2 proxy in front of moto; every instance boot
 emulator (tests/fakes/nodeemu.py): an emulated kubelet that registers the Node --boot-delay
 seconds after the launch and a real nodesmith-agent reporting to the coordinator over TLS.
 
-Measured, from the moment `kubectl apply` returns:
+Measured, from the moment `kubectl apply` returns (its timeline from a watch of the pods and
+Nodes in this process, the coordinator's log and the EC2 proxy's log of CreateFleet calls):
   - time until all 1 000 pods are Running, and that time less the emulated boot delay (the goal:
     <= 30 s after it);
-  - the steps: first CreateFleet sent, last CreateFleet sent, last Node Ready;
+  - the timeline, each step's first and last time: pods created (the ReplicaSet controller),
+    marked Unschedulable (kube-scheduler), the coordinator's batch closed and plan decided, each
+    CreateFleet sent and answered (instances asked and given), the emulator seeing the instance,
+    Nodes registered and Ready, pods bound, pods Running;
   - nodes launched, their instance types and on-demand cost per hour, reserved CPU and memory
     (the pods' requests over the nodes' allocatable);
   - the coordinator's peak memory (VmHWM, the goal <= 64 MiB) and its CPU (/proc/PID/stat:
@@ -33,16 +37,21 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pylib"))
+from cluster import Informer  # noqa: E402
 from nsharness import TestDir, log_time, wait_for  # noqa: E402
 from stack import LocalStack  # noqa: E402
 from bench_provision import POOLS, wait_leading  # noqa: E402  (POOLS: c, m, r of generation 6 and later)
 
 CLUSTER = "scaleout"
+REPORT_INTERVAL_S = 10  # the agents' report interval (the coordinator's --report-interval)
 ON_DEMAND = "        - {key: nodesmith.io/capacity-type, operator: In, values: [on-demand]}\n"
 # Karpenter's published thresholds for basic/scaleOut
 KARPENTER = {"total_time_s": 120, "memory_mb": 260, "cpu_cores": 0.5, "cpu_util": 0.53, "memory_util": 0.65}
 LAUNCHED = re.compile(r"Launched \S+ \((\S+) \S+ in \S+\) for NodePool \S+: (\d+) pod\(s\), \$([0-9.]+)/h")
 FLEET_SENT = re.compile(r"CreateFleet for NodePool \S+: \d+ override")
+FLEET_TOKEN = re.compile(r"CreateFleet for NodePool \S+: .* (\d+) instance\(s\), token (\S+),")
+BATCH_CLOSED = re.compile(r"Provisioning round \d+: batch closed")
+INITIALIZED = re.compile(r"Node \S+ \(\S+\) initialized: Ready")
 ROUND = re.compile(r"Provisioning: \d+ pending pod\(s\).*")
 
 
@@ -84,9 +93,127 @@ class Sampler(threading.Thread):
         while not self.halt.is_set():
             try:
                 self.samples.append((time.monotonic(), *proc_stat(self.pid)))
+                self.fds = max(getattr(self, "fds", 0), len(os.listdir(f"/proc/{self.pid}/fd")))
             except (OSError, KeyError):
                 return
             self.halt.wait(0.5)
+
+
+class Watcher:
+    """When this process saw each pod created, marked Unschedulable by kube-scheduler, bound and
+    Running, and each Node registered and Ready (Unix times), through a watch of each."""
+    def __init__(self, c):
+        self.stop = threading.Event()
+        self.pods, self.nodes = {}, {}
+        ctx = c.ssl_context()
+        self.informers = [Informer(c.server, ctx, "/api/v1/namespaces/default/pods", self._pod, self.stop),
+                          Informer(c.server, ctx, "/api/v1/nodes", self._node, self.stop)]
+
+    def start(self):
+        for i in self.informers:
+            i.start()
+        wait_for("the timeline's watches listed", lambda: all(i.synced.is_set() for i in self.informers), 30, 0.1)
+        return self
+
+    def close(self):
+        self.stop.set()
+        for i in self.informers:
+            i.close()
+            i.join(timeout=5)
+
+    def _pod(self, kind, o):
+        t = time.time()
+        if kind == "DELETED":
+            return
+        r = self.pods.setdefault(o["metadata"]["uid"], {"created": t})
+        st = o.get("status") or {}
+        if "unschedulable" not in r and any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+                                            for c in st.get("conditions") or []):
+            r["unschedulable"] = t
+        if "bound" not in r and o["spec"].get("nodeName"):
+            r["bound"] = t
+        if "running" not in r and st.get("phase") == "Running":
+            r["running"] = t
+
+    def _node(self, kind, o):
+        t = time.time()
+        if kind == "DELETED":
+            return
+        r = self.nodes.setdefault(o["metadata"]["name"], {"registered": t})
+        if "ready" not in r and any(c["type"] == "Ready" and c["status"] == "True"
+                                    for c in (o.get("status") or {}).get("conditions") or []):
+            r["ready"] = t
+
+
+def spread(times, t0):
+    """first / median / last of times, in seconds after t0 (None when empty)."""
+    ts = sorted(times)
+    if not ts:
+        return None
+    return {"n": len(ts), "first": round(ts[0] - t0, 2), "median": round(ts[len(ts) // 2] - t0, 2),
+            "last": round(ts[-1] - t0, 2)}
+
+
+def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
+    """The scale-out's steps, in seconds after kubectl apply returned."""
+    pods, nodes = list(watch.pods.values()), list(watch.nodes.values())
+    sent = {}
+    for l in lines:
+        m = FLEET_TOKEN.search(l)
+        if m:
+            sent.setdefault(m.group(2), (log_time(l, t_apply), int(m.group(1))))
+    calls = []
+    for e in fleet_log:
+        if e.get("action") != "CreateFleet" or e.get("replayed"):
+            continue
+        t_sent, asked = sent.get(e.get("client_token"), (e.get("received"), None))
+        calls.append({"sent": round(t_sent - t0, 2), "answered": round(e["unix"] - t0, 2), "asked": asked,
+                      "given": len(e.get("instance_ids") or []), "status": e.get("status"),
+                      "errors": [x.get("error_code") for x in e.get("errors") or []] or e.get("error") or None})
+    calls.sort(key=lambda c: c["sent"])
+    return {
+        "pods_created": spread([p["created"] for p in pods], t0),
+        "pods_unschedulable": spread([p["unschedulable"] for p in pods if "unschedulable" in p], t0),
+        "batch_closed": [round(log_time(l, t_apply) - t0, 2) for l in lines if BATCH_CLOSED.search(l)],
+        "decided": [round(log_time(l, t_apply) - t0, 2) for l in lines if ROUND.search(l)],
+        "createfleet": calls,
+        "instances_seen_by_emulator": spread([e["unix"] for e in emu_events if e["event"] == "launched"], t0),
+        "nodes_registered": spread([n["registered"] for n in nodes], t0),
+        "nodes_ready": spread([n["ready"] for n in nodes if "ready" in n], t0),
+        # Ready, no startup taints, its agent reporting: the coordinator counts its pods from then
+        "nodes_initialized": spread([log_time(l, t_apply) for l in lines if INITIALIZED.search(l)], t0),
+        "pods_bound": spread([p["bound"] for p in pods if "bound" in p], t0),
+        "pods_running": spread([p["running"] for p in pods if "running" in p], t0),
+        # an emulated kubelet's pod start answered other than 200, and tried again (first of each pod)
+        "kubelet_start_retries": [e["detail"] for e in emu_events
+                                  if e["event"] == "kubelet" and "trying again" in e["detail"]],
+    }
+
+
+def print_timeline(tl):
+    def fmt(x):
+        return "-" if x is None else f"{x['first']:6.2f} {x['median']:6.2f} {x['last']:6.2f}  ({x['n']})"
+    print("  timeline (s after apply; first / median / last):")
+    print(f"    pods created (ReplicaSet controller)      {fmt(tl['pods_created'])}")
+    print(f"    pods Unschedulable (kube-scheduler)       {fmt(tl['pods_unschedulable'])}")
+    print(f"    coordinator: batch closed {tl['batch_closed']}; decided {tl['decided']}")
+    for c in tl["createfleet"]:
+        print(f"    CreateFleet sent {c['sent']:6.2f} answered {c['answered']:6.2f} ({c['answered'] - c['sent']:5.2f} s): "
+              f"{c['given']} of {c['asked']} instance(s){'' if not c['errors'] else ', errors ' + str(c['errors'])}")
+    print(f"    instances seen by the node emulator       {fmt(tl['instances_seen_by_emulator'])}")
+    print(f"    Nodes registered                          {fmt(tl['nodes_registered'])}")
+    print(f"    Nodes Ready                               {fmt(tl['nodes_ready'])}")
+    print(f"    Nodes initialized (coordinator: agent reporting) {fmt(tl['nodes_initialized'])}")
+    print(f"    pods bound (kube-scheduler)               {fmt(tl['pods_bound'])}")
+    print(f"    pods Running (emulated kubelets)          {fmt(tl['pods_running'])}")
+    retries = tl["kubelet_start_retries"]
+    if retries:
+        codes = {}
+        for d in retries:
+            m = re.search(r"HTTP (\d+)", d)
+            codes[m.group(1) if m else "?"] = codes.get(m.group(1) if m else "?", 0) + 1
+        print(f"    pod starts tried again by the emulated kubelets: {len(retries)} (by first answer: {codes}); "
+              f"e.g. {retries[0][:160]}")
 
 
 def running_pods(s):
@@ -112,7 +239,7 @@ def ready_nodes(s):
 def one_run(d, run, args):
     w = os.path.join(d, f"run{run}")
     os.makedirs(w, exist_ok=True)
-    s = LocalStack(w, cluster=CLUSTER, report_interval="10s")
+    s = LocalStack(w, cluster=CLUSTER, report_interval=f"{REPORT_INTERVAL_S}s")
     try:
         return measure(s, args)
     finally:
@@ -131,9 +258,14 @@ def measure(s, args):
     coord = s.start_coordinator("--consolidation-interval", "0", log_level="info")
     s.start_emulator(boot_delay=args.boot_delay)
     wait_leading(s)
-    time.sleep(3)  # a new leader waits for its agents' reports before deciding
+    # A new leader waits two report intervals and a second for its agents' reports before it
+    # decides anything (provision/rounds.c); Karpenter's suite runs against a controller up for
+    # a while, so the clock starts after that wait (in the first runs here it did not: the first
+    # round came 18 s after the apply, the wait's end, with every pod pending since 0.5 s).
+    time.sleep(2 * REPORT_INTERVAL_S + 1 + 2)
     sampler = Sampler(coord.pid)
     sampler.start()
+    watch = Watcher(s.cluster_cp).start()
     objs = [deployment("small-resource-app", args.small, "900m", "3100Mi"),
             deployment("large-resource-app", args.large, "3500m", "28Gi")]
     t_apply = time.time()
@@ -161,6 +293,7 @@ def measure(s, args):
              if (p.get("status") or {}).get("phase") != "Running"]
     sampler.halt.set()
     sampler.join(timeout=5)
+    watch.close()
     _, hwm, _ = proc_stat(coord.pid)
     samples = sampler.samples
     window = [x for x in samples if x[0] >= samples[0][0]]
@@ -184,6 +317,7 @@ def measure(s, args):
     req_cpu = sum(quantity(c["resources"]["requests"]["cpu"]) for p in bound for c in p["spec"]["containers"])
     req_mem = sum(quantity(c["resources"]["requests"]["memory"]) for p in bound for c in p["spec"]["containers"])
     last_ready = max(node_ready_at.values()) - t0 if node_ready_at else None
+    tl = timeline(watch, lines, t_apply, t0, s.proxy("GET", "log").get("calls") or [], s.emu_events())
     return {"pods": total, "boot_delay_s": args.boot_delay,
             "seconds_to_all_running": round(took, 2) if took is not None else None,
             "after_boot_delay_s": round(took - args.boot_delay, 2) if took is not None else None,
@@ -198,7 +332,9 @@ def measure(s, args):
             "memory_util": round(req_mem / alloc_mem, 3) if alloc_mem else None,
             "coordinator_vmhwm_mib": round(hwm / 1024, 1),
             "coordinator_rss_peak_sampled_mib": round(max(x[1] for x in samples) / 1024, 1),
-            "coordinator_cpu_avg_cores": round(cpu_avg, 3), "coordinator_cpu_peak_cores": round(cpu_peak, 3)}
+            "coordinator_fds_peak_sampled": getattr(sampler, "fds", None),
+            "coordinator_cpu_avg_cores": round(cpu_avg, 3), "coordinator_cpu_peak_cores": round(cpu_peak, 3),
+            "loadavg": open("/proc/loadavg").read().split()[:3], "timeline": tl}
 
 
 def main():
@@ -234,9 +370,12 @@ def main():
           f"{r['last_node_ready_s']} s; {r['nodes']} Ready nodes, {r['instances_launched']} launched "
           f"{r['instance_types']}, ${r['cost_per_hour']:.2f}/h; reserved by the bound pods: CPU {r['cpu_util']:.0%} "
           f"(Karpenter > 53 %), memory {r['memory_util']:.0%} (> 65 %)")
+    print_timeline(r["timeline"])
+    print(f"  load average at the end: {' '.join(r['loadavg'])}")
     print(f"  coordinator: VmHWM {med['coordinator_vmhwm_mib']:.1f} MiB (goal <= 64 MiB; Karpenter < 260 MB), "
           f"CPU {med['coordinator_cpu_avg_cores']:.3f} core on average, {r['coordinator_cpu_peak_cores']:.2f} "
-          f"in its busiest half-second (Karpenter < 0.5 core)")
+          f"in its busiest half-second (Karpenter < 0.5 core); at most {r['coordinator_fds_peak_sampled']} open "
+          f"descriptors (sampled)")
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "scaleout.json"), "w") as f:
         json.dump({"runs": runs, "median": med, "karpenter_thresholds": KARPENTER}, f, indent=1)

@@ -29,7 +29,7 @@ bool disruption_drifted(Provisioner *p, const SolverSnapshot *sn, const Nodepool
                         int k, const char *instance_id, char *why, size_t size) {
         const SolverNode *n = &sn->nodes[i];
         const SolverNodePool *pool = &sn->nodepools[k];
-        char h[17];
+        char h[DISRUPTION_CLASS_HASH_SIZE];
         const char *have = label_of(n, DISRUPTION_LABEL_POOL_HASH);
         disruption_pool_hash(kube_watch_get(provisioner_watch(p, PROVISIONER_WATCH_NODEPOOLS), NULL, pool->name), h);
         if (have && h[0] && !streq(have, h)) {
@@ -38,7 +38,7 @@ bool disruption_drifted(Provisioner *p, const SolverSnapshot *sn, const Nodepool
         }
         const char *nc = o->extra[k].node_class;
         have = label_of(n, DISRUPTION_LABEL_CLASS_HASH);
-        if (nc && have) {
+        if (nc && disruption_class_hash_current(have)) {
                 const cJSON *obj = kube_watch_get(provisioner_watch(p, PROVISIONER_WATCH_NODECLASSES), NULL, nc);
                 disruption_class_hash(obj, h);
                 if (obj && h[0] && !streq(have, h)) {

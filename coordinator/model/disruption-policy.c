@@ -10,6 +10,7 @@
 
 #include "disruption-policy.h"
 #include "json-util.h"
+#include "nodeclass-check.h"
 #include "nodepool.h"
 #include "macro.h"
 #include "strbuf.h"
@@ -343,11 +344,31 @@ void disruption_pool_hash(const cJSON *np, char out[17]) {
         cJSON_Delete(t);
 }
 
-void disruption_class_hash(const cJSON *nc, char out[17]) {
-        /* selector terms drift by what they select now, not by their text (Karpenter's hash:"ignore") */
-        static const char *const skip[] = { "subnetSelectorTerms", "capacityReservationSelectorTerms", NULL };
+void disruption_class_hash(const cJSON *nc, char out[DISRUPTION_CLASS_HASH_SIZE]) {
+        /* Selector terms drift by what they select now (the image, subnet, security groups and
+         * reservations a node has against those the terms resolve to), not by their text; the
+         * family by its value, however it is given (amiFamily or the alias's); ipPrefixCount not
+         * at all. Karpenter's hash:"ignore" fields of EC2NodeClassSpec. */
+        static const char *const skip[] = { "subnetSelectorTerms", "securityGroupSelectorTerms", "amiSelectorTerms",
+                                            "capacityReservationSelectorTerms", "amiFamily", "ipPrefixCount", NULL };
         const cJSON *spec = json_get(nc, "spec");
         out[0] = 0;
-        if (spec)
-                disruption_hash(spec, skip, out);
+        if (!cJSON_IsObject(spec))
+                return;
+        cJSON *copy = cJSON_Duplicate(spec, true);
+        if (!copy)
+                return;
+        for (size_t i = 0; skip[i]; i++)
+                cJSON_DeleteItemFromObjectCaseSensitive(copy, skip[i]);
+        char h[17];
+        if (cJSON_AddStringToObject(copy, "amiFamily", nodeclass_ami_family(spec))) {
+                disruption_hash(copy, NULL, h);
+                snprintf(out, DISRUPTION_CLASS_HASH_SIZE, "%s.%s", DISRUPTION_CLASS_HASH_VERSION, h);
+        }
+        cJSON_Delete(copy);
+}
+
+bool disruption_class_hash_current(const char *label) {
+        size_t n = strlen(DISRUPTION_CLASS_HASH_VERSION);
+        return label && strncmp(label, DISRUPTION_CLASS_HASH_VERSION, n) == 0 && label[n] == '.';
 }

@@ -47,10 +47,16 @@ bool disruption_selector_matches(const cJSON *selector, const SolverLabel *label
 void disruption_hash(const cJSON *obj, const char *const *skip, char out[17]);
 /* The labels a node is launched with so that drift can be told later: nodesmith.io/nodepool-hash
  * (the NodePool's spec.template but its requirements, expireAfter and terminationGracePeriod) and
- * nodesmith.io/nodeclass-hash (the EC2NodeClass's spec but its subnet selector). NULL objects
- * give no label (out empty). */
+ * nodesmith.io/nodeclass-hash ("v2." and the hash of the EC2NodeClass's spec without its selector
+ * terms, with its effective AMI family; see disruption_class_hash). NULL objects give no label
+ * (out empty). A class hash of another version (an older coordinator's) is not compared: the
+ * node drifts then only by what the class resolves to. */
 #define DISRUPTION_LABEL_POOL_HASH "nodesmith.io/nodepool-hash"
 #define DISRUPTION_LABEL_CLASS_HASH "nodesmith.io/nodeclass-hash"
 #define DISRUPTION_LABEL_IMAGE "nodesmith.io/image-id"  /* the image it boots */
 void disruption_pool_hash(const cJSON *nodepool, char out[17]);
-void disruption_class_hash(const cJSON *nodeclass, char out[17]);
+#define DISRUPTION_CLASS_HASH_VERSION "v2"
+#define DISRUPTION_CLASS_HASH_SIZE 20
+void disruption_class_hash(const cJSON *nodeclass, char out[DISRUPTION_CLASS_HASH_SIZE]);
+/* Whether a node's class hash label is of this version (comparable with disruption_class_hash). */
+bool disruption_class_hash_current(const char *label);

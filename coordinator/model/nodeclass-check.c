@@ -226,11 +226,26 @@ static int check_ami(Check *c, const cJSON *spec) {
         return 0;
 }
 
+const char *nodeclass_ami_family(const cJSON *spec) {
+        static const struct {
+                const char *alias, *family;
+        } by_alias[] = { { "al2@", "AL2" }, { "al2023@", "AL2023" }, { "bottlerocket@", "Bottlerocket" },
+                         { "windows2019@", "Windows2019" }, { "windows2022@", "Windows2022" } };
+        const char *family = str(spec, "amiFamily");
+        for (size_t i = 0; family && families[i]; i++)
+                if (streq(family, families[i]))
+                        return families[i];
+        const char *alias = str(cJSON_GetArrayItem(get(spec, "amiSelectorTerms"), 0), "alias");
+        for (size_t i = 0; alias && i < ELEMENTSOF(by_alias); i++)
+                if (strncmp(alias, by_alias[i].alias, strlen(by_alias[i].alias)) == 0)
+                        return by_alias[i].family;
+        return "AL2023";
+}
+
 /* Bottlerocket (amiFamily, or a bottlerocket@ alias without one): its user data is TOML, merged
  * with nodesmith's (userdata-bottlerocket.c); it has no pods-per-core setting. */
 static int check_bottlerocket(Check *c, const cJSON *spec) {
-        const char *family = str(spec, "amiFamily"), *alias = str(cJSON_GetArrayItem(get(spec, "amiSelectorTerms"), 0), "alias");
-        if (!(family ? strcasecmp(family, "Bottlerocket") == 0 : alias && strncmp(alias, "bottlerocket@", 13) == 0))
+        if (!streq(nodeclass_ami_family(spec), "Bottlerocket"))
                 return 0;
         if (get(get(spec, "kubelet"), "podsPerCore"))
                 return fail(c, "spec.kubelet.podsPerCore", "is not supported with Bottlerocket, which has no such setting");

@@ -11,3 +11,7 @@
 
 /* -EINVAL with *ret_error = "<what>: spec.<path>: <why>". */
 int nodeclass_check(const cJSON *spec, const char *what, char **ret_error);
+
+/* The family a checked spec launches: its amiFamily, else its alias's family (al2023@… is
+ * AL2023, bottlerocket@… Bottlerocket), else AL2023. A static string. */
+const char *nodeclass_ami_family(const cJSON *spec);

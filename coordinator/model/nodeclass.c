@@ -58,8 +58,7 @@ int nodepool_parse_nodeclass(SolverArena *a, const cJSON *j, NodeClass *nc, char
         if (!ok)
                 return model_fail(&c, "spec.amiFamily", "\"%s\" is not AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom",
                             nc->ami_family);
-        if (!nc->ami_family)
-                nc->ami_family = "AL2023";
+        nc->ami_family = nodeclass_ami_family(spec);  /* unset: the alias's family */
         static const char *const term_lists[] = { "amiSelectorTerms", "subnetSelectorTerms", "securityGroupSelectorTerms" };
         for (size_t i = 0; i < ELEMENTSOF(term_lists); i++) {
                 const cJSON *tl = json_get(spec, term_lists[i]);

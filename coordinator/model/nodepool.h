@@ -25,7 +25,7 @@
 
 typedef struct NodeClass {
         const char *name;
-        const char *ami_family;          /* AL2023 when unset */
+        const char *ami_family;          /* amiFamily, else the alias's family, else AL2023 */
         const char *role;
         const char *instance_profile;
         const char *user_data;

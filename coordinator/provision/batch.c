@@ -66,13 +66,20 @@ void provision_on_pod_event(KubeWatch *w, const KubeWatchEvent *ev, void *userda
 
 void provision_on_other_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
         Provisioner *p = userdata;
-        /* a changed EC2NodeClass (AMI, security groups...) is resolved again before the next launch */
+        /* a changed EC2NodeClass (AMI, security groups...) is resolved again before the next launch,
+         * and what its terms select now is looked up at the next housekeeping tick rather than at
+         * the next --image-refresh: nodes drift by what the terms select, not by their text */
         if (w == p->nodeclasses && ev->type == KUBE_WATCH_MODIFIED &&
             !cJSON_Compare(jget(ev->object, "spec"), jget(ev->old, "spec"), true)) { /* not a status write */
                 const char *name = jstr(jget(ev->object, "metadata"), "name");
                 for (size_t i = 0; name && i < p->n_resolved; i++)
-                        if (streq(p->resolved[i]->node_class, name))
-                                p->resolved[i]->resolved_usec = 0;
+                        if (streq(p->resolved[i]->node_class, name)) {
+                                Resolved *res = p->resolved[i];
+                                res->resolved_usec = 0;
+                                res->image_checked_usec[0] = res->image_checked_usec[1] = 0;
+                                res->reservations_usec = 0;
+                                p->networks_checked_usec = 0;
+                        }
         }
         /* a new NodePool may make pending pods schedulable; a Node may register */
         if (ev->type == KUBE_WATCH_ADDED && w != p->nodes)

@@ -428,7 +428,7 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
                                                                                                : l->labels[i].value);
         nl = launch_reservation_labels(rd->arena, cr, l, labels, nl);
         /* what the node was made from, so that drift can be told later */
-        char h[17];
+        char h[DISRUPTION_CLASS_HASH_SIZE];
         disruption_pool_hash(kube_watch_get(p->nodepools, NULL, pool->name), h);
         if (h[0])
                 labels[nl++] = solver_arena_printf(rd->arena, "%s=%s", DISRUPTION_LABEL_POOL_HASH, h);
@@ -545,6 +545,57 @@ static void fleet_answered(Provisioner *p, Round *rd) {
         }
 }
 
+/* Instance id (type, zone, lifecycle as EC2 gave it) launched for launch l: in flight with l's
+ * pods nominated to it. */
+static void fleet_instance_taken(Provisioner *p, Round *rd, const SolverLaunch *l, const Ec2FleetInstances *in,
+                                 const char *id) {
+        const SolverNodePool *pool = round_pool(rd, l->nodepool);
+        const NodeReservation *cr = round_reservation(rd, l->nodepool);
+        SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
+        const char *ct_name = cr ? RESERVATION_CAPACITY_TYPE : solver_capacity_type_to_name(ct);
+
+        if (cr)
+                provision_reservation_used(p, pool->node_class, cr->id, false);
+        if (p->ports.new_instance)
+                p->ports.new_instance(p->ports.userdata, id);
+        if (provision_inflight_add(p, id, pool->name, in->instance_type, in->zone, ct, provision_now_usec(p), l->n_pods) <= 0)
+                return;
+        if (cr)
+                provision_inflight_find(p, id)->reservation_id = strdup(cr->id);
+        provision_inflight_nominate(p, id, rd, l);
+        p->instances_launched++;
+        log_notice("Launched %s (%s %s in %s%s%s) for NodePool %s: %zu pod(s), $%.4f/h.", id,
+                   strempty(in->instance_type), ct_name, strempty(in->zone), cr ? ", capacity reservation " : "",
+                   cr ? cr->id : "", pool->name, l->n_pods, l->price);
+        if (p->ports.launched)
+                p->ports.launched(p->ports.userdata, id, in->instance_type, in->zone, ct_name, rd, l);
+
+        /* tell the pods where they go, as kube-scheduler's nominations do */
+        for (size_t i = 0; i < l->n_pods; i++) {
+                const SolverPod *sp = &rd->snap.pods[l->pods[i]];
+                char msg[256];
+                snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s", id,
+                         strempty(in->instance_type), strempty(in->zone), pool->name);
+                KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
+                                     .name = sp->name, .uid = provisioner_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
+                                     .message = msg, .component = "nodesmith-coordinator" };
+                provision_event(p, &ev);
+        }
+        char msg[256];
+        snprintf(msg, sizeof msg, "Launched %s (%s in %s) for %zu pod(s)", id, strempty(in->instance_type),
+                 strempty(in->zone), l->n_pods);
+        KubeEventInfo ev = { .api_version = "nodesmith.io/v1", .kind = "NodePool", .name = pool->name,
+                             .reason = "Launched", .message = msg, .component = "nodesmith-coordinator" };
+        provision_event(p, &ev);
+        p->launches++;
+        p->pods_nominated += l->n_pods;
+        /* its Node may have registered before CreateFleet answered (a slow answer, a fast boot):
+         * no Node event comes for it any more */
+        const cJSON *node = node_of_instance(p->nodes, id);
+        if (node)
+                (void) provision_forget_registered(node, p);
+}
+
 static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, void *userdata) {
         const FleetCall *call = userdata;
         Provisioner *p = call->p;
@@ -566,6 +617,10 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                                          l->offerings[i].capacity_type);
                         rd->launched_nothing = true;
                 }
+                /* every launch of the batch failed with it; counted and logged once */
+                for (size_t k = 1; k < call->n_launches && p->ports.launch_failed; k++)
+                        p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[call->launches[k]],
+                                               "CreateFleet", err->code, err->message);
                 launch_failed_record(p, call->launch, "CreateFleet", err);
                 return fleet_answered(p, rd);
         }
@@ -583,72 +638,38 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                         provision_ice_mark(p, fe->instance_type, fe->zone, ct >= 0 ? (SolverCapacityType) ct : l->capacity_type);
                 }
         }
-        for (size_t i = 0; i < res->n_instances; i++) {
-                const Ec2FleetInstances *in = &res->instances[i];
-                SolverCapacityType ct = streq_ptr(in->lifecycle, "spot") ? SOLVER_CAPACITY_SPOT : SOLVER_CAPACITY_ON_DEMAND;
-                const char *ct_name = cr ? RESERVATION_CAPACITY_TYPE : solver_capacity_type_to_name(ct);
-                for (char **id = in->instance_ids; id && *id; id++) {
-                        if (cr)
-                                provision_reservation_used(p, pool->node_class, cr->id, false);
-                        if (p->ports.new_instance)
-                                p->ports.new_instance(p->ports.userdata, *id);
-                        if (provision_inflight_add(p, *id, pool->name, in->instance_type, in->zone, ct, provision_now_usec(p), l->n_pods) > 0) {
-                                if (cr)
-                                        provision_inflight_find(p, *id)->reservation_id = strdup(cr->id);
-                                provision_inflight_nominate(p, *id, rd, l);
-                                p->instances_launched++;
-                                log_notice("Launched %s (%s %s in %s%s%s) for NodePool %s: %zu pod(s), $%.4f/h.", *id,
-                                           strempty(in->instance_type), ct_name, strempty(in->zone),
-                                           cr ? ", capacity reservation " : "", cr ? cr->id : "", pool->name,
-                                           l->n_pods, l->price);
-                                if (p->ports.launched)
-                                        p->ports.launched(p->ports.userdata, *id, in->instance_type, in->zone, ct_name,
-                                                          rd, l);
-                                /* its Node may have registered before CreateFleet answered (a slow
-                                 * answer, a fast boot): no Node event comes for it any more */
-                                const cJSON *node = node_of_instance(p->nodes, *id);
-                                if (node)
-                                        (void) provision_forget_registered(node, p);
+        /* the batch's launches take the instances in order: any instance EC2 gave holds any of
+         * them (they have the same offerings); more instances than asked are not expected and
+         * are left to the registration timeout like any instance no launch claims */
+        size_t taken = 0;
+        for (size_t i = 0; i < res->n_instances; i++)
+                for (char **id = res->instances[i].instance_ids; id && *id; id++) {
+                        if (taken >= call->n_launches) {
+                                log_warning("CreateFleet for NodePool %s: instance %s beyond the %zu asked for.",
+                                            pool->name, *id, call->n_launches);
+                                continue;
                         }
+                        fleet_instance_taken(p, rd, &rd->result->launches[call->launches[taken++]], &res->instances[i], *id);
                 }
-        }
-        /* tell the pods where they go, as kube-scheduler's nominations do */
-        const char *first_id = NULL, *first_type = NULL, *first_zone = NULL;
-        for (size_t i = 0; i < res->n_instances && !first_id; i++)
-                if (res->instances[i].instance_ids && res->instances[i].instance_ids[0]) {
-                        first_id = res->instances[i].instance_ids[0];
-                        first_type = res->instances[i].instance_type;
-                        first_zone = res->instances[i].zone;
-                }
-        for (size_t i = 0; first_id && i < l->n_pods; i++) {
-                const SolverPod *sp = &rd->snap.pods[l->pods[i]];
-                char msg[256];
-                snprintf(msg, sizeof msg, "Pod should schedule on instance %s (%s in %s), launched for NodePool %s",
-                         first_id, strempty(first_type), strempty(first_zone), pool->name);
-                KubeEventInfo ev = { .api_version = "v1", .kind = "Pod", .object_namespace = sp->namespace_,
-                                     .name = sp->name, .uid = provisioner_pod_uid(rd->pod_uids[l->pods[i]]), .reason = "Nominated",
-                                     .message = msg, .component = "nodesmith-coordinator" };
-                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
-        }
-        if (first_id) {
-                char msg[256];
-                snprintf(msg, sizeof msg, "Launched %s (%s in %s) for %zu pod(s)", first_id, strempty(first_type),
-                         strempty(first_zone), l->n_pods);
-                KubeEventInfo ev = { .api_version = "nodesmith.io/v1", .kind = "NodePool", .name = pool->name,
-                                     .reason = "Launched", .message = msg, .component = "nodesmith-coordinator" };
-                (void) kube_event_create(p->kube, &ev, NULL, NULL, NULL);
-        }
-        if (launched == 0) {
-                if (p->ports.launch_failed)
-                        p->ports.launch_failed(p->ports.userdata, rd, l, "CreateFleet",
-                                               res->n_errors ? res->errors[0].code : NULL,
-                                               res->n_errors ? res->errors[0].message : NULL);
+        /* partial fulfilment: the launches left without an instance failed; their pods stay
+         * pending, nominated to nothing, and the next round (at once) plans them again without
+         * the offerings that ran out */
+        const char *code = res->n_errors ? res->errors[0].code : NULL, *message = res->n_errors ? res->errors[0].message : NULL;
+        for (size_t k = taken; k < call->n_launches && p->ports.launch_failed; k++)
+                p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[call->launches[k]], "CreateFleet",
+                                       code, message);
+        if (taken < call->n_launches) {
                 rd->launched_nothing = true;
                 p->launch_errors++;
-                provision_set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);
-        } else {
-                p->launches++;
-                p->pods_nominated += l->n_pods;
+                if (taken == 0)
+                        provision_set_error(p, "CreateFleet for NodePool %s launched nothing", pool->name);
+                else
+                        provision_set_error(p, "CreateFleet for NodePool %s launched %zu of %zu instance(s)", pool->name,
+                                            taken, call->n_launches);
+                if (taken > 0)
+                        log_notice("CreateFleet for NodePool %s: %zu of %zu instance(s) launched; the pods of the "
+                                   "other %zu node(s) are planned again.", pool->name, taken, call->n_launches,
+                                   call->n_launches - taken);
         }
         ec2_fleet_result_free(res);
         /* a slow CreateFleet answer may come after the Node registered (and went Ready): its
@@ -656,6 +677,40 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
         if (launched > 0)
                 (void) kube_watch_foreach(p->nodes, provision_forget_registered, p);
         fleet_answered(p, rd);
+}
+
+/* Launches a and b are one fleet: the same NodePool and offerings, the same node labels (one
+ * launch template), neither into a capacity reservation (its count is per instance) nor under a
+ * consolidation's price cap (per replaced node). */
+static bool launch_same_fleet(Provisioner *p, const Round *rd, const SolverLaunch *a, const SolverLaunch *b) {
+        if (a->nodepool != b->nodepool || round_reservation(rd, a->nodepool) || a->capacity_type != b->capacity_type ||
+            a->type != b->type || !streq_ptr(a->zone, b->zone) || a->n_offerings != b->n_offerings ||
+            a->n_labels != b->n_labels)
+                return false;
+        for (size_t i = 0; i < a->n_offerings; i++) {
+                const SolverLaunchOffering *x = &a->offerings[i], *y = &b->offerings[i];
+                if (x->type != y->type || x->capacity_type != y->capacity_type || x->price != y->price ||
+                    !streq_ptr(x->zone, y->zone))
+                        return false;
+        }
+        for (size_t i = 0; i < a->n_labels; i++)
+                if (!streq_ptr(a->labels[i].key, b->labels[i].key) || !streq_ptr(a->labels[i].value, b->labels[i].value))
+                        return false;
+        return provision_price_cap(p->registry, &rd->snap, b) <= 0;
+}
+
+/* Launch `launch` and the later launches of the round identical to it, not sent yet (into
+ * out, launch first; at most FLEET_BATCH_MAX). */
+static size_t fleet_batch(Provisioner *p, const Round *rd, size_t launch, size_t *out) {
+        const SolverLaunch *l = &rd->result->launches[launch];
+        size_t n = 0;
+        out[n++] = launch;
+        if (rd->price_cap > 0)
+                return n;
+        for (size_t j = launch + 1; j < rd->result->n_launches && n < FLEET_BATCH_MAX; j++)
+                if (!rd->sent[j] && launch_same_fleet(p, rd, l, &rd->result->launches[j]))
+                        out[n++] = j;
+        return n;
 }
 
 int provision_fleet_start(Provisioner *p, Round *rd, size_t launch) {
@@ -692,16 +747,28 @@ int provision_fleet_start(Provisioner *p, Round *rd, size_t launch) {
                 return -ENOENT;
         }
 
-        /* The ClientToken is derived from the plan (pool, pods, offerings): a retry of the same
-         * plan is the same fleet; a plan changed by capacity errors is a new one. */
+        /* identical launches not sent yet go with this one: one CreateFleet for all of them */
+        if (!rd->sent && !(rd->sent = calloc(rd->result->n_launches, sizeof *rd->sent)))
+                return -ENOMEM;
+        size_t *batch = solver_arena_alloc(rd->arena, FLEET_BATCH_MAX * sizeof *batch);
+        if (!batch)
+                return -ENOMEM;
+        size_t n_batch = fleet_batch(p, rd, launch, batch);
+
+        /* The ClientToken is derived from the plan (pool, each node's pods, offerings): a retry
+         * of the same plan is the same fleet; a plan changed by capacity errors is a new one. */
         StrBuf b;
         strbuf_init(&b, 1u << 22);
         /* ... and by how many instances this coordinator has launched so far: once a plan's fleet
          * exists, the same pods planned again later (their node could not take them) must make
          * a new fleet, not get the old one back from EC2's idempotency */
         strbuf_printf(&b, "%s|%s|%llu|", p->cfg.cluster_name, pool->name, (unsigned long long) p->instances_launched);
-        for (size_t i = 0; i < l->n_pods; i++)
-                strbuf_printf(&b, "%s,", strempty(rd->pod_uids[l->pods[i]]));
+        for (size_t k = 0; k < n_batch; k++) {
+                const SolverLaunch *bl = &rd->result->launches[batch[k]];
+                for (size_t i = 0; i < bl->n_pods; i++)
+                        strbuf_printf(&b, "%s,", strempty(rd->pod_uids[bl->pods[i]]));
+                strbuf_printf(&b, "|");
+        }
         for (size_t i = 0; i < n; i++)
                 strbuf_printf(&b, "%s/%s;", ov[i].instance_type, ov[i].availability_zone);
         char hash[65];
@@ -721,7 +788,7 @@ int provision_fleet_start(Provisioner *p, Round *rd, size_t launch) {
                 .launch_template_name = res->template_name[rd->arch],
                 .overrides = ov,
                 .n_overrides = n,
-                .target_capacity = 1,
+                .target_capacity = (unsigned) n_batch,
                 .capacity_type = l->capacity_type == SOLVER_CAPACITY_SPOT ? EC2_CAPACITY_SPOT : EC2_CAPACITY_ON_DEMAND,
                 .nodepool = pool->name,
                 .name_tag = name,
@@ -731,8 +798,14 @@ int provision_fleet_start(Provisioner *p, Round *rd, size_t launch) {
                 return -ESTALE;
         if (!rd->fleet_calls && !(rd->fleet_calls = calloc(rd->result->n_launches, sizeof *rd->fleet_calls)))
                 return -ENOMEM;
-        rd->fleet_calls[launch] = (FleetCall) { .p = p, .launch = launch };
-        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), token %s, acting replica %s.", pool->name, n,
-                 ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), token, provisioner_acting_as(p));
-        return ec2_create_fleet(p->ec2, &spec, on_fleet, &rd->fleet_calls[launch]);
+        rd->fleet_calls[launch] = (FleetCall) { .p = p, .launch = launch, .launches = batch, .n_launches = n_batch };
+        log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), %zu instance(s), token %s, acting replica %s.",
+                 pool->name, n, ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), n_batch, token,
+                 provisioner_acting_as(p));
+        int r = ec2_create_fleet(p->ec2, &spec, on_fleet, &rd->fleet_calls[launch]);
+        if (r < 0)
+                return r;
+        for (size_t k = 0; k < n_batch; k++)
+                rd->sent[batch[k]] = true;
+        return r;
 }

@@ -7,6 +7,7 @@
 
 #include "launchclass.h"
 #include "macro.h"
+#include "model/nodeclass-check.h"
 #include "quantity.h"
 
 static const cJSON *jget(const cJSON *o, const char *k) {
@@ -65,13 +66,7 @@ static int device_from_json(const cJSON *d, Ec2BlockDevice *ret) {
 }
 
 int launchclass_from_spec(const cJSON *spec, LaunchClass *lc) {
-        *lc = (LaunchClass) { .ami_family = jstr(spec, "amiFamily") ?: "AL2023", .hop_limit = 1 };
-        /* an alias names the family when amiFamily is left out */
-        const char *alias = jstr(cJSON_GetArrayItem(jget(spec, "amiSelectorTerms"), 0), "alias");
-        if (!jstr(spec, "amiFamily") && alias && strncmp(alias, "bottlerocket@", 13) == 0)
-                lc->ami_family = "Bottlerocket";
-        else if (!jstr(spec, "amiFamily") && alias && strncmp(alias, "al2@", 4) == 0)
-                lc->ami_family = "AL2";
+        *lc = (LaunchClass) { .ami_family = nodeclass_ami_family(spec), .hop_limit = 1 };
         lc->instance_profile = jstr(spec, "instanceProfile");
         lc->role = jstr(spec, "role");
         const cJSON *d;

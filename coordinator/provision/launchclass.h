@@ -15,7 +15,7 @@
 #define LAUNCHCLASS_MAX_TAGS 40
 
 typedef struct LaunchClass {
-        const char *ami_family;          /* AL2023 unless set */
+        const char *ami_family;          /* amiFamily, else the alias's family, else AL2023 */
         const char *instance_profile;    /* spec.instanceProfile, or NULL */
         const char *role;                /* spec.role, or NULL */
         Ec2BlockDevice devices[LAUNCHCLASS_MAX_DEVICES];

@@ -52,6 +52,9 @@ void provisioner_metrics(Provisioner *p, StrBuf *b) {
         strbuf_printf(b, "# HELP nodesmith_replacements_abandoned_total Consolidation replacements given up: no offering cost less than the nodes they replace.\n"
                          "# TYPE nodesmith_replacements_abandoned_total counter\nnodesmith_replacements_abandoned_total %llu\n",
                       (unsigned long long) p->replacements_abandoned);
+        strbuf_printf(b, "# HELP nodesmith_launch_events_dropped_total Events of launches not sent: %d already waited to be.\n"
+                         "# TYPE nodesmith_launch_events_dropped_total counter\nnodesmith_launch_events_dropped_total %llu\n",
+                      EVENTS_QUEUED_MAX, (unsigned long long) p->events_dropped);
         strbuf_printf(b, "# HELP nodesmith_instances_in_flight Instances launched and not registered yet.\n"
                          "# TYPE nodesmith_instances_in_flight gauge\nnodesmith_instances_in_flight %zu\n", p->n_inflight);
         strbuf_printf(b, "# HELP nodesmith_decision_seconds Time the solver took in the last round.\n"

@@ -125,15 +125,29 @@ typedef struct Round {
          * FLEETS_AT_ONCE unanswered (each is an EC2 round trip of a second or more: one after the
          * other, 40 nodes took a minute); the round ends when the last is answered */
         struct FleetCall *fleet_calls; /* per launch: what its CreateFleet callback needs */
+        bool *sent;                 /* per launch: its CreateFleet went out (its own or an earlier
+                                     * identical launch's, with TotalTargetCapacity above 1) */
         size_t fleets_in_flight;
         bool parked;                /* waiting for an answer (a free slot, or the last one) */
 } Round;
 
 #define FLEETS_AT_ONCE 8
+/* Identical launches of a round (the same NodePool, offerings, labels; no capacity reservation,
+ * no consolidation's price cap) go out as one CreateFleet for this many instances at most, as
+ * Karpenter batches identical NodeClaims: 40 nodes of a scale-out are a handful of calls. */
+#define FLEET_BATCH_MAX 50
+
+/* events.c: the launches' Events, this many requests under way at most, this many waiting
+ * (more are dropped and counted) */
+#define EVENTS_AT_ONCE 16
+#define EVENTS_QUEUED_MAX 20000
+typedef struct QueuedEvent QueuedEvent;
 
 typedef struct FleetCall {
         Provisioner *p;
-        size_t launch;              /* index in the round's result */
+        size_t launch;              /* index in the round's result: the first of the batch */
+        size_t *launches;           /* the batch's launches, launch first (round arena) */
+        size_t n_launches;          /* TotalTargetCapacity */
 } FleetCall;
 
 struct Provisioner {
@@ -162,6 +176,11 @@ struct Provisioner {
         bool learned;               /* in-flight instances learned from EC2 since leading */
         bool learning;
         Round *round;
+
+        QueuedEvent *events_head, *events_tail; /* events.c */
+        size_t n_events_queued, events_in_flight;
+        uint64_t events_dropped;
+        bool events_closing;
 
         InFlight *inflight;
         size_t n_inflight;
@@ -272,6 +291,12 @@ void provisioner_remove_finalizer(Provisioner *p, const char *node_name);
  * the caller removed the Node's finalizer already). */
 void provisioner_dead_nodes_pass(Provisioner *p);
 void provisioner_dead_node_terminated(Provisioner *p, const char *instance_id, bool unfinalized);
+
+/* events.c: an Event (its strings copied) sent when fewer than EVENTS_AT_ONCE are under way,
+ * else queued; provision_events_close() drops the queue and sends nothing more (before the
+ * Kubernetes client goes). */
+void provision_event(Provisioner *p, const KubeEventInfo *ev);
+void provision_events_close(Provisioner *p);
 
 /* annotate.c: the NodePool's template annotations onto its node. */
 void provisioner_annotate_node(Provisioner *p, const cJSON *node);

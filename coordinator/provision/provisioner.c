@@ -368,6 +368,7 @@ Provisioner *provisioner_free(Provisioner *p) {
         kube_watch_free(p->daemonsets);
         kube_watch_free(p->pdbs);
         kube_watch_free(p->nodes);
+        provision_events_close(p);
         kube_client_free(p->kube);
         ec2_client_free(p->ec2);
         aws_credential_provider_free(p->creds);

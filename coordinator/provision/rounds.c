@@ -33,6 +33,9 @@ void provision_round_next(Provisioner *p) {
         int r = 0;
 
         for (;;) {
+                /* launches that went out in an earlier launch's CreateFleet */
+                while (rd && rd->step == STEP_IDLE && rd->sent && rd->next < rd->result->n_launches && rd->sent[rd->next])
+                        rd->next++;
                 if (rd && rd->fleets_in_flight > 0 && (rd->next >= rd->result->n_launches || !provisioner_acting(p))) {
                         rd->parked = true; /* the last CreateFleet answer ends the round */
                         return;
@@ -145,6 +148,7 @@ void provisioner_round_free(Round *rd) {
                 return;
         provision_solve_free(rd->solve); /* waits for a solve under way */
         free(rd->fleet_calls);
+        free(rd->sent);
         solver_result_free(rd->result);
         solver_free(rd->solver);
         nodepool_objects_free(rd->objects);
@@ -336,7 +340,7 @@ void provision_round_start(Provisioner *p) {
         rd->started_usec = provision_now_usec(p);
         p->round = rd;
         p->rounds++;
-        log_debug("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
+        log_info("Provisioning round %llu: batch closed, building the snapshot.", (unsigned long long) p->rounds);
 
         r = provisioner_snapshot_begin(p, rd);
         if (r < 0) {

@@ -310,13 +310,24 @@ class Moto:
         raise RuntimeError(f"moto data.json: {st}")
 
 
+_moto_clients = {}
+_moto_clients_lock = threading.Lock()
+
+
 def moto_ec2(moto):
-    """A botocore EC2 client straight to moto (the proxy's own reads and repairs)."""
-    import botocore.session
-    return botocore.session.get_session().create_client(
-        "ec2", region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        endpoint_url=f"http://127.0.0.1:{moto.port}", aws_access_key_id="AKIAIOSFODNN7EXAMPLE",
-        aws_secret_access_key="dummy")
+    """A botocore EC2 client straight to moto (the proxy's own reads and repairs), made once
+    per moto port: a new session and client cost 0.1-0.15 s of CPU each, twice per CreateFleet
+    (botocore clients are thread-safe, sessions are not: made under a lock)."""
+    with _moto_clients_lock:
+        c = _moto_clients.get(moto.port)
+        if c is None:
+            import botocore.config
+            import botocore.session
+            c = _moto_clients[moto.port] = botocore.session.get_session().create_client(
+                "ec2", region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+                endpoint_url=f"http://127.0.0.1:{moto.port}", aws_access_key_id="AKIAIOSFODNN7EXAMPLE",
+                aws_secret_access_key="dummy", config=botocore.config.Config(max_pool_connections=32))
+        return c
 
 
 def launch_template_data(ec2, spec):
@@ -362,8 +373,13 @@ def apply_launch_template(moto, ids, spec, fleet_tags):
             return fn(*a, **kw)
         except Exception as e:
             log(f"CreateFleet: {what} not applied to {ids}: {type(e).__name__}: {str(e)[:200]}")
+    # one DescribeInstances and one CreateTags per kind for the fleet's instances (moto serves
+    # them all from one Python process)
+    insts = {i["InstanceId"]: i for r in ec2.describe_instances(InstanceIds=list(ids))["Reservations"]
+             for i in r["Instances"]}
+    tagged = {"volume": [], "network-interface": []}
     for iid in ids:
-        inst = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        inst = insts[iid]
         md = data.get("MetadataOptions") or {}
         if md:
             step("metadata options", ec2.modify_instance_metadata_options, InstanceId=iid, **{k: md[k] for k in (
@@ -395,12 +411,11 @@ def apply_launch_template(moto, ids, spec, fleet_tags):
                     step("volume attachment", ec2.attach_volume, VolumeId=vid, InstanceId=iid, Device=dev)
             if vid:
                 vols.append(vid)
-        vols = vols or list(attached.values())
-        if vols and tags_of("volume"):
-            step("volume tags", ec2.create_tags, Resources=vols, Tags=tags_of("volume"))
-        enis = [n["NetworkInterfaceId"] for n in inst.get("NetworkInterfaces", [])]
-        if enis and tags_of("network-interface"):
-            step("interface tags", ec2.create_tags, Resources=enis, Tags=tags_of("network-interface"))
+        tagged["volume"] += vols or list(attached.values())
+        tagged["network-interface"] += [n["NetworkInterfaceId"] for n in inst.get("NetworkInterfaces", [])]
+    for kind, resources in tagged.items():
+        if resources and tags_of(kind):
+            step(f"{kind} tags", ec2.create_tags, Resources=resources, Tags=tags_of(kind))
 
 
 # ---- the proxy's state ---------------------------------------------------------------------

@@ -12,6 +12,7 @@
 
 #include "coordinator/model/disruption-policy.h"
 #include "coordinator/model/karpenter.h"
+#include "coordinator/model/nodeclass-check.h"
 #include "base64.h"
 #include "coordinator/model/nodepool.h"
 #include "coordinator/model/reservations.h"
@@ -571,6 +572,17 @@ static void test_karpenter_accepted(void **state) {
         assert_int_equal(nc->kubelet.kube_reserved_ephemeral, 3 * GI);
         assert_true(nc->kubelet.instance_store_raid0);
         nodepool_objects_free(o);
+        /* a bottlerocket@ alias without amiFamily: the kubelet's volume is Bottlerocket's data
+         * volume /dev/xvdb */
+        o = load(NP_HEAD "---\n" NC_HEAD "spec:\n  role: r\n  amiSelectorTerms: [{alias: bottlerocket@latest}]\n"
+                 "  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n"
+                 "  blockDeviceMappings:\n"
+                 "    - {deviceName: /dev/xvda, ebs: {volumeSize: 4Gi}}\n"
+                 "    - {deviceName: /dev/xvdb, ebs: {volumeSize: 60Gi}}\n",
+                 NULL);
+        assert_string_equal(o->classes[0].ami_family, "Bottlerocket");
+        assert_int_equal(o->classes[0].root_volume_bytes, 60 * GI);
+        nodepool_objects_free(o);
 
         /* the allocatable model takes them as the kubelet does */
         SolverKubelet k = { .has_eviction_memory_pct = true, .eviction_memory_pct = 5,
@@ -815,14 +827,53 @@ static void test_reservation_pools(void **state) {
 #undef TERM_OK
         /* other terms do not drift a node by their text (Karpenter hashes them out): what they
          * select does */
-        char h1[17], h2[17];
-        cJSON *c1 = cJSON_Parse("{\"spec\": {\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-1\"}]}}");
-        cJSON *c2 = cJSON_Parse("{\"spec\": {\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-2\"}]}}");
-        disruption_class_hash(c1, h1);
-        disruption_class_hash(c2, h2);
-        assert_string_equal(h1, h2);
-        cJSON_Delete(c1);
-        cJSON_Delete(c2);
+        static const struct {
+                const char *a, *b;
+                bool same;
+        } pairs[] = {
+                { "{\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-1\"}]}",
+                  "{\"role\": \"r\", \"capacityReservationSelectorTerms\": [{\"id\": \"cr-2\"}]}", true },
+                { "{\"role\": \"r\", \"securityGroupSelectorTerms\": [{\"id\": \"sg-1\"}]}",
+                  "{\"role\": \"r\", \"securityGroupSelectorTerms\": [{\"tags\": {\"a\": \"b\"}}]}", true },
+                { "{\"role\": \"r\", \"subnetSelectorTerms\": [{\"id\": \"subnet-1\"}], \"ipPrefixCount\": 1}",
+                  "{\"role\": \"r\", \"subnetSelectorTerms\": [{\"id\": \"subnet-2\"}]}", true },
+                /* the family counts by its value, written either way */
+                { "{\"role\": \"r\", \"amiSelectorTerms\": [{\"alias\": \"al2023@latest\"}]}",
+                  "{\"role\": \"r\", \"amiFamily\": \"AL2023\", \"amiSelectorTerms\": [{\"id\": \"ami-1\"}]}", true },
+                { "{\"role\": \"r\", \"amiSelectorTerms\": [{\"alias\": \"bottlerocket@latest\"}]}",
+                  "{\"role\": \"r\", \"amiSelectorTerms\": [{\"alias\": \"al2023@latest\"}]}", false },
+                { "{\"role\": \"r\", \"amiFamily\": \"Custom\", \"amiSelectorTerms\": [{\"id\": \"ami-1\"}]}",
+                  "{\"role\": \"r\", \"amiFamily\": \"AL2023\", \"amiSelectorTerms\": [{\"id\": \"ami-1\"}]}", false },
+                /* what is not a selector does */
+                { "{\"role\": \"r\", \"userData\": \"x\"}", "{\"role\": \"r\", \"userData\": \"y\"}", false },
+                { "{\"role\": \"r\", \"tags\": {\"a\": \"1\"}}", "{\"role\": \"r\"}", false },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
+                char h1[DISRUPTION_CLASS_HASH_SIZE], h2[DISRUPTION_CLASS_HASH_SIZE], buf[512];
+                snprintf(buf, sizeof buf, "{\"spec\": %s}", pairs[i].a);
+                cJSON *c1 = cJSON_Parse(buf);
+                snprintf(buf, sizeof buf, "{\"spec\": %s}", pairs[i].b);
+                cJSON *c2 = cJSON_Parse(buf);
+                disruption_class_hash(c1, h1);
+                disruption_class_hash(c2, h2);
+                assert_true(disruption_class_hash_current(h1));
+                assert_int_equal(strlen(h1), 19);
+                if (streq(h1, h2) != pairs[i].same)
+                        fail_msg("class hash pair %zu: %s and %s", i, h1, h2);
+                cJSON_Delete(c1);
+                cJSON_Delete(c2);
+        }
+        /* an older coordinator's label (no version) is not compared */
+        assert_false(disruption_class_hash_current("0123456789abcdef"));
+        assert_false(disruption_class_hash_current(NULL));
+        assert_false(disruption_class_hash_current("v2"));
+        /* the family a class launches */
+        cJSON *spec = cJSON_Parse("{\"amiSelectorTerms\": [{\"alias\": \"bottlerocket@v1.20.0\"}]}");
+        assert_string_equal(nodeclass_ami_family(spec), "Bottlerocket");
+        cJSON_Delete(spec);
+        spec = cJSON_Parse("{\"amiSelectorTerms\": [{\"id\": \"ami-1\"}]}");
+        assert_string_equal(nodeclass_ami_family(spec), "AL2023");
+        cJSON_Delete(spec);
         solver_arena_free(a);
         nodepool_objects_free(o);
 }

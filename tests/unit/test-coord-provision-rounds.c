@@ -7,7 +7,8 @@
  *
  * Covered: a batch of pending pods closes into one round that launches the solver's plan (the
  * CreateFleet requests: types, zones and their subnets, capacity type, count, a ClientToken that
- * stays the same when the same plan is tried again); insufficient capacity for one offering
+ * stays the same when the same plan is tried again), identical nodes in one CreateFleet and its
+ * partial fulfilment; insufficient capacity for one offering
  * takes it out and the next round launches elsewhere; a partial fleet; throttling; in-flight
  * instances count against NodePool limits and are never launched twice; an instance whose Node
  * never registers is terminated after the registration timeout; a drained node with the
@@ -41,6 +42,8 @@ typedef enum FleetAnswer {
         FLEET_ICE_FIRST,       /* no instance; the first override's error is insufficient capacity */
         FLEET_PARTIAL,         /* the first override has no capacity, the second launches */
         FLEET_THROTTLED,       /* the call fails: RequestLimitExceeded, after the client's retries */
+        FLEET_SHORT,           /* one instance fewer than asked, of the first override, whose
+                                * capacity ran out (its error beside them) */
 } FleetAnswer;
 
 #define MAX_OV 16
@@ -234,14 +237,17 @@ static void fleet_error_add(Ec2FleetResult *r, const FleetCall *call, size_t i) 
         r->n_errors = 1;
 }
 
-static void fleet_instance_add(Ec2FleetResult *r, const FleetCall *call, size_t i) {
-        char id[32];
-        snprintf(id, sizeof id, "i-%017u", ++ec2.instances);
+/* count instances of override i (one entry of the answer's fleetInstanceSet, as EC2 groups them). */
+static void fleet_instances_add(Ec2FleetResult *r, const FleetCall *call, size_t i, size_t count) {
         r->instances = calloc(1, sizeof *r->instances);
         assert_non_null(r->instances);
-        r->instances[0].instance_ids = calloc(2, sizeof(char *));
+        r->instances[0].instance_ids = calloc(count + 1, sizeof(char *));
         assert_non_null(r->instances[0].instance_ids);
-        r->instances[0].instance_ids[0] = xstrdup(id);
+        for (size_t k = 0; k < count; k++) {
+                char id[32];
+                snprintf(id, sizeof id, "i-%017u", ++ec2.instances);
+                r->instances[0].instance_ids[k] = xstrdup(id);
+        }
         r->instances[0].instance_type = xstrdup(call->type[i]);
         r->instances[0].zone = xstrdup(call->zone[i]);
         r->instances[0].subnet_id = xstrdup(call->subnet[i]);
@@ -273,12 +279,16 @@ int __wrap_ec2_create_fleet(Ec2Client *c, const Ec2FleetSpec *spec, ec2_fleet_do
         assert_non_null(r);
         r->fleet_id = xstrdup("fleet-1");
         if (how == FLEET_LAUNCH)
-                fleet_instance_add(r, call, 0);
-        else {
+                fleet_instances_add(r, call, 0, call->target);
+        else if (how == FLEET_SHORT) {
+                assert_true(call->target >= 2);
+                fleet_error_add(r, call, 0);
+                fleet_instances_add(r, call, 0, call->target - 1);
+        } else {
                 fleet_error_add(r, call, 0);
                 if (how == FLEET_PARTIAL) {
                         assert_true(call->n >= 2);
-                        fleet_instance_add(r, call, 1);
+                        fleet_instances_add(r, call, 1, call->target);
                 }
         }
         return answer(OP_FLEET, c, done, userdata, r, NULL);
@@ -623,25 +633,23 @@ static void test_batch_round_launches_plan(void **state) {
         for (size_t i = 0; i < f->n_plan; i++)
                 pods += f->plan[i].n_pods;
         assert_int_equal(pods, 3);
-        /* each planned node is a CreateFleet of one instance: the plan's cheapest offering first */
-        assert_int_equal(ec2.n_fleets, f->n_plan);
-        for (size_t i = 0; i < f->n_plan; i++) {
-                const FleetCall *fc = &ec2.fleets[i];
-                assert_string_equal(fc->type[0], f->plan[i].type);
-                assert_string_equal(fc->zone[0], f->plan[i].zone);
-                assert_int_equal(fc->capacity_type, EC2_CAPACITY_ON_DEMAND);
-                assert_int_equal(f->plan[i].capacity_type, SOLVER_CAPACITY_ON_DEMAND);
-                assert_int_equal(fc->target, 1);
-                assert_string_equal(fc->nodepool, "default");
-                assert_overrides_sound(fc);
-                assert_true(strncmp(fc->token, "nodesmith-", 10) == 0);
-                for (size_t k = 0; k < i; k++)
-                        assert_string_not_equal(fc->token, ec2.fleets[k].token);
-        }
         /* 1.2 CPU each: no two on a 2-vCPU node; three t3.medium are the cheapest */
         assert_int_equal(f->n_plan, 3);
-        for (size_t i = 0; i < 3; i++)
-                assert_string_equal(ec2.fleets[i].type[0], "t3.medium");
+        for (size_t i = 0; i < 3; i++) {
+                assert_string_equal(f->plan[i].type, "t3.medium");
+                assert_int_equal(f->plan[i].capacity_type, SOLVER_CAPACITY_ON_DEMAND);
+        }
+        /* the three identical nodes are one CreateFleet of three instances, the plan's cheapest
+         * offering first */
+        assert_int_equal(ec2.n_fleets, 1);
+        const FleetCall *fc = &ec2.fleets[0];
+        assert_int_equal(fc->target, 3);
+        assert_string_equal(fc->type[0], f->plan[0].type);
+        assert_string_equal(fc->zone[0], f->plan[0].zone);
+        assert_int_equal(fc->capacity_type, EC2_CAPACITY_ON_DEMAND);
+        assert_string_equal(fc->nodepool, "default");
+        assert_overrides_sound(fc);
+        assert_true(strncmp(fc->token, "nodesmith-", 10) == 0);
         assert_int_equal(f->launched, 3);
         assert_int_equal(in_flight(f), 3);
         assert_int_equal(metric(f, "nodesmith_instances_launched_total"), 3);
@@ -793,6 +801,58 @@ static void test_partial_fleet(void **state) {
                 assert_false(streq(next->type[i], fc->type[0]) && streq(next->zone[i], fc->zone[0]));
 }
 
+/* Identical nodes go out as one CreateFleet. Throttled, it is sent again alike (same count, same
+ * ClientToken: EC2's idempotency never doubles them); EC2 then launches one instance fewer than
+ * asked (the offering ran out): the instances it gave are in flight with their pods, the pod of
+ * the node left without one is planned again at once, elsewhere, under a new ClientToken. */
+static void test_batched_fleet_partly_fulfilled(void **state) {
+        Fx *f = *state;
+        f->cfg.batch_idle_ms = 400;
+        ec2.script[ec2.n_script++] = FLEET_THROTTLED;
+        ec2.script[ec2.n_script++] = FLEET_SHORT;
+        start(f, 600000);
+        put_pending_pod("job-1", 1200);
+        put_pending_pod("job-2", 1200);
+        put_pending_pod("job-3", 1200);
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 2 }, 10000));
+        const FleetCall *first = &ec2.fleets[0], *again = &ec2.fleets[1];
+        assert_int_equal(first->target, 3);
+        assert_int_equal(again->target, 3);
+        assert_string_equal(again->token, first->token);
+        assert_string_equal(again->type[0], first->type[0]);
+        assert_string_equal(again->zone[0], first->zone[0]);
+
+        /* two of three: both in flight, the third launch failed and its pod is planned again */
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 3 }, 10000));
+        const FleetCall *rest = &ec2.fleets[2];
+        assert_int_equal(rest->target, 1);
+        assert_string_not_equal(rest->token, first->token);
+        for (size_t i = 0; i < rest->n; i++)
+                assert_false(streq(rest->type[i], first->type[0]) && streq(rest->zone[i], first->zone[0]));
+        assert_overrides_sound(rest);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 3 }, 5000));
+        assert_int_equal(f->n_plan, 1);
+        assert_int_equal(f->plan[0].n_pods, 1);
+        assert_true(world_run_until(idle, f, 5000));
+        /* three instances for three pods, each pod nominated once */
+        assert_int_equal(in_flight(f), 3);
+        assert_int_equal(f->launched, 3);
+        assert_int_equal(f->launch_failed, 3 + 1); /* the throttled call's three, the one left short */
+        assert_int_equal(world_count("EVENT Pod/job-"), 3);
+        assert_int_equal(metric(f, "nodesmith_instances_launched_total"), 3);
+        assert_int_equal(metric(f, "nodesmith_insufficient_capacity_total"), 1);
+        size_t n;
+        const InFlight *fl = provisioner_inflight(f->p, &n);
+        assert_int_equal(n, 3);
+        assert_string_equal(fl[0].instance_type, first->type[0]);
+        assert_string_equal(fl[1].instance_type, first->type[0]);
+        assert_string_equal(fl[2].instance_type, rest->type[0]);
+        assert_string_equal(fl[2].zone, rest->zone[0]);
+        /* nothing more: no pod is left pending without its node */
+        run_for(1500);
+        assert_int_equal(ec2.n_fleets, 3);
+}
+
 /* A spot instance in flight that EC2 takes back before it registers: its pods are planned again
  * at once, away from that spot offering. */
 static void test_spot_in_flight_taken_back(void **state) {
@@ -869,8 +929,10 @@ static void test_unregistered_instance_terminated(void **state) {
         start(f, 1500);
         put_pending_pod("slow-1", 1200);
         put_pending_pod("slow-2", 1200);
-        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 2 }, 10000));
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 1 }, 10000));
+        assert_true(world_run_until(idle, f, 5000));
         assert_int_equal(in_flight(f), 2);
+        size_t fleets = ec2.n_fleets; /* one of two instances, or two of one (the pods came apart) */
         size_t n;
         const InFlight *fl = provisioner_inflight(f->p, &n);
         char registers[32], never[32];
@@ -887,9 +949,10 @@ static void test_unregistered_instance_terminated(void **state) {
         assert_string_equal(ec2.terminated[0], never);
         assert_int_equal(metric(f, "nodesmith_instances_terminated_unregistered_total"), 1);
         /* its pod is planned again: a new launch, a new ClientToken */
-        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = 3 }, 10000));
-        assert_string_not_equal(ec2.fleets[2].token, ec2.fleets[0].token);
-        assert_string_not_equal(ec2.fleets[2].token, ec2.fleets[1].token);
+        assert_true(world_run_until(fleets_reach, &(Until) { .fleets = fleets + 1 }, 10000));
+        for (size_t i = 0; i < fleets; i++)
+                assert_string_not_equal(ec2.fleets[fleets].token, ec2.fleets[i].token);
+        assert_int_equal(ec2.fleets[fleets].target, 1);
         fl = provisioner_inflight(f->p, &n);
         assert_int_equal(n, 1);
         assert_string_not_equal(fl[0].instance_id, never);
@@ -941,6 +1004,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_throttled_launch_retried_with_same_token, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_insufficient_capacity_next_round_elsewhere, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_partial_fleet, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_batched_fleet_partly_fulfilled, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_spot_in_flight_taken_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_in_flight_counts_against_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unregistered_instance_terminated, setup, teardown),
