@@ -8,6 +8,7 @@ a real nodesmith-agent. Runs each configuration several times and prints medians
       [--agent-world node|link] [--floor]
   python3 bench/bench_link.py --curve 1000,5000,10000,20000 [--interval 10] [--seconds 30]
       [--curve-pods 20] [--per-client 1000] [--transports tls] [--max-unauthenticated 4096]
+      [--coordinator-arg '--idle-timeout 10m' ...]
 
 --curve: the coordinator's memory and answer times with N agents each reporting every --interval
 seconds (bench/link --interval-ms: a report per agent per interval, the agents' phases spread over
@@ -135,7 +136,8 @@ def curve_point(d, pki, agents, args):
                                "--max-connections", str(agents + 1000),
                                "--max-connections-per-source", str(agents + 1000),
                                "--max-unauthenticated", str(args.max_unauthenticated),
-                               "--max-unauthenticated-per-source", str(args.max_unauthenticated)],
+                               "--max-unauthenticated-per-source", str(args.max_unauthenticated)]
+                              + [x for a in args.coordinator_arg for x in a.split()],
                         name=f"coordinator-curve-{agents}").start()
     clients = []
     try:
@@ -203,7 +205,7 @@ def curve_point(d, pki, agents, args):
                  "warmup_registered": sum(r["warmup"]["registered"] for r in rs),
                  "warmup_p99_ms_worst_client": max(r["warmup"]["p99_ms"] for r in rs),
                  "warmup_max_ms": max(r["warmup"]["max_ms"] for r in rs),
-                 "nodes": len(coord.nodes())}
+                 "nodes": len(coord.nodes()), "coordinator_args": args.coordinator_arg}
         # what the coordinator's connection guard did meanwhile (refusals, closes, handshakes)
         point["link_metrics"] = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in coord.metrics().splitlines()
                                  if ln.startswith(("nodesmith_link_connections", "nodesmith_link_handshakes"))}
@@ -316,6 +318,8 @@ def main():
     ap.add_argument("--interval", type=float, default=10, help="--curve: each agent's report interval, seconds")
     ap.add_argument("--per-client", type=int, default=1000, help="--curve: agents per client process")
     ap.add_argument("--curve-pods", type=int, default=20, help="--curve: pods in each agent's report")
+    ap.add_argument("--coordinator-arg", action="append", default=[],
+                    help="--curve: more coordinator options, e.g. '--idle-timeout 10m' (repeatable)")
     ap.add_argument("--max-unauthenticated", type=int, default=4096,
                     help="--curve: the coordinator's caps on connections not yet authenticated (total, per source)")
     args = ap.parse_args()

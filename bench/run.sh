@@ -27,8 +27,10 @@ if run scaleout; then
   python3 bench/bench_scaleout.py ${SCALEOUT_ARGS:-}
 fi
 if run link-curve; then
-  echo "== bench/link --curve: 1k to 20k agents over TLS, each reporting every 10 s"
-  python3 bench/bench_link.py --curve ${LINK_CURVE:-1000,5000,10000,20000} ${LINK_CURVE_ARGS:-}
+  # 19 500 at the top: 20 000 agents need a file limit above 20 000 in the coordinator (the build
+  # machine's hard limit is 20 000); LINK_CURVE=1000,5000,10000,20000 where the limit allows it
+  echo "== bench/link --curve: 1k to 19.5k agents over TLS, each reporting every 10 s"
+  python3 bench/bench_link.py --curve ${LINK_CURVE:-1000,5000,10000,19500} ${LINK_CURVE_ARGS:-}
 fi
 if run karpenter; then
   echo "== bench/karpenter: bench/scheduling and Karpenter's own scheduling benchmark in one run"

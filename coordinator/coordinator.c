@@ -55,6 +55,7 @@ Coordinator *coordinator_free(Coordinator *c) {
         kube_client_free(c->kube);
         link_server_free(c->link); /* first: no fast answer runs after it */
         sd_event_source_disable_unref(c->fast_timer);
+        c->registry.forget = NULL;
         agent_server_free(c->agents);
         fast_path_free(c->fast);
         registry_done(&c->registry);
@@ -307,6 +308,11 @@ static void port_agent_reported(void *userdata, const NodeEntry *e) {
         proxy_drains_agent_reported(provisioner_proxy_drains(c->provisioner), e);
 }
 
+static void port_registry_forget(void *userdata, const char *instance_id) {
+        Coordinator *c = userdata;
+        agent_server_fast_forget(c->agents, instance_id);
+}
+
 static const KubeWatch *port_nodes(void *userdata) {
         Coordinator *c = userdata;
         return provisioner_nodes(c->provisioner);
@@ -495,6 +501,8 @@ int coordinator_start(Coordinator *c) {
         r = agent_server_new(&ac, &c->registry, c->attest, c->fast, &ap, &c->agents);
         if (r < 0)
                 return log_oom();
+        c->registry.forget = port_registry_forget; /* a changed directive leaves the fast path at once */
+        c->registry.forget_userdata = c;
 
         LinkTls tls = { .cert_file = c->cfg.tls_cert, .key_file = c->cfg.tls_key };
         uint64_t idle_ms = c->cfg.idle_timeout_ms ?: MAX(60 * 1000, 6 * c->cfg.report_interval_ms);

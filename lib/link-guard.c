@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "grow.h"
 #include "link-guard.h"
 
 #define BUCKETS 4096 /* pipes, by id */
@@ -36,6 +37,7 @@ typedef struct Handshake {
 struct Pipe {
         Pipe *next;
         uint32_t id;
+        int fd;          /* its descriptor, once a sweep found it (-1: not yet) */
         Peer peer;
         Source *source;
         uint64_t added_usec, seen_usec;
@@ -54,6 +56,55 @@ struct LinkGuard {
         size_t n_handshakes;
 };
 
+/* Descriptors a sweep found to be a pipe's, of any guard in the process (a bit per descriptor):
+ * every guard's sweep skips them without a system call until their pipe goes, so the agents'
+ * link and the HTTP servers do not look at each other's connections every second. Taken after
+ * a guard's own lock, never before. */
+static struct {
+        pthread_mutex_t lock;
+        uint64_t *bits;
+        size_t n;     /* in bits */
+        size_t users; /* guards alive: the last one frees the bits */
+} pipe_fds = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void pipe_fds_clear(int fd) {
+        pthread_mutex_lock(&pipe_fds.lock);
+        if ((size_t) fd < pipe_fds.n)
+                pipe_fds.bits[fd / 64] &= ~(UINT64_C(1) << (fd % 64));
+        pthread_mutex_unlock(&pipe_fds.lock);
+}
+
+static bool pipe_fds_set(int fd) {
+        bool ok = true;
+        pthread_mutex_lock(&pipe_fds.lock);
+        if ((size_t) fd >= pipe_fds.n) {
+                size_t bits = MAX((size_t) fd + 1, 2 * pipe_fds.n);
+                bits = (bits + 63) / 64 * 64;
+                uint64_t *b = realloc(pipe_fds.bits, bits / 8);
+                if (b) {
+                        memset(b + pipe_fds.n / 64, 0, (bits - pipe_fds.n) / 8);
+                        pipe_fds.bits = b;
+                        pipe_fds.n = bits;
+                }
+                ok = b != NULL;
+        }
+        if (ok)
+                pipe_fds.bits[fd / 64] |= UINT64_C(1) << (fd % 64);
+        pthread_mutex_unlock(&pipe_fds.lock);
+        return ok;
+}
+
+/* A copy of the bits (NULL and 0 when there are none or on failure). */
+static uint64_t *pipe_fds_copy(size_t *ret_n) {
+        uint64_t *copy = NULL;
+        pthread_mutex_lock(&pipe_fds.lock);
+        if (pipe_fds.n > 0 && (copy = malloc(pipe_fds.n / 8)))
+                memcpy(copy, pipe_fds.bits, pipe_fds.n / 8);
+        *ret_n = copy ? pipe_fds.n : 0;
+        pthread_mutex_unlock(&pipe_fds.lock);
+        return copy;
+}
+
 static uint64_t now_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -66,6 +117,9 @@ int link_guard_new(const LinkLimits *limits, LinkGuard **ret) {
                 return -ENOMEM;
         pthread_mutex_init(&g->lock, NULL);
         g->limits = *limits;
+        pthread_mutex_lock(&pipe_fds.lock);
+        pipe_fds.users++;
+        pthread_mutex_unlock(&pipe_fds.lock);
         *ret = g;
         return 0;
 }
@@ -88,6 +142,13 @@ LinkGuard *link_guard_free(LinkGuard *g) {
         pthread_mutex_destroy(&g->lock);
         free(g->handshakes);
         free(g);
+        pthread_mutex_lock(&pipe_fds.lock);
+        if (--pipe_fds.users == 0) {
+                free(pipe_fds.bits);
+                pipe_fds.bits = NULL;
+                pipe_fds.n = 0;
+        }
+        pthread_mutex_unlock(&pipe_fds.lock);
         return NULL;
 }
 
@@ -159,6 +220,7 @@ static void on_add(LinkGuard *g, nng_pipe pipe) {
                 (*ss)->pipes++;
                 (*ss)->unauthenticated++;
                 p->id = nng_pipe_id(pipe);
+                p->fd = -1;
                 p->peer = peer;
                 p->source = *ss;
                 p->added_usec = p->seen_usec = now_usec();
@@ -179,6 +241,8 @@ static void on_remove(LinkGuard *g, nng_pipe pipe) {
         Pipe *p = *slot;
         if (p) {
                 *slot = p->next;
+                if (p->fd >= 0) /* the descriptor may be closed and reused: look at it again */
+                        pipe_fds_clear(p->fd);
                 g->stats.pipes--;
                 if (!p->authenticated) {
                         g->stats.unauthenticated--;
@@ -321,71 +385,132 @@ static int found_by_age(const void *a, const void *b) {
         return x->h.first_usec < y->h.first_usec ? -1 : x->h.first_usec > y->h.first_usec;
 }
 
+/* How many kept handshakes each source has so far: open addressing over a table of 2^k slots. */
+typedef struct SourceCount {
+        uint8_t addr[17];
+        bool used;
+        size_t n;
+} SourceCount;
+
+static size_t *source_count(SourceCount *t, size_t mask, const uint8_t addr[17]) {
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+        for (size_t i = 0; i < 17; i++)
+                h = (h ^ addr[i]) * 1099511628211ULL;
+        size_t i = h & mask;
+        while (t[i].used && memcmp(t[i].addr, addr, 17) != 0)
+                i = (i + 1) & mask;
+        if (!t[i].used) {
+                t[i].used = true;
+                memcpy(t[i].addr, addr, 17);
+        }
+        return &t[i].n;
+}
+
+/* A pipe whose descriptor the sweep has not found yet. */
+typedef struct Unplaced {
+        Peer peer;
+        uint32_t id;
+} Unplaced;
+
+typedef struct Placed {
+        int fd;
+        uint32_t id;
+} Placed;
+
+static bool fd_known(const uint64_t *bits, size_t n_bits, int fd) {
+        return (size_t) fd < n_bits && (bits[fd / 64] >> (fd % 64) & 1);
+}
+
+/* Under the lock: pipe id's descriptor is fd, skipped from now on. */
+static void pipe_fd_place(LinkGuard *g, uint32_t id, int fd) {
+        Pipe *p = *pipe_slot(g, id);
+        if (p && p->fd < 0 && pipe_fds_set(fd)) /* else gone meanwhile, or looked at again next time */
+                p->fd = fd;
+}
+
 /* Connections to our port that are not pipes: shut down what is too old or beyond the caps
- * (the youngest first). Runs on the loop, outside the lock but for the pipe snapshot. */
+ * (the youngest first). Runs on the loop, outside the lock but for the snapshots. The system
+ * calls go to descriptors not known as pipes' yet (new connections, and the handshakes): a
+ * descriptor found to be a pipe's is skipped until that pipe goes, so a steady fleet costs one
+ * read of /proc/self/fd per sweep, not two calls per connection. */
 static void sweep_handshakes(LinkGuard *g, uint64_t now) {
         const LinkLimits *l = &g->limits;
-        Peer *pipes = NULL;
-        size_t n_pipes = 0, unauth_pipes, total;
+        _cleanup_free_ Unplaced *unplaced = NULL;
+        _cleanup_free_ uint64_t *known = NULL;
+        _cleanup_free_ Placed *placed = NULL;
+        _cleanup_free_ Found *found = NULL;
+        _cleanup_free_ SourceCount *per_source = NULL;
+        size_t n_unplaced = 0, n_known = 0, n_placed = 0, unauth_pipes, total, n = 0, alloc = 0, placed_alloc = 0;
         uint16_t port;
+        bool ok = true;
 
         pthread_mutex_lock(&g->lock);
         port = g->port;
         unauth_pipes = g->stats.unauthenticated;
         total = g->stats.pipes;
-        if (port && total > 0 && (pipes = malloc(total * sizeof *pipes)))
+        if (port && total > 0 && (unplaced = malloc(total * sizeof *unplaced)))
                 for (size_t i = 0; i < BUCKETS; i++)
                         for (Pipe *p = g->pipes[i]; p; p = p->next)
-                                pipes[n_pipes++] = p->peer;
+                                if (p->fd < 0)
+                                        unplaced[n_unplaced++] = (Unplaced) { p->peer, p->id };
+        ok = total == 0 || unplaced;
         pthread_mutex_unlock(&g->lock);
-        if (!port || (total > 0 && !pipes))
+        if (!port || !ok)
                 return;
-        qsort(pipes, n_pipes, sizeof *pipes, peer_cmp);
+        known = pipe_fds_copy(&n_known); /* none (or no memory for a copy): every descriptor is looked at */
+        qsort(unplaced, n_unplaced, sizeof *unplaced, peer_cmp);
 
         DIR *d = opendir("/proc/self/fd");
-        Found *found = NULL;
-        size_t n = 0, alloc = 0;
         struct dirent *de;
         while (d && (de = readdir(d))) {
                 int fd = atoi(de->d_name);
                 Peer peer;
-                if (de->d_name[0] == '.' || fd == dirfd(d) || !fd_peer(fd, port, &peer) ||
-                    bsearch(&peer, pipes, n_pipes, sizeof *pipes, peer_cmp))
+                if (de->d_name[0] == '.' || fd == dirfd(d) || fd_known(known, n_known, fd) || !fd_peer(fd, port, &peer))
                         continue;
-                if (n == alloc) {
-                        Found *f = realloc(found, (alloc = alloc ? alloc * 2 : 64) * sizeof *found);
-                        if (!f)
-                                break;
-                        found = f;
+                const Unplaced *u = bsearch(&peer, unplaced, n_unplaced, sizeof *unplaced, peer_cmp);
+                if (u) {
+                        if (GROW(placed, placed_alloc, n_placed + 1, SIZE_MAX / sizeof *placed) < 0)
+                                continue; /* found again next time */
+                        placed[n_placed++] = (Placed) { fd, u->id };
+                        continue;
                 }
+                if (GROW(found, alloc, n + 1, SIZE_MAX / sizeof *found) < 0)
+                        break;
                 Handshake *prev = bsearch(&peer, g->handshakes, g->n_handshakes, sizeof *g->handshakes, peer_cmp);
                 found[n++] = (Found) { { peer, prev ? prev->first_usec : now }, fd };
         }
         if (d)
                 closedir(d);
-        free(pipes);
 
         /* oldest first: they keep their places, the youngest go beyond the caps */
         qsort(found, n, sizeof *found, found_by_age);
-        size_t kept = 0, timed_out = 0, over = 0;
+        size_t kept = 0, timed_out = 0, over = 0, mask = 0;
         Handshake *next = n ? malloc(n * sizeof *next) : NULL;
+        if (n && l->max_unauthenticated_per_source) {
+                size_t slots = 16;
+                while (slots < 2 * n)
+                        slots *= 2;
+                per_source = calloc(slots, sizeof *per_source);
+                mask = slots - 1;
+        }
         for (size_t i = 0; i < n; i++) {
-                size_t same_source = 0;
-                for (size_t k = 0; k < kept; k++)
-                        same_source += memcmp(next[k].peer.b, found[i].h.peer.b, 17) == 0;
+                size_t *same_source = per_source ? source_count(per_source, mask, found[i].h.peer.b) : NULL;
                 bool old = l->auth_timeout_usec && now - found[i].h.first_usec > l->auth_timeout_usec;
                 bool beyond = (l->max_unauthenticated && unauth_pipes + kept >= l->max_unauthenticated) ||
-                              (l->max_unauthenticated_per_source && same_source >= l->max_unauthenticated_per_source);
+                              (l->max_unauthenticated_per_source && (!same_source || *same_source >= l->max_unauthenticated_per_source));
                 if (old || beyond || !next) {
                         (void) shutdown(found[i].fd, SHUT_RDWR);
                         old ? timed_out++ : over++;
                         continue;
                 }
+                if (same_source)
+                        (*same_source)++;
                 next[kept++] = found[i].h;
         }
-        free(found);
         qsort(next, kept, sizeof *next, peer_cmp);
         pthread_mutex_lock(&g->lock);
+        for (size_t i = 0; i < n_placed; i++)
+                pipe_fd_place(g, placed[i].id, placed[i].fd);
         free(g->handshakes);
         g->handshakes = next;
         g->n_handshakes = kept;

@@ -12,9 +12,11 @@
 typedef struct FastEntry FastEntry;
 struct FastEntry {
         FastEntry *next; /* in its bucket */
+        FastEntry *dirty_next; /* in the list of entries answered since the last sync */
+        bool dirty;
         char *instance_id;
         char *boot_id;
-        uint8_t *state;
+        uint8_t state_digest[REGISTRY_DIGEST_SIZE]; /* the registry's (registry.h) */
         size_t state_len;
         uint64_t sequence;  /* the last answered, by the loop or here */
         uint64_t seen_usec; /* CLOCK_MONOTONIC */
@@ -37,6 +39,7 @@ struct FastPath {
         FastEntry **buckets;
         size_t n_buckets; /* a power of two */
         size_t n;
+        FastEntry *dirty; /* answered here since the last sync */
 };
 
 static uint64_t hash_id(const char *s) {
@@ -60,7 +63,6 @@ static FastEntry **find(FastPath *f, const char *id) {
 static void entry_free(FastEntry *fe) {
         free(fe->instance_id);
         free(fe->boot_id);
-        free(fe->state);
         free(fe->reason);
         free(fe);
 }
@@ -115,6 +117,7 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
                      size_t *ret_len) {
         WireView v;
         char instance_id[65], boot_id[65];
+        uint8_t digest[REGISTRY_DIGEST_SIZE];
         int r = 0;
 
         /* read in place, nothing unpacked: anything but a well-formed report of the current
@@ -126,12 +129,13 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
             wire_span_string(v.instance_id, instance_id, sizeof instance_id) < 0 ||
             wire_span_string(v.boot_id, boot_id, sizeof boot_id) < 0)
                 return 0;
+        registry_state_digest(v.state.data, v.state.len, digest); /* outside the lock */
         uint64_t now = clock_usec(CLOCK_MONOTONIC);
         pthread_mutex_lock(&f->lock);
         FastEntry *fe = *find(f, instance_id);
         if (fe && streq(fe->boot_id, boot_id) && v.sequence > fe->sequence &&
             now - fe->seen_usec < f->fresh_usec && fe->state_len == v.state.len &&
-            memcmp(fe->state, v.state.data, fe->state_len) == 0 &&
+            memcmp(fe->state_digest, digest, sizeof digest) == 0 &&
             (!fe->has_secret || (v.boot_secret.len == sizeof fe->secret &&
                                  CRYPTO_memcmp(v.boot_secret.data, fe->secret, sizeof fe->secret) == 0))) {
                 Nodesmith__V1__NodeDirective d = NODESMITH__V1__NODE_DIRECTIVE__INIT;
@@ -151,6 +155,11 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
                         fe->sequence = v.sequence;
                         fe->seen_usec = now;
                         fe->pending++;
+                        if (!fe->dirty) {
+                                fe->dirty = true;
+                                fe->dirty_next = f->dirty;
+                                f->dirty = fe;
+                        }
                         r = 1;
                 }
         }
@@ -160,6 +169,12 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
 
 static void unlink_entry(FastPath *f, FastEntry **p) {
         FastEntry *fe = *p;
+        if (fe->dirty) /* a drop: rare, and the list holds one sync period's answers */
+                for (FastEntry **d = &f->dirty; *d; d = &(*d)->dirty_next)
+                        if (*d == fe) {
+                                *d = fe->dirty_next;
+                                break;
+                        }
         *p = fe->next;
         entry_free(fe);
         f->n--;
@@ -189,15 +204,8 @@ static int entry_update(FastEntry *fe, const NodeEntry *e, const char *boot_id, 
                         return -ENOMEM;
                 fe->sequence = 0; /* a new boot starts its own sequence */
         }
-        if (fe->state_len != e->state_len || !fe->state || memcmp(fe->state, e->state_bytes, e->state_len) != 0) {
-                uint8_t *copy = malloc(e->state_len ? e->state_len : 1);
-                if (!copy)
-                        return -ENOMEM;
-                memcpy(copy, e->state_bytes, e->state_len);
-                free(fe->state);
-                fe->state = copy;
-                fe->state_len = e->state_len;
-        }
+        memcpy(fe->state_digest, e->state_digest, sizeof fe->state_digest);
+        fe->state_len = e->state_len;
         if (!streq_ptr(fe->reason, e->reason) && free_and_strdup(&fe->reason, e->reason) < 0)
                 return -ENOMEM;
         fe->sequence = MAX(fe->sequence, e->sequence);
@@ -247,10 +255,15 @@ static bool sync_entry(FastPath *f, FastEntry **p, fast_path_sync_t keep, void *
 
 void fast_path_sync(FastPath *f, fast_path_sync_t keep, void *userdata) {
         pthread_mutex_lock(&f->lock);
-        for (size_t i = 0; i < f->n_buckets; i++)
-                for (FastEntry **p = &f->buckets[i]; *p;)
-                        if (sync_entry(f, p, keep, userdata))
-                                p = &(*p)->next;
+        FastEntry *fe = f->dirty;
+        f->dirty = NULL;
+        while (fe) {
+                FastEntry *next = fe->dirty_next;
+                fe->dirty = false;
+                fe->dirty_next = NULL;
+                (void) sync_entry(f, find(f, fe->instance_id), keep, userdata);
+                fe = next;
+        }
         pthread_mutex_unlock(&f->lock);
 }
 
@@ -259,5 +272,13 @@ void fast_path_sync_one(FastPath *f, const char *instance_id, fast_path_sync_t k
         FastEntry **p = find(f, instance_id);
         if (*p)
                 (void) sync_entry(f, p, keep, userdata);
+        pthread_mutex_unlock(&f->lock);
+}
+
+void fast_path_forget(FastPath *f, const char *instance_id, fast_path_sync_t keep, void *userdata) {
+        pthread_mutex_lock(&f->lock);
+        FastEntry **p = find(f, instance_id);
+        if (*p && sync_entry(f, p, keep, userdata))
+                unlink_entry(f, p);
         pthread_mutex_unlock(&f->lock);
 }

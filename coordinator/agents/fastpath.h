@@ -16,9 +16,10 @@
  * answered from that copy by whichever NNG thread received it. Everything else goes to the loop
  * as before. What the fast answers saw (sequence, time, count) the loop takes back at every sync
  * (every 50 ms, and before it handles a report of the same node) into the registry and the
- * metrics; at the same sync it drops the copy of every node that is gone, buried, shutting down
- * or whose directive changed since, so a changed directive is answered from the copy for at most
- * one sync period. */
+ * metrics. A sync looks only at the nodes answered since the last one (its cost follows the
+ * reports, not the fleet) and drops the copy of those that are gone, shutting down or no longer
+ * attested; a node whose directive changes, or that leaves the registry, has its copy dropped at
+ * once (fast_path_forget, through the registry's forget hook), so its next report goes to the loop. */
 
 typedef struct FastPath FastPath;
 
@@ -35,12 +36,15 @@ int fast_path_answer(FastPath *f, const uint8_t *req, size_t len, uint8_t *reply
 /* The loop: e's report (boot, sequence) was just accepted with its directive, at now. */
 void fast_path_remember(FastPath *f, const NodeEntry *e, const char *boot_id, bool attested, uint64_t now);
 
-/* The loop: each remembered node in turn; keep() returns false to drop it, after applying what
- * the fast answers saw (n > 0 of them, the last with sequence at seen_usec). */
+/* The loop: each node answered here since the last sync; keep() returns false to drop it, after
+ * applying what the fast answers saw (n > 0 of them, the last with sequence at seen_usec). */
 typedef bool (*fast_path_sync_t)(const char *instance_id, const char *boot_id, uint64_t n, uint64_t sequence,
                                  uint64_t seen_usec, int action, const char *reason, int64_t deadline_unix_ms,
                                  bool force, void *userdata);
 void fast_path_sync(FastPath *f, fast_path_sync_t keep, void *userdata);
 /* The same for one node, before the loop handles its report. */
 void fast_path_sync_one(FastPath *f, const char *instance_id, fast_path_sync_t keep, void *userdata);
+/* The loop: hands what the fast answers saw of the node to keep(), then drops its copy whatever
+ * keep() says (its directive changed, or it leaves the registry). */
+void fast_path_forget(FastPath *f, const char *instance_id, fast_path_sync_t keep, void *userdata);
 size_t fast_path_size(FastPath *f);

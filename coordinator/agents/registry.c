@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The registry of reporting nodes: open addressing by instance id, their state, pods and notices. */
+#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -34,7 +35,6 @@ static void entry_free(NodeEntry *e) {
                 return;
         notices_free(e);
         pb_arena_free(e->arena);
-        free(e->state_bytes);
         free(e->instance_id);
         free(e->reason);
         free(e->secret_boot);
@@ -45,9 +45,9 @@ static size_t pb_arena_used_or_zero(const PbArena *a) {
         return a ? pb_arena_used(a) : 0;
 }
 
-/* The state's bytes twice (the registry's copy, and the fast path's: fastpath.h) and its arena. */
+/* The unpacked state (its bytes are kept as a digest, here and in the fast path: fastpath.h). */
 static size_t entry_memory(const NodeEntry *e) {
-        return e ? 2 * e->state_len + pb_arena_used_or_zero(e->arena) : 0;
+        return e ? pb_arena_used_or_zero(e->arena) : 0;
 }
 
 void registry_done(Registry *r) {
@@ -92,8 +92,16 @@ bool registry_is_duplicate(const NodeEntry *e, const char *boot_id, uint64_t seq
                sequence <= e->sequence;
 }
 
+void registry_state_digest(const uint8_t *state, size_t len, uint8_t ret[static REGISTRY_DIGEST_SIZE]) {
+        (void) SHA256(state, len, ret);
+}
+
 bool registry_state_unchanged(const NodeEntry *e, const uint8_t *state, size_t len) {
-        return e && e->state_bytes && e->state_len == len && memcmp(e->state_bytes, state, len) == 0;
+        uint8_t digest[REGISTRY_DIGEST_SIZE];
+        if (!e || e->state_len == 0 || e->state_len != len)
+                return false;
+        registry_state_digest(state, len, digest);
+        return memcmp(e->state_digest, digest, sizeof digest) == 0;
 }
 
 void registry_touch(NodeEntry *e, uint64_t sequence, uint64_t now) {
@@ -127,33 +135,23 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
         size_t i = find_slot(r, id);
         NodeEntry *e = r->slots[i];
         bool is_new = false;
-        size_t old_bytes = entry_memory(e), new_bytes = 2 * len + pb_arena_used_or_zero(arena);
+        size_t old_bytes = entry_memory(e), new_bytes = pb_arena_used_or_zero(arena);
         if (r->max_state_memory && new_bytes > old_bytes &&
             r->state_memory - old_bytes + new_bytes > r->max_state_memory)
                 return -ENOBUFS;
 
-        uint8_t *copy = malloc(len ? len : 1);
-        if (!copy)
-                return -ENOMEM;
-        memcpy(copy, bytes, len);
-
         if (!e) {
-                if (r->n >= r->max_nodes) {
-                        free(copy);
+                if (r->n >= r->max_nodes)
                         return -ENOSPC;
-                }
                 if ((r->n + 1) * 4 > r->capacity * 3) {
                         int k = grow(r);
-                        if (k < 0) {
-                                free(copy);
+                        if (k < 0)
                                 return k;
-                        }
                         i = find_slot(r, id);
                 }
                 e = calloc(1, sizeof *e);
                 if (!e || !(e->instance_id = strdup(id))) {
                         free(e);
-                        free(copy);
                         return -ENOMEM;
                 }
                 e->first_seen_usec = now;
@@ -169,10 +167,9 @@ int registry_put(Registry *r, const char *id, uint64_t sequence, Nodesmith__V1__
                 e->pods_changed_usec = now;
         r->state_memory = r->state_memory - entry_memory(e) + new_bytes;
         pb_arena_free(e->arena);
-        free(e->state_bytes);
         e->state = state;
         e->arena = arena;
-        e->state_bytes = copy;
+        registry_state_digest(bytes, len, e->state_digest);
         e->state_len = len;
         registry_touch(e, sequence, now);
         if (ret)
@@ -202,6 +199,7 @@ int registry_remove(Registry *r, const char *id) {
         if (!r->slots[i])
                 return -ENOENT;
         r->state_memory -= entry_memory(r->slots[i]);
+        registry_directive_changed(r, r->slots[i]);
         entry_free(r->slots[i]);
         r->slots[i] = NULL;
         r->n--;
@@ -341,6 +339,11 @@ int registry_add_notice(NodeEntry *e, int kind, const char *event_id, int64_t de
         if (ret)
                 *ret = n;
         return 1;
+}
+
+void registry_directive_changed(Registry *r, const NodeEntry *e) {
+        if (r->forget && e)
+                r->forget(r->forget_userdata, e->instance_id);
 }
 
 void registry_bury(Registry *r, const char *id) {

@@ -28,13 +28,17 @@ typedef struct NoticeRecord {
         unsigned sources;                     /* NOTICE_FROM_* */
 } NoticeRecord;
 
+/* A state's packed bytes are kept as their SHA-256 only: "unchanged" compares digests (a node
+ * could only make a colliding state look like one it already sent). */
+#define REGISTRY_DIGEST_SIZE 32
+
 typedef struct NodeEntry {
         char *instance_id;
         uint64_t sequence;                    /* of the last accepted report */
         Nodesmith__V1__NodeState *state;      /* latest state, unpacked into arena */
         PbArena *arena;                       /* owns state */
-        uint8_t *state_bytes;                 /* the state as received, to spot unchanged ones */
-        size_t state_len;
+        uint8_t state_digest[REGISTRY_DIGEST_SIZE]; /* of the state as received, to spot unchanged ones */
+        size_t state_len;                     /* its packed size (0: no state received) */
         uint64_t first_seen_usec;             /* CLOCK_MONOTONIC */
         uint64_t last_seen_usec;
         uint64_t heard_usec;                  /* any report, duplicates and unchanged ones included */
@@ -70,10 +74,14 @@ typedef struct Registry {
         size_t capacity;     /* power of two */
         size_t n;
         size_t max_nodes;
-        size_t state_memory;     /* bytes of the stored states (their copies and arenas) */
+        size_t state_memory;     /* bytes of the stored states (their arenas) */
         size_t max_state_memory; /* 0: no budget; a state beyond it is refused with -ENOBUFS */
         char *gone[256];     /* instances terminated lately: their late reports are refused */
         size_t gone_next;
+        /* Told of an entry whose directive changed (registry_directive_changed) or that goes
+         * (before it is freed): what keeps a copy of it drops that (the fast path, fastpath.h). */
+        void (*forget)(void *userdata, const char *instance_id);
+        void *forget_userdata;
 } Registry;
 
 int registry_init(Registry *r, size_t max_nodes);
@@ -83,12 +91,14 @@ NodeEntry *registry_get(const Registry *r, const char *instance_id);
 
 /* A report from the same boot whose sequence is not newer than the last one. */
 bool registry_is_duplicate(const NodeEntry *e, const char *boot_id, uint64_t sequence);
+/* The digest of packed state bytes. */
+void registry_state_digest(const uint8_t *state, size_t len, uint8_t ret[static REGISTRY_DIGEST_SIZE]);
 /* The state bytes are those of the last accepted report: nothing to re-read. */
 bool registry_state_unchanged(const NodeEntry *e, const uint8_t *state, size_t len);
 /* Record a report whose state is unchanged. */
 void registry_touch(NodeEntry *e, uint64_t sequence, uint64_t now_usec);
 /* Record a new state, unpacked into arena from bytes (takes ownership of state and arena on
- * success; copies bytes). A new node beyond max_nodes: -ENOSPC, nothing taken. */
+ * success; keeps the digest of bytes). A new node beyond max_nodes: -ENOSPC, nothing taken. */
 int registry_put(Registry *r, const char *instance_id, uint64_t sequence,
                  Nodesmith__V1__NodeState *state, PbArena *arena, const uint8_t *bytes, size_t len,
                  uint64_t now_usec, NodeEntry **ret, bool *ret_new);
@@ -102,6 +112,8 @@ int registry_put_unreported(Registry *r, const char *instance_id, Nodesmith__V1_
                             NodeEntry **ret);
 
 int registry_remove(Registry *r, const char *instance_id);
+/* e's directive (action, reason, deadline, force) was just changed: say so to r->forget. */
+void registry_directive_changed(Registry *r, const NodeEntry *e);
 /* Forget an instance that was terminated, and refuse it from now on. */
 void registry_bury(Registry *r, const char *instance_id);
 bool registry_is_buried(const Registry *r, const char *instance_id);

@@ -132,6 +132,7 @@ void agent_server_notice_changed(const NodeEntry *e, const NoticeRecord *n, bool
 void agent_server_apply_notices(AgentServer *c, NodeEntry *e) {
         if (!directive_from_notices(e, c->cfg.drain_on))
                 return;
+        registry_directive_changed(c->registry, e);
         if (e->action == NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN) {
                 log_notice("Node %s: drain (%s), deadline %lld.", e->instance_id, e->reason,
                            (long long) e->deadline_unix_ms);
@@ -474,4 +475,9 @@ static bool fast_keep(const char *instance_id, const char *boot_id, uint64_t n, 
 void agent_server_fast_sync(AgentServer *c) {
         if (c->fast)
                 fast_path_sync(c->fast, fast_keep, c);
+}
+
+void agent_server_fast_forget(AgentServer *c, const char *instance_id) {
+        if (c && c->fast)
+                fast_path_forget(c->fast, instance_id, fast_keep, c);
 }

@@ -78,6 +78,9 @@ int agent_server_fast_answer(const uint8_t *req, size_t len, uint8_t *reply, siz
                              size_t *ret_len, void *userdata);
 /* On the loop: what the fast answers saw into the registry and the metrics. */
 void agent_server_fast_sync(AgentServer *s);
+/* On the loop: the node's directive changed or it leaves the registry (Registry.forget): its
+ * next report goes to the loop. */
+void agent_server_fast_forget(AgentServer *s, const char *instance_id);
 
 /* A notice recorded first (added) or withdrawn: counted and logged once (a notice_change_t;
  * userdata is the AgentServer). */

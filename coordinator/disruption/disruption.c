@@ -199,6 +199,7 @@ static void drain(Disruption *d, NodeEntry *e, const char *reason, const char *w
         e->deadline_unix_ms = 0;
         e->force = false;
         e->replace_started_usec = 0;
+        registry_directive_changed(d->registry, e);
         d->disruptions++;
         const char *node = provisioner_node_name(p, e);
         log_notice("Disrupting Node %s (%s): %s; acting replica %s.", strempty(node), reason, why,

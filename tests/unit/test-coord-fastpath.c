@@ -63,11 +63,12 @@ static bool keep(const char *instance_id, const char *boot_id, uint64_t n, uint6
 static void test_unchanged_answered_else_loop(void **state) {
         FastPath *f = NULL;
         Nodesmith__V1__NodeDirective *d = NULL;
-        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 10, .state_bytes = (uint8_t *) "state-1",
+        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 10,
                         .state_len = 7, .action = NODESMITH__V1__NODE_DIRECTIVE__ACTION__ACTION_DRAIN,
                         .reason = (char *) "expired", .deadline_unix_ms = 1234, .force = true };
         Seen seen = { .keep = true };
 
+        registry_state_digest((const uint8_t *) "state-1", 7, e.state_digest);
         assert_int_equal(fast_path_new(TOKEN, 10000, 60 * 1000000ULL, &f), 0);
         /* nothing remembered: the loop answers */
         assert_int_equal(answer(f, TOKEN, "boot-a", 11, "state-1", &d), -1);
@@ -100,7 +101,9 @@ static void test_unchanged_answered_else_loop(void **state) {
         assert_int_equal(seen.calls, 1);
         assert_int_equal(seen.n, 1);
         assert_int_equal(seen.sequence, 11);
+        /* nothing answered since: a sync looks at no node */
         fast_path_sync(f, keep, &seen);
+        assert_int_equal(seen.calls, 1);
         assert_int_equal(seen.n, 1);
 
         /* dropped (say, the directive changed): the loop answers again */
@@ -114,8 +117,9 @@ static void test_unchanged_answered_else_loop(void **state) {
 static void test_stale_goes_to_loop(void **state) {
         FastPath *f = NULL;
         Nodesmith__V1__NodeDirective *d = NULL;
-        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 1, .state_bytes = (uint8_t *) "s", .state_len = 1 };
+        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 1, .state_len = 1 };
 
+        registry_state_digest((const uint8_t *) "s", 1, e.state_digest);
         assert_int_equal(fast_path_new(TOKEN, 10000, 60 * 1000000ULL, &f), 0);
         /* last heard longer ago than stale-after: the loop re-checks (attestation binds live boots) */
         fast_path_remember(f, &e, "boot-a", false, now_usec() - 61 * 1000000ULL);
@@ -127,8 +131,38 @@ static void test_stale_goes_to_loop(void **state) {
         fast_path_free(f);
 }
 
+/* A changed directive (or a node leaving the registry): what was answered is taken back, the
+ * copy is dropped whatever keep() says, and the next report goes to the loop. */
+static void test_forget(void **state) {
+        FastPath *f = NULL;
+        Nodesmith__V1__NodeDirective *d = NULL;
+        NodeEntry e = { .instance_id = (char *) "i-1", .sequence = 1, .state_len = 1 };
+        Seen seen = { .keep = true };
+
+        registry_state_digest((const uint8_t *) "s", 1, e.state_digest);
+        assert_int_equal(fast_path_new(TOKEN, 10000, 60 * 1000000ULL, &f), 0);
+        fast_path_remember(f, &e, "boot-a", false, now_usec());
+        assert_int_equal(answer(f, TOKEN, "boot-a", 2, "s", &d), 0);
+        nodesmith__v1__node_directive__free_unpacked(d, NULL);
+        assert_int_equal(answer(f, TOKEN, "boot-a", 3, "s", &d), 0);
+        nodesmith__v1__node_directive__free_unpacked(d, NULL);
+        fast_path_forget(f, "i-1", keep, &seen);
+        assert_int_equal(seen.calls, 1);
+        assert_int_equal(seen.n, 2);
+        assert_int_equal(seen.sequence, 3);
+        assert_int_equal(fast_path_size(f), 0);
+        assert_int_equal(answer(f, TOKEN, "boot-a", 4, "s", &d), -1);
+        /* the dropped node is not in the next sync's list any more */
+        fast_path_sync(f, keep, &seen);
+        assert_int_equal(seen.calls, 1);
+        fast_path_forget(f, "i-unknown", keep, &seen);
+        assert_int_equal(seen.calls, 1);
+        fast_path_free(f);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_forget),
                 cmocka_unit_test(test_unchanged_answered_else_loop),
                 cmocka_unit_test(test_stale_goes_to_loop),
         };

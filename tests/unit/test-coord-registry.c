@@ -140,6 +140,31 @@ static void test_pods_changed(void **state) {
         registry_done(&reg);
 }
 
+static void count_forget(void *userdata, const char *instance_id) {
+        int *n = userdata;
+        assert_string_equal(instance_id, "i-f");
+        (*n)++;
+}
+
+/* What copies an entry (the fast path) hears of a changed directive and of the entry leaving. */
+static void test_forget_hook(void **state) {
+        Registry reg;
+        Packed p;
+        int forgotten = 0;
+        assert_int_equal(registry_init(&reg, 10), 0);
+        reg.forget = count_forget;
+        reg.forget_userdata = &forgotten;
+        mk(&p, "i-f", "b", NULL, 0);
+        assert_int_equal(put(&reg, &p, "i-f", 1, 1, NULL, NULL), 0);
+        assert_int_equal(forgotten, 0);
+        registry_directive_changed(&reg, registry_get(&reg, "i-f"));
+        assert_int_equal(forgotten, 1);
+        registry_bury(&reg, "i-f");
+        assert_int_equal(forgotten, 2);
+        assert_null(registry_get(&reg, "i-f"));
+        registry_done(&reg);
+}
+
 static void test_limit_and_growth(void **state) {
         Registry reg;
         Packed p;
@@ -217,6 +242,7 @@ int main(void) {
                 cmocka_unit_test(test_duplicates_and_unchanged),
                 cmocka_unit_test(test_pods_changed),
                 cmocka_unit_test(test_limit_and_growth),
+                cmocka_unit_test(test_forget_hook),
                 cmocka_unit_test(test_notices),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
