@@ -42,7 +42,7 @@ const Option coord_options[] = {
         { "auth-timeout", OPTION_MSEC, OPT(auth_timeout_ms), "10s",
           "an agent connection without an accepted report by then is closed" },
         { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
-          "an authenticated agent connection silent this long is closed (0: 6 report intervals, 60s at least)" },
+          "an authenticated agent connection silent this long (no request, nothing arriving unread) is closed (0: 6 report intervals, 60s at least)" },
         { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
           "memory for the nodes' stored reports (their bytes, the fast path's copy and what they unpack to); a report that would exceed it is refused (overloaded)" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",

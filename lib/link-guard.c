@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,10 @@
 
 #define BUCKETS 4096 /* pipes, by id */
 #define SOURCES 4096 /* source addresses, by hash */
+/* Bytes arriving on an authenticated connection keep it from being closed as idle for at most
+ * this many idle timeouts after its last request was received (a peer trickling bytes that never
+ * make a request is still closed). */
+#define IDLE_ARRIVAL_MAX 5
 
 typedef struct Source Source;
 struct Source {
@@ -41,6 +46,7 @@ struct Pipe {
         Peer peer;
         Source *source;
         uint64_t added_usec, seen_usec;
+        uint64_t arrived_usec; /* the kernel's last data on its descriptor, when a sweep asked */
         bool authenticated;
         bool closing;
 };
@@ -277,7 +283,7 @@ void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t n
         pthread_mutex_lock(&g->lock);
         Pipe *p = *pipe_slot(g, nng_pipe_id(pipe));
         if (p) {
-                p->seen_usec = now;
+                p->seen_usec = MAX(p->seen_usec, now);
                 if (authenticated && !p->authenticated) {
                         p->authenticated = true;
                         g->stats.unauthenticated--;
@@ -289,10 +295,30 @@ void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t n
 
 static void sweep_handshakes(LinkGuard *g, uint64_t now);
 
+/* When the kernel last received data on fd, a TCP socket (false: not one, or no answer). The
+ * kernel's clock (jiffies) and ours differ by less than a few milliseconds. */
+static bool fd_last_arrival(int fd, uint64_t now, uint64_t *ret) {
+        struct tcp_info ti;
+        socklen_t len = sizeof ti;
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof ti.tcpi_last_data_recv)
+                return false;
+        uint64_t ago = (uint64_t) ti.tcpi_last_data_recv * 1000;
+        *ret = now > ago ? now - ago : 0;
+        return true;
+}
+
+/* An authenticated pipe past its idle timeout to look at again outside the lock. */
+typedef struct IdleCheck {
+        uint32_t id;
+        int fd;
+        uint64_t arrived_usec; /* 0: nothing arrived in time, close it */
+} IdleCheck;
+
 size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
         const LinkLimits *l = &g->limits;
         uint32_t close_ids[256];
-        size_t n = 0;
+        IdleCheck checks[256];
+        size_t n = 0, n_checks = 0, deferred = 0;
 
         pthread_mutex_lock(&g->lock);
         for (size_t i = 0; i < BUCKETS && n < ELEMENTSOF(close_ids); i++)
@@ -301,14 +327,47 @@ size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
                                 continue;
                         if (!p->authenticated && l->auth_timeout_usec && now - p->added_usec > l->auth_timeout_usec)
                                 g->stats.closed_auth_timeout++;
-                        else if (p->authenticated && l->idle_timeout_usec && now - p->seen_usec > l->idle_timeout_usec)
+                        else if (p->authenticated && l->idle_timeout_usec &&
+                                 now - MAX(p->seen_usec, p->arrived_usec) > l->idle_timeout_usec) {
+                                /* Silent since its last request, or its requests wait unread on
+                                 * our side (NNG's threads busy with a crowd's TLS handshakes)?
+                                 * The kernel knows when data last arrived. */
+                                if (p->fd >= 0 && now - p->seen_usec <= IDLE_ARRIVAL_MAX * l->idle_timeout_usec) {
+                                        if (n_checks < ELEMENTSOF(checks))
+                                                checks[n_checks++] = (IdleCheck) { p->id, p->fd, 0 };
+                                        continue;
+                                }
                                 g->stats.closed_idle++;
-                        else
+                        } else
                                 continue;
                         p->closing = true;
                         close_ids[n++] = p->id;
                 }
         pthread_mutex_unlock(&g->lock);
+
+        /* outside the lock: one system call per pipe past its idle timeout */
+        for (size_t i = 0; i < n_checks; i++) {
+                uint64_t arrived;
+                if (fd_last_arrival(checks[i].fd, now, &arrived) && now - arrived <= l->idle_timeout_usec)
+                        checks[i].arrived_usec = MAX(arrived, 1u);
+        }
+        pthread_mutex_lock(&g->lock);
+        for (size_t i = 0; i < n_checks; i++) {
+                Pipe *p = *pipe_slot(g, checks[i].id);
+                if (!p || p->closing || p->fd != checks[i].fd)
+                        continue; /* gone meanwhile, or its descriptor forgotten */
+                if (checks[i].arrived_usec) {
+                        p->arrived_usec = checks[i].arrived_usec;
+                        deferred++;
+                } else if (n < ELEMENTSOF(close_ids)) {
+                        g->stats.closed_idle++;
+                        p->closing = true;
+                        close_ids[n++] = p->id;
+                }
+        }
+        g->stats.idle_deferred += deferred;
+        pthread_mutex_unlock(&g->lock);
+
         /* outside the lock: closing calls on_remove() */
         for (size_t i = 0; i < n; i++)
                 nng_pipe_close((nng_pipe) { .id = close_ids[i] });

@@ -20,6 +20,14 @@
  * server handler's verdict on a request that arrived on the pipe. Thread-safe: NNG's threads admit
  * and release pipes and record requests; the loop sweeps.
  *
+ * "Silent" is the peer's doing, not ours: a request counts from when NNG received it (not when it
+ * was answered), and an authenticated pipe past idle_timeout whose descriptor is known (below) is
+ * kept while the kernel has received data on it within idle_timeout (TCP_INFO's
+ * tcpi_last_data_recv): requests that wait unread behind a crowd's TLS handshakes on NNG's few
+ * threads are not silence. That grace ends 5 idle timeouts after the pipe's last request, so a
+ * peer that trickles bytes without ever completing a request is still closed; a peer that sends
+ * nothing is closed after idle_timeout as before.
+ *
  * A TCP connection still in its TLS handshake (or SP header) is not a pipe yet, and NNG 1.5 holds
  * it forever. For a TCP listener, every sweep also looks at the process's own sockets connected to
  * the listening port: one that has not become a pipe within auth_timeout, or beyond the caps on
@@ -42,6 +50,7 @@ typedef struct LinkGuardStats {
         uint64_t pipes, unauthenticated;                   /* now */
         uint64_t refused_total, refused_per_source, refused_unauthenticated, refused_unauthenticated_per_source;
         uint64_t closed_auth_timeout, closed_idle;
+        uint64_t idle_deferred;    /* idle closes put off: data had arrived that we had not read */
         uint64_t handshakes;                               /* connections not yet pipes, at the last sweep */
         uint64_t handshakes_closed_timeout, handshakes_closed_limit;
 } LinkGuardStats;
@@ -56,7 +65,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(LinkGuard *, link_guard_free);
 int link_guard_attach(LinkGuard *g, nng_socket sock);
 /* The TCP port the listener is bound to (0: not TCP): enables the handshake sweep. */
 void link_guard_set_port(LinkGuard *g, uint16_t port_network_order);
-/* A request arrived on pipe (authenticated: the handler accepted its credentials). */
+/* A request arrived on pipe at now_usec, when NNG received it (authenticated: the handler
+ * accepted its credentials). */
 void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t now_usec);
 /* Close what timed out; returns how many pipes were closed. */
 size_t link_guard_sweep(LinkGuard *g, uint64_t now_usec);

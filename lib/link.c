@@ -199,6 +199,7 @@ struct LinkCtx {
         nng_aio *aio;
         bool sending;
         nng_msg *msg; /* a received request, while queued */
+        uint64_t received_usec; /* when it was received: the peer's activity, not our handling */
         LinkCtx *next;
 };
 
@@ -248,9 +249,9 @@ static uint64_t monotonic_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }
 
-static void request_seen(LinkServer *s, nng_msg *msg, bool authenticated) {
+static void request_seen(LinkServer *s, nng_msg *msg, bool authenticated, uint64_t received_usec) {
         if (s->guard)
-                link_guard_seen(s->guard, nng_msg_get_pipe(msg), authenticated, monotonic_usec());
+                link_guard_seen(s->guard, nng_msg_get_pipe(msg), authenticated, received_usec);
 }
 
 void link_server_set_fast(LinkServer *s, link_fast_t fast) {
@@ -305,6 +306,7 @@ static void ctx_on_aio(void *userdata) {
                 return;
         }
         x->msg = nng_aio_get_msg(x->aio);
+        x->received_usec = s->guard ? monotonic_usec() : 0;
         link_fast_t fast = atomic_load(&s->fast);
         if (fast) {
                 uint8_t reply[LINK_REPLY_MAX];
@@ -313,7 +315,7 @@ static void ctx_on_aio(void *userdata) {
                          s->userdata) > 0 && len <= sizeof reply) {
                         nng_msg *msg = TAKE_PTR(x->msg);
                         atomic_fetch_add(&s->fast_handled, 1);
-                        request_seen(s, msg, true);
+                        request_seen(s, msg, true, x->received_usec);
                         ctx_reply(x, msg, reply, len);
                         return;
                 }
@@ -361,7 +363,7 @@ static int server_on_io(sd_event_source *es, int fd, uint32_t revents, void *use
                 size_t len = 0;
                 int r = s->handler(nng_msg_body(msg), nng_msg_len(msg), reply, sizeof reply, &len,
                                    s->userdata);
-                request_seen(s, msg, r > 0);
+                request_seen(s, msg, r > 0, x->received_usec);
                 if (r < 0 || len > sizeof reply) {
                         nng_msg_free(msg); /* no reply: the peer's request times out */
                         ctx_recv(x);

@@ -74,6 +74,9 @@ static int metrics_render(const ApiView *c, char **ret, size_t *ret_len) {
                                   "nodesmith_link_connections_closed_total{reason=\"idle-timeout\"} %llu\n"
                                   "nodesmith_link_connections_closed_total{reason=\"handshake-timeout\"} %llu\n"
                                   "nodesmith_link_connections_closed_total{reason=\"handshake-limit\"} %llu\n"
+                                  "# HELP nodesmith_link_connections_idle_deferred_total Idle closes put off: data had arrived on the connection within idle-timeout that the coordinator had not read yet.\n"
+                                  "# TYPE nodesmith_link_connections_idle_deferred_total counter\n"
+                                  "nodesmith_link_connections_idle_deferred_total %llu\n"
                                   "# HELP nodesmith_link_handshakes TCP connections still in their TLS handshake, at the last sweep.\n"
                                   "# TYPE nodesmith_link_handshakes gauge\n"
                                   "nodesmith_link_handshakes %llu\n",
@@ -81,7 +84,8 @@ static int metrics_render(const ApiView *c, char **ret, size_t *ret_len) {
                               (unsigned long long) g.refused_total, (unsigned long long) g.refused_per_source,
                               (unsigned long long) g.refused_unauthenticated,
                               (unsigned long long) g.refused_unauthenticated_per_source, (unsigned long long) g.closed_auth_timeout,
-                              (unsigned long long) g.closed_idle, (unsigned long long) g.handshakes_closed_timeout,
+                              (unsigned long long) g.closed_idle, (unsigned long long) g.idle_deferred,
+                              (unsigned long long) g.handshakes_closed_timeout,
                               (unsigned long long) g.handshakes_closed_limit, (unsigned long long) g.handshakes);
         }
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
