@@ -84,9 +84,9 @@ static int metrics_render(const ApiView *c, char **ret, size_t *ret_len) {
                               (unsigned long long) g.refused_total, (unsigned long long) g.refused_per_source,
                               (unsigned long long) g.refused_unauthenticated,
                               (unsigned long long) g.refused_unauthenticated_per_source, (unsigned long long) g.closed_auth_timeout,
-                              (unsigned long long) g.closed_idle, (unsigned long long) g.idle_deferred,
-                              (unsigned long long) g.handshakes_closed_timeout,
-                              (unsigned long long) g.handshakes_closed_limit, (unsigned long long) g.handshakes);
+                              (unsigned long long) g.closed_idle, (unsigned long long) g.handshakes_closed_timeout,
+                              (unsigned long long) g.handshakes_closed_limit, (unsigned long long) g.idle_deferred,
+                              (unsigned long long) g.handshakes);
         }
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
                           "# TYPE nodesmith_notices_total counter\n");
