@@ -74,7 +74,7 @@ static int metrics_render(const ApiView *c, char **ret, size_t *ret_len) {
                                   "nodesmith_link_connections_closed_total{reason=\"idle-timeout\"} %llu\n"
                                   "nodesmith_link_connections_closed_total{reason=\"handshake-timeout\"} %llu\n"
                                   "nodesmith_link_connections_closed_total{reason=\"handshake-limit\"} %llu\n"
-                                  "# HELP nodesmith_link_connections_idle_deferred_total Idle closes put off: data had arrived on the connection within idle-timeout that the coordinator had not read yet.\n"
+                                  "# HELP nodesmith_link_connections_idle_deferred_total Idle closes put off: data had arrived on the connection within idle-timeout though no request of it had been received.\n"
                                   "# TYPE nodesmith_link_connections_idle_deferred_total counter\n"
                                   "nodesmith_link_connections_idle_deferred_total %llu\n"
                                   "# HELP nodesmith_link_handshakes TCP connections still in their TLS handshake, at the last sweep.\n"
