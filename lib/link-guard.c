@@ -307,6 +307,12 @@ static bool fd_last_arrival(int fd, uint64_t now, uint64_t *ret) {
         return true;
 }
 
+/* How long ago t was; 0 for a time after now (a request stamped by one of NNG's threads between
+ * the sweep's reading of the clock and its taking the lock is fresh, not 584 000 years old). */
+static uint64_t age(uint64_t now, uint64_t t) {
+        return now > t ? now - t : 0;
+}
+
 /* An authenticated pipe past its idle timeout to look at again outside the lock. */
 typedef struct IdleCheck {
         uint32_t id;
@@ -325,14 +331,14 @@ size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
                 for (Pipe *p = g->pipes[i]; p && n < ELEMENTSOF(close_ids); p = p->next) {
                         if (p->closing)
                                 continue;
-                        if (!p->authenticated && l->auth_timeout_usec && now - p->added_usec > l->auth_timeout_usec)
+                        if (!p->authenticated && l->auth_timeout_usec && age(now, p->added_usec) > l->auth_timeout_usec)
                                 g->stats.closed_auth_timeout++;
                         else if (p->authenticated && l->idle_timeout_usec &&
-                                 now - MAX(p->seen_usec, p->arrived_usec) > l->idle_timeout_usec) {
+                                 age(now, MAX(p->seen_usec, p->arrived_usec)) > l->idle_timeout_usec) {
                                 /* Silent since its last request, or its requests wait unread on
                                  * our side (NNG's threads busy with a crowd's TLS handshakes)?
                                  * The kernel knows when data last arrived. */
-                                if (p->fd >= 0 && now - p->seen_usec <= IDLE_ARRIVAL_MAX * l->idle_timeout_usec) {
+                                if (p->fd >= 0 && age(now, p->seen_usec) <= IDLE_ARRIVAL_MAX * l->idle_timeout_usec) {
                                         if (n_checks < ELEMENTSOF(checks))
                                                 checks[n_checks++] = (IdleCheck) { p->id, p->fd, 0 };
                                         continue;
@@ -348,7 +354,7 @@ size_t link_guard_sweep(LinkGuard *g, uint64_t now) {
         /* outside the lock: one system call per pipe past its idle timeout */
         for (size_t i = 0; i < n_checks; i++) {
                 uint64_t arrived;
-                if (fd_last_arrival(checks[i].fd, now, &arrived) && now - arrived <= l->idle_timeout_usec)
+                if (fd_last_arrival(checks[i].fd, now, &arrived) && age(now, arrived) <= l->idle_timeout_usec)
                         checks[i].arrived_usec = MAX(arrived, 1u);
         }
         pthread_mutex_lock(&g->lock);
@@ -554,7 +560,7 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
         }
         for (size_t i = 0; i < n; i++) {
                 size_t *same_source = per_source ? source_count(per_source, mask, found[i].h.peer.b) : NULL;
-                bool old = l->auth_timeout_usec && now - found[i].h.first_usec > l->auth_timeout_usec;
+                bool old = l->auth_timeout_usec && age(now, found[i].h.first_usec) > l->auth_timeout_usec;
                 bool beyond = (l->max_unauthenticated && unauth_pipes + kept >= l->max_unauthenticated) ||
                               (l->max_unauthenticated_per_source && (!same_source || *same_source >= l->max_unauthenticated_per_source));
                 if (old || beyond || !next) {

@@ -3,7 +3,8 @@
  * tcp://127.0.0.1 and raw TCP peers that speak the SP header and then send what each case needs:
  * a peer whose bytes keep arriving (but that the server has not turned into a request) is not
  * idle; one that falls silent is closed after idle_timeout; one that trickles bytes without a
- * request is closed after the grace of 5 idle timeouts; the auth timeout is unchanged. */
+ * request is closed after the grace of 5 idle timeouts; a request stamped after the sweep read
+ * the clock is fresh; the auth timeout is unchanged. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,6 +201,22 @@ static void test_silent_peer_closed_after_idle_timeout(void **state) {
         close(fd);
 }
 
+static void test_request_stamped_after_the_sweeps_clock_is_fresh(void **state) {
+        Fixture *f = *state;
+        nng_pipe pipe;
+        LinkGuardStats st;
+        int fd = peer_connect(f, &pipe);
+        uint64_t now = now_usec();
+
+        /* a request received by one of NNG's threads just after the sweep read the clock */
+        link_guard_seen(f->guard, pipe, true, now + 1000);
+        assert_int_equal(link_guard_sweep(f->guard, now), 0);
+        assert_false(peer_closed(fd));
+        link_guard_stats(f->guard, &st);
+        assert_int_equal(st.closed_idle, 0);
+        close(fd);
+}
+
 static void test_trickle_does_not_delay_auth_timeout(void **state) {
         Fixture *f = *state;
         nng_pipe pipe;
@@ -222,6 +239,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_trickle_without_request_closed_after_grace, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_received_restarts_the_clock, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_silent_peer_closed_after_idle_timeout, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_request_stamped_after_the_sweeps_clock_is_fresh, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_trickle_does_not_delay_auth_timeout, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
