@@ -408,6 +408,17 @@ void link_guard_set_port(LinkGuard *g, uint16_t port) {
         pthread_mutex_unlock(&g->lock);
 }
 
+/* qsort and bsearch over arrays that may be empty and unallocated (NULL with no elements, which
+ * the C library's declarations do not allow). */
+static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+        if (n > 1)
+                qsort(base, n, size, cmp);
+}
+
+static void *find_n(const void *key, const void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+        return n > 0 ? bsearch(key, base, n, size, cmp) : NULL;
+}
+
 static int peer_cmp(const void *a, const void *b) {
         return memcmp(a, b, sizeof(Peer));
 }
@@ -523,7 +534,7 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
         if (!port || !ok)
                 return;
         known = pipe_fds_copy(&n_known); /* none (or no memory for a copy): every descriptor is looked at */
-        qsort(unplaced, n_unplaced, sizeof *unplaced, peer_cmp);
+        sort_n(unplaced, n_unplaced, sizeof *unplaced, peer_cmp);
 
         DIR *d = opendir("/proc/self/fd");
         struct dirent *de;
@@ -532,7 +543,7 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
                 Peer peer;
                 if (de->d_name[0] == '.' || fd == dirfd(d) || fd_known(known, n_known, fd) || !fd_peer(fd, port, &peer))
                         continue;
-                const Unplaced *u = bsearch(&peer, unplaced, n_unplaced, sizeof *unplaced, peer_cmp);
+                const Unplaced *u = find_n(&peer, unplaced, n_unplaced, sizeof *unplaced, peer_cmp);
                 if (u) {
                         if (GROW(placed, placed_alloc, n_placed + 1, SIZE_MAX / sizeof *placed) < 0)
                                 continue; /* found again next time */
@@ -541,14 +552,14 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
                 }
                 if (GROW(found, alloc, n + 1, SIZE_MAX / sizeof *found) < 0)
                         break;
-                Handshake *prev = bsearch(&peer, g->handshakes, g->n_handshakes, sizeof *g->handshakes, peer_cmp);
+                Handshake *prev = find_n(&peer, g->handshakes, g->n_handshakes, sizeof *g->handshakes, peer_cmp);
                 found[n++] = (Found) { { peer, prev ? prev->first_usec : now }, fd };
         }
         if (d)
                 closedir(d);
 
         /* oldest first: they keep their places, the youngest go beyond the caps */
-        qsort(found, n, sizeof *found, found_by_age);
+        sort_n(found, n, sizeof *found, found_by_age);
         size_t kept = 0, timed_out = 0, over = 0, mask = 0;
         Handshake *next = n ? malloc(n * sizeof *next) : NULL;
         if (n && l->max_unauthenticated_per_source) {
@@ -572,7 +583,7 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
                         (*same_source)++;
                 next[kept++] = found[i].h;
         }
-        qsort(next, kept, sizeof *next, peer_cmp);
+        sort_n(next, kept, sizeof *next, peer_cmp);
         pthread_mutex_lock(&g->lock);
         for (size_t i = 0; i < n_placed; i++)
                 pipe_fd_place(g, placed[i].id, placed[i].fd);
