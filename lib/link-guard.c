@@ -175,11 +175,16 @@ static void source_key(nng_pipe p, uint8_t key[17], Peer *peer) {
         memcpy(peer->b, key, 17);
 }
 
-static Source **source_slot(LinkGuard *g, const uint8_t key[17]) {
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+/* A source address's hash (FNV-1a over its 17 bytes: family and address). */
+static uint64_t addr_hash(const uint8_t key[17]) {
+        uint64_t h = 1469598103934665603ULL;
         for (size_t i = 0; i < 17; i++)
                 h = (h ^ key[i]) * 1099511628211ULL;
-        Source **s = &g->sources[h % SOURCES];
+        return h;
+}
+
+static Source **source_slot(LinkGuard *g, const uint8_t key[17]) {
+        Source **s = &g->sources[addr_hash(key) % SOURCES];
         while (*s && memcmp((*s)->addr, key, 17) != 0)
                 s = &(*s)->next;
         return s;
@@ -469,10 +474,7 @@ typedef struct SourceCount {
 } SourceCount;
 
 static size_t *source_count(SourceCount *t, size_t mask, const uint8_t addr[17]) {
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-        for (size_t i = 0; i < 17; i++)
-                h = (h ^ addr[i]) * 1099511628211ULL;
-        size_t i = h & mask;
+        size_t i = addr_hash(addr) & mask;
         while (t[i].used && memcmp(t[i].addr, addr, 17) != 0)
                 i = (i + 1) & mask;
         if (!t[i].used) {

@@ -705,8 +705,8 @@ static size_t fleet_batch(Provisioner *p, const Round *rd, size_t launch, size_t
         const SolverLaunch *l = &rd->result->launches[launch];
         size_t n = 0;
         out[n++] = launch;
-        if (rd->price_cap > 0)
-                return n;
+        if (rd->price_cap > 0 || provision_price_cap(p->registry, &rd->snap, l) > 0)
+                return n; /* a capped launch goes alone, whichever of the two is capped */
         for (size_t j = launch + 1; j < rd->result->n_launches && n < FLEET_BATCH_MAX; j++)
                 if (!rd->sent[j] && launch_same_fleet(p, rd, l, &rd->result->launches[j]))
                         out[n++] = j;
