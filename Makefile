@@ -257,13 +257,14 @@ $(HELM): tools/helm/go.mod tools/helm/go.sum $(BUILD)/controlplane/go-version
 helm: $(HELM)
 
 # ---- entry points --------------------------------------------------------------------------
-test: all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_OBJS) $(CONTROLPLANE) $(HELM)
+# tests/integration/test_scheduling_pods_from.sh runs bench/scheduling
+test: all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_OBJS) $(CONTROLPLANE) $(HELM) $(BUILD)/benchbin/scheduling
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
 test-unit: $(UNIT_BINS)
 	$(Q)BUILD=$(BUILD) bash tests/run.sh --unit
 
-test-integration: all $(TOOL_BINS) $(CONTROLPLANE) $(HELM)
+test-integration: all $(TOOL_BINS) $(CONTROLPLANE) $(HELM) $(BUILD)/benchbin/scheduling
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh --integration
 
 # Seeded chaos runs on the local stack, checked against invariants (docs/chaos.md): RUNS runs

@@ -13,10 +13,14 @@
  *
  * For each size it prints the median wall time of solver_new() + solver_provision() on one
  * thread, pods/s, nodes, hourly cost, a lower bound on cost and the plan's ratio to it (the
- * first plan of each size is checked against the groups' rules outside the solver), and the
- * peak RSS. Consolidation has its own benchmark, bench/consolidate.
+ * first plan of each size is checked outside the solver, plan-verify.h), and the peak RSS.
+ * Consolidation has its own benchmark, bench/consolidate.
+ *
+ * --pods-from FILE plans the pods of FILE (pods-file.h) instead, one size: bench_karpenter.py
+ * hands it the pods Karpenter's own benchmark generated, so both plan the very same pods.
  *
  *   scheduling [--max N] [--runs N] [--seed N] [--verbose]
+ *   scheduling --pods-from FILE [--runs N] [--verbose]
  */
 
 #include <getopt.h>
@@ -30,6 +34,8 @@
 
 #define BENCH_NAME "scheduling"
 #include "solver-bench.h"
+#include "pods-file.h"
+#include "plan-verify.h"
 
 typedef struct Outcome {
         double seconds;
@@ -40,55 +46,6 @@ typedef struct Outcome {
         double round_waste, imbalance; /* vCPU-equivalents: slack in both, slack in one */
         int hist[N_TYPES];
 } Outcome;
-
-/* Checks the plan against the groups' rules, independently of the solver: every pod placed on
- * a node with room, at most one hostname-spread and one anti-affinity pod per node, zone
- * affinity in one zone, zone spread skew <= 1 over the zones used. */
-static void verify(const Bench *b, const SolverPod *pods, size_t n, const SolverResult *res) {
-        size_t *per_node[N_GROUPS];
-        for (int g = 0; g < N_GROUPS; g++)
-                per_node[g] = calloc(res->n_launches + 1, sizeof(size_t));
-        size_t zone_count[3] = {};
-        const char *aff_zone = NULL;
-        for (size_t i = 0; i < n; i++) {
-                const SolverDecision *d = &res->decisions[i];
-                if (d->kind != SOLVER_DECISION_LAUNCH)
-                        die("verify: a pod was not placed on a new node");
-                const SolverLaunch *l = &res->launches[d->target];
-                int g = 0;
-                while (g < N_GROUPS && strcmp(pods[i].labels[0].value, group_app[g]) != 0)
-                        g++;
-                per_node[g][d->target]++;
-                if (g == G_SPREAD_ZONE || g == G_AFFINITY_ZONE) {
-                        if (!l->zone)
-                                die("verify: a zonal pod's node has no zone");
-                        if (g == G_SPREAD_ZONE)
-                                zone_count[l->zone[10] - 'a']++;
-                        else if (!aff_zone)
-                                aff_zone = l->zone;
-                        else if (strcmp(aff_zone, l->zone) != 0)
-                                die("verify: zone affinity broken");
-                }
-        }
-        for (size_t i = 0; i < res->n_launches; i++) {
-                const SolverLaunch *l = &res->launches[i];
-                if (per_node[G_SPREAD_HOST][i] > 1 || per_node[G_ANTI_HOST][i] > 1)
-                        die("verify: hostname spread or anti-affinity broken");
-                const SolverInstanceType *t = &b->types[l->type];
-                for (int r = 0; r < _SOLVER_RES_MAX; r++)
-                        if (l->requests.v[r] > t->allocatable.v[r])
-                                die("verify: a node holds more than its type allows");
-        }
-        size_t zmin = SIZE_MAX, zmax = 0;
-        for (int z = 0; z < 3; z++) {
-                zmin = zone_count[z] < zmin ? zone_count[z] : zmin;
-                zmax = zone_count[z] > zmax ? zone_count[z] : zmax;
-        }
-        if (zmax - zmin > 1)
-                die("verify: zone spread skew above 1");
-        for (int g = 0; g < N_GROUPS; g++)
-                free(per_node[g]);
-}
 
 static Outcome run_once(Bench *b, SolverPod *pods, size_t n, bool check) {
         SolverSnapshot snap = { .types = b->types, .n_types = N_TYPES, .nodepools = &b->pool,
@@ -139,7 +96,10 @@ int main(int argc, char **argv) {
         int runs = 0;
         uint64_t seed = 42;
         bool verbose = false;
+        const char *pods_from = NULL;
+        bool generator_opts = false; /* --max or --seed: the bench's own pods only */
         static const struct option longopts[] = {
+                { "pods-from", required_argument, NULL, 'p' },
                 { "verbose", no_argument, NULL, 'v' },
                 { "max", required_argument, NULL, 'm' },
                 { "runs", required_argument, NULL, 'r' },
@@ -152,36 +112,61 @@ int main(int argc, char **argv) {
                 switch (c) {
                 case 'm':
                         max = strtoul(optarg, NULL, 10);
+                        generator_opts = true;
                         break;
                 case 'r':
                         runs = atoi(optarg);
                         break;
                 case 's':
                         seed = strtoull(optarg, NULL, 10);
+                        generator_opts = true;
                         break;
                 case 'v':
                         verbose = true;
                         break;
+                case 'p':
+                        pods_from = optarg;
+                        break;
                 default:
-                        printf("usage: %s [--max N] [--runs N] [--seed N] [--verbose]\n", argv[0]);
+                        printf("usage: %s [--max N] [--runs N] [--seed N] [--verbose]\n"
+                               "       %s --pods-from FILE [--runs N] [--verbose]\n", argv[0], argv[0]);
                         return c == 'h' ? 0 : 2;
                 }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "%s: unexpected argument \"%s\"\n", BENCH_NAME, argv[optind]);
+                return 2;
+        }
+        if (pods_from && generator_opts) {
+                fprintf(stderr, "%s: --max and --seed choose the bench's own pods; --pods-from takes them from a file\n",
+                        BENCH_NAME);
+                return 2;
         }
         Bench b = {};
         if (solver_arena_new(&b.arena) < 0)
                 die("out of memory");
         make_catalog(&b);
 
-        printf("nodesmith solver: %d instance types, 5 pod groups (plain, zone spread, hostname spread, "
-               "zone affinity, hostname anti-affinity), seed %" PRIu64 ", one thread\n\n",
-               N_TYPES, seed);
+        PodsFile file = {};
+        if (pods_from) {
+                pods_file_load(&b, pods_from, &file);
+                printf("nodesmith solver: %d instance types, %zu pods from %s (%s, seed %" PRId64 "):", N_TYPES, file.n,
+                       pods_from, file.source ? file.source : "source not given", file.seed);
+                for (size_t k = 0; k < N_POD_KINDS; k++)
+                        if (file.per_kind[k])
+                                printf(" %s %zu", pod_kinds[k], file.per_kind[k]);
+                printf(", one thread\n\n");
+        } else
+                printf("nodesmith solver: %d instance types, 5 pod groups (plain, zone spread, hostname spread, "
+                       "zone affinity, hostname anti-affinity), seed %" PRIu64 ", one thread\n\n",
+                       N_TYPES, seed);
         printf("%8s %10s %12s %8s %12s %12s %7s %7s %6s %6s %8s\n", "pods", "time(ms)", "pods/s", "nodes", "cost($/h)",
                "bound($/h)", "ratio", "unsched", "cpu%", "mem%", "cpu(ms)");
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-                size_t n = sizes[i];
-                if (n > max)
+                size_t n = pods_from ? file.n : sizes[i];
+                if (pods_from ? i > 0 : n > max)
                         break;
-                SolverPod *pods = make_pods(&b, n, seed);
+                SolverPod *pods = pods_from ? file.pods : make_pods(&b, n, seed);
                 int k = runs > 0 ? runs : n <= 1000 ? 21 : n <= 5000 ? 11 : 7;
                 double *t = calloc((size_t) k, sizeof(double)), *ct = calloc((size_t) k, sizeof(double));
                 Outcome first = {};
