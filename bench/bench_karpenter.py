@@ -138,9 +138,9 @@ def main():
     print("nodesmith bench/scheduling vs Karpenter %s scheduling benchmark on the same pods (makeDiversePods, "
           "seed 42), same machine, one run (%.0f s, load average %s at the start, %s at the end), medians; "
           "cost at Karpenter's fake prices" % (version, time.time() - t0, " ".join(load0), " ".join(load1)))
-    print("%6s %12s %9s %12s %8s %10s %10s %7s %7s %10s %10s %6s %6s" % (
-        "pods", "nodesmith ms", "(cpu ms)", "Karpenter ms", "speedup", "ns pods/s", "K pods/s", "ns n", "K n",
-        "ns $/h", "K $/h", "nodes", "cost"))
+    print("%6s %12s %9s %12s %10s %8s %8s %10s %10s %7s %7s %10s %10s %6s %6s" % (
+        "pods", "nodesmith ms", "(cpu ms)", "Karpenter ms", "(cpu ms)", "speedup", "(cpu)", "ns pods/s", "K pods/s",
+        "ns n", "K n", "ns $/h", "K $/h", "nodes", "cost"))
     rows = []
     for n in sizes:
         x, k = ns.get(n), ka.get(n)
@@ -148,9 +148,9 @@ def main():
             print("%6d: no row from Karpenter's benchmark" % n)
             continue
         rows.append({"pods": n, "nodesmith": x, "karpenter": k})
-        print("%6d %12.2f %9.2f %12.1f %7.0fx %10.0f %10.0f %7d %7d %10.2f %10.2f %6.3f %6.3f%s" % (
-            n, x["seconds"] * 1000, x["cpu_seconds"] * 1000, k["seconds"] * 1000, k["seconds"] / x["seconds"],
-            n / x["seconds"],
+        print("%6d %12.2f %9.2f %12.1f %10.1f %7.0fx %7.0fx %10.0f %10.0f %7d %7d %10.2f %10.2f %6.3f %6.3f%s" % (
+            n, x["seconds"] * 1000, x["cpu_seconds"] * 1000, k["seconds"] * 1000, k["cpu_seconds"] * 1000,
+            k["seconds"] / x["seconds"], k["cpu_seconds"] / x["cpu_seconds"], n / x["seconds"],
             n / k["seconds"], x["nodes"], k["nodes"], x["cost"], k["cost"], x["nodes"] / k["nodes"],
             x["cost"] / k["cost"],
             "" if x["unschedulable"] == 0 and k["unschedulable"] == 0 else

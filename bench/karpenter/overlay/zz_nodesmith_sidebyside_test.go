@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ import (
 type nodesmithRow struct {
 	Pods          int     `json:"pods"`
 	Seconds       float64 `json:"seconds"`
+	CPUSeconds    float64 `json:"cpu_seconds"` // the process's user + system time over Solve (all its threads)
 	Runs          int     `json:"runs"`
 	Nodes         int     `json:"nodes"`
 	Cost          float64 `json:"cost"`
@@ -205,6 +207,14 @@ func nodesmithWritePods(dir string, pods []*corev1.Pod) error {
 	return os.Rename(path+".tmp", path)
 }
 
+func nodesmithCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return math.NaN()
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
 func TestNodesmithSideBySide(t *testing.T) {
 	sizes := nodesmithEnvInts("SIDE_BY_SIDE_SIZES", []int{1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000})
 	runs := nodesmithEnvInts("SIDE_BY_SIDE_RUNS", []int{3})[0]
@@ -221,7 +231,7 @@ func TestNodesmithSideBySide(t *testing.T) {
 			continue
 		}
 		row := nodesmithRow{Pods: n, Cost: math.NaN()}
-		var times []float64
+		var times, cpus []float64
 		for i := 0; i < runs; i++ {
 			r = rand.New(rand.NewSource(42))
 			pods := makeDiversePods(n) // the very pods written above: same seed, same draws
@@ -230,9 +240,10 @@ func TestNodesmithSideBySide(t *testing.T) {
 			if err != nil {
 				t.Fatalf("creating scheduler: %s", err)
 			}
-			start := time.Now()
+			start, cpu0 := time.Now(), nodesmithCPU()
 			res, err := s.Solve(c, pods)
 			el := time.Since(start).Seconds()
+			cpus = append(cpus, nodesmithCPU()-cpu0)
 			if err != nil {
 				t.Fatalf("solve %d pods: %s", n, err)
 			}
@@ -259,8 +270,10 @@ func TestNodesmithSideBySide(t *testing.T) {
 			}
 		}
 		sort.Float64s(times)
+		sort.Float64s(cpus)
 		row.Runs = len(times)
 		row.Seconds = times[len(times)/2]
+		row.CPUSeconds = cpus[len(cpus)/2]
 		b, _ := json.Marshal(row)
 		fmt.Printf("KARPENTER_SIDE_BY_SIDE %s\n", b)
 	}
