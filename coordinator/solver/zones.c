@@ -124,15 +124,24 @@ static uint32_t allowed_zones(Solver *s, const Variant *v, const SolverPod *pod,
         return A;
 }
 
-/* Candidate nodes of a batch, per zone (and unpinned new nodes): "good" ones sorted by how
- * much they would grow (free room first), and all of them in node order as a fallback. */
+/* Candidate nodes of a batch, per zone (and unpinned new nodes): "good" ones in order of how
+ * much they would grow (free room first), and all of them in node order as a fallback. A batch
+ * is often a few pods among thousands of nodes, so neither is filtered by fit up front (a node
+ * that cannot take a pod at the start of the batch cannot later in it: it is skipped where it
+ * is reached) and the good ones come out of a heap, in order, only as far as they are walked. */
 typedef struct List {
         uint32_t *v;
         uint32_t n, cap;
 } List;
 
+typedef struct Heap {
+        GrowCand *v;
+        uint32_t n, cap;
+} Heap;
+
 typedef struct ZoneLists {
         List good[SOLVER_MAX_ZONES], all[SOLVER_MAX_ZONES], ugood, uall;
+        Heap goodh[SOLVER_MAX_ZONES], ugoodh; /* what is not yet in good / ugood */
         uint32_t gc[SOLVER_MAX_ZONES], ac[SOLVER_MAX_ZONES], ugc[SOLVER_MAX_ZONES], uac[SOLVER_MAX_ZONES];
 } ZoneLists;
 
@@ -149,13 +158,63 @@ static int list_push(List *l, uint32_t v) {
         return 0;
 }
 
+static int heap_push(Heap *h, GrowCand c) {
+        if (h->n == h->cap) {
+                uint32_t nc = h->cap ? h->cap * 2 : 16;
+                GrowCand *na = realloc(h->v, nc * sizeof(GrowCand));
+                if (!na)
+                        return -ENOMEM;
+                h->v = na;
+                h->cap = nc;
+        }
+        h->v[h->n++] = c;
+        return 0;
+}
+
+static void heap_down(Heap *h, uint32_t i) {
+        for (;;) {
+                uint32_t m = i, a = 2 * i + 1, b = 2 * i + 2;
+                if (a < h->n && cmp_grow(&h->v[a], &h->v[m]) < 0)
+                        m = a;
+                if (b < h->n && cmp_grow(&h->v[b], &h->v[m]) < 0)
+                        m = b;
+                if (m == i)
+                        return;
+                GrowCand t = h->v[i];
+                h->v[i] = h->v[m];
+                h->v[m] = t;
+                i = m;
+        }
+}
+
+static void heap_make(Heap *h) {
+        for (uint32_t i = h->n / 2; i-- > 0;)
+                heap_down(h, i);
+}
+
+/* Moves the least-growing candidate left in the heap to the end of the list: the list stays in
+ * the order a full sort by (growth, node) would give (cmp_grow is a total order). False when
+ * the heap is empty. */
+static bool heap_next(Heap *h, List *l, int *q) {
+        if (h->n == 0 || *q < 0)
+                return false;
+        *q = list_push(l, h->v[0].node);
+        if (*q < 0)
+                return false;
+        h->v[0] = h->v[--h->n];
+        heap_down(h, 0);
+        return true;
+}
+
 static void zl_free(ZoneLists *l) {
         for (int z = 0; z < SOLVER_MAX_ZONES; z++) {
                 free(l->good[z].v);
                 free(l->all[z].v);
+                free(l->goodh[z].v);
         }
         free(l->ugood.v);
         free(l->uall.v);
+        free(l->ugoodh.v);
 }
 
 static int64_t node_growth(const Solver *s, const Shape *sh, const Node *n) {
@@ -166,10 +225,10 @@ static int64_t node_growth(const Solver *s, const Shape *sh, const Node *n) {
 
 enum { FOUND_GOOD, FOUND_UGOOD, FOUND_ANY };
 
-static int64_t find_in_zone(Solver *s, Variant *v, ZoneLists *l, int z, int *ret_kind, int64_t *ret_g) {
+static int64_t find_in_zone(Solver *s, Variant *v, ZoneLists *l, int z, int *ret_kind, int64_t *ret_g, int *q) {
         const Shape *sh = &s->shapes[v->shape];
         int64_t size = MAX(sh->size_key[0], (int64_t) 1);
-        while (l->gc[z] < l->good[z].n) {
+        while (l->gc[z] < l->good[z].n || heap_next(&l->goodh[z], &l->good[z], q)) {
                 uint32_t ni = l->good[z].v[l->gc[z]];
                 int64_t g = node_growth(s, sh, &s->nodes[ni]);
                 if (g < size && solver_place_fit_count(s, v, ni, 1, z) > 0) {
@@ -179,7 +238,7 @@ static int64_t find_in_zone(Solver *s, Variant *v, ZoneLists *l, int z, int *ret
                 }
                 l->gc[z]++;
         }
-        while (l->ugc[z] < l->ugood.n) {
+        while (l->ugc[z] < l->ugood.n || heap_next(&l->ugoodh, &l->ugood, q)) {
                 uint32_t ni = l->ugood.v[l->ugc[z]];
                 if (s->nodes[ni].zone < 0) {
                         int64_t g = node_growth(s, sh, &s->nodes[ni]);
@@ -220,21 +279,6 @@ static int cmp_zone_order(const void *a, const void *b, void *u) {
         return x < y ? -1 : x > y;
 }
 
-static int sort_good(const Solver *s, const Shape *sh, List *l) {
-        if (l->n < 2)
-                return 0;
-        GrowCand *c = malloc(l->n * sizeof(GrowCand));
-        if (!c)
-                return -ENOMEM;
-        for (uint32_t i = 0; i < l->n; i++)
-                c[i] = (GrowCand) { node_growth(s, sh, &s->nodes[l->v[i]]), l->v[i] };
-        qsort(c, l->n, sizeof(GrowCand), cmp_grow);
-        for (uint32_t i = 0; i < l->n; i++)
-                l->v[i] = c[i].node;
-        free(c);
-        return 0;
-}
-
 int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n) {
         ZoneLists l = {};
         int64_t placed = 0;
@@ -244,22 +288,25 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
         for (uint32_t ni = 0; ni < s->n_nodes && q >= 0; ni++) {
                 const Node *nd = &s->nodes[ni];
                 int32_t z = nd->zone;
+                if (nd->removed || nd->closed)
+                        continue;
                 if (z >= 0) {
-                        if (!(v->eligible_zones & (1u << z)) || solver_place_fit_count(s, v, ni, 1, z) <= 0)
+                        if (!(v->eligible_zones & (1u << z)))
                                 continue;
                         q = list_push(&l.all[z], ni);
-                        if (q >= 0 && node_growth(s, sh, nd) < size)
-                                q = list_push(&l.good[z], ni);
-                } else if (nd->kind == NODE_NEW && solver_place_fit_count(s, v, ni, 1, NO_ZONE) > 0) {
+                        int64_t g = node_growth(s, sh, nd);
+                        if (q >= 0 && g < size)
+                                q = heap_push(&l.goodh[z], (GrowCand) { g, ni });
+                } else if (nd->kind == NODE_NEW) {
                         q = list_push(&l.uall, ni);
-                        if (q >= 0 && node_growth(s, sh, nd) < size)
-                                q = list_push(&l.ugood, ni);
+                        int64_t g = node_growth(s, sh, nd);
+                        if (q >= 0 && g < size)
+                                q = heap_push(&l.ugoodh, (GrowCand) { g, ni });
                 }
         }
-        for (uint32_t z = 0; z < s->n_zones && q >= 0; z++)
-                q = sort_good(s, sh, &l.good[z]);
-        if (q >= 0)
-                q = sort_good(s, sh, &l.ugood);
+        for (uint32_t z = 0; z < s->n_zones; z++)
+                heap_make(&l.goodh[z]);
+        heap_make(&l.ugoodh);
         /* zone order: the first spread constraint's counts, then zone index */
         const Group *order_g = NULL;
         for (uint32_t c = 0; c < v->n_cons; c++)
@@ -286,7 +333,9 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                 for (uint32_t i = 0; i < no; i++) {
                         int z = (int) order[i], kind;
                         int64_t g;
-                        int64_t ni = find_in_zone(s, v, &l, z, &kind, &g);
+                        int64_t ni = find_in_zone(s, v, &l, z, &kind, &g, &q);
+                        if (q < 0)
+                                break;
                         if (ni < 0 || g >= best_g)
                                 continue;
                         best = ni;
@@ -296,6 +345,8 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                         if (order_g)
                                 break; /* spreading: the least loaded zone decides */
                 }
+                if (q < 0)
+                        break;
                 if (best >= 0) {
                         uint32_t ni = (uint32_t) best;
                         int z = best_z;
