@@ -3,6 +3,7 @@
  * constraints count per domain, else first-fit or by growth onto existing and planned nodes
  * before opening new ones. */
 
+#include "grow.h"
 #include "macro.h"
 #include "solver-internal.h"
 
@@ -136,7 +137,7 @@ typedef struct List {
 
 typedef struct Heap {
         GrowCand *v;
-        uint32_t n, cap;
+        size_t n, cap;
 } Heap;
 
 typedef struct ZoneLists {
@@ -159,21 +160,16 @@ static int list_push(List *l, uint32_t v) {
 }
 
 static int heap_push(Heap *h, GrowCand c) {
-        if (h->n == h->cap) {
-                uint32_t nc = h->cap ? h->cap * 2 : 16;
-                GrowCand *na = realloc(h->v, nc * sizeof(GrowCand));
-                if (!na)
-                        return -ENOMEM;
-                h->v = na;
-                h->cap = nc;
-        }
+        int q = GROW(h->v, h->cap, h->n + 1, SIZE_MAX / sizeof(GrowCand));
+        if (q < 0)
+                return q;
         h->v[h->n++] = c;
         return 0;
 }
 
-static void heap_down(Heap *h, uint32_t i) {
+static void heap_down(Heap *h, size_t i) {
         for (;;) {
-                uint32_t m = i, a = 2 * i + 1, b = 2 * i + 2;
+                size_t m = i, a = 2 * i + 1, b = 2 * i + 2;
                 if (a < h->n && cmp_grow(&h->v[a], &h->v[m]) < 0)
                         m = a;
                 if (b < h->n && cmp_grow(&h->v[b], &h->v[m]) < 0)
@@ -188,7 +184,7 @@ static void heap_down(Heap *h, uint32_t i) {
 }
 
 static void heap_make(Heap *h) {
-        for (uint32_t i = h->n / 2; i-- > 0;)
+        for (size_t i = h->n / 2; i-- > 0;)
                 heap_down(h, i);
 }
 
