@@ -53,6 +53,9 @@ FLEET_TOKEN = re.compile(r"CreateFleet for NodePool \S+: .* (\d+) instance\(s\),
 BATCH_CLOSED = re.compile(r"Provisioning round \d+: batch closed")
 INITIALIZED = re.compile(r"Node \S+ \(\S+\) initialized: Ready")
 ROUND = re.compile(r"Provisioning: \d+ pending pod\(s\).*")
+# provision/rounds.c: per node a round placed pending pods on, reported/counted+placed (* in flight)
+ROOM = re.compile(r"Provisioning round room \([^)]*\):(.*); (\d+) placement\(s\) not listed")
+ROOM_NODE = re.compile(r"(\S+?)(\*?)=(\d+)/(\d+)\+(\d+)")
 
 
 def deployment(name, replicas, cpu, memory):
@@ -126,12 +129,14 @@ class Watcher:
         if kind == "DELETED":
             return
         r = self.pods.setdefault(o["metadata"]["uid"], {"created": t})
+        r.setdefault("cpu", sum(quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+                                for c in o["spec"].get("containers") or []))
         st = o.get("status") or {}
         if "unschedulable" not in r and any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
                                             for c in st.get("conditions") or []):
             r["unschedulable"] = t
         if "bound" not in r and o["spec"].get("nodeName"):
-            r["bound"] = t
+            r["bound"], r["node"] = t, o["spec"]["nodeName"]
         if "running" not in r and st.get("phase") == "Running":
             r["running"] = t
 
@@ -140,6 +145,7 @@ class Watcher:
         if kind == "DELETED":
             return
         r = self.nodes.setdefault(o["metadata"]["name"], {"registered": t})
+        r["instance"] = ((o.get("spec") or {}).get("providerID") or "").rsplit("/", 1)[-1]
         if "ready" not in r and any(c["type"] == "Ready" and c["status"] == "True"
                                     for c in (o.get("status") or {}).get("conditions") or []):
             r["ready"] = t
@@ -184,10 +190,55 @@ def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
         "nodes_initialized": spread([log_time(l, t_apply) for l in lines if INITIALIZED.search(l)], t0),
         "pods_bound": spread([p["bound"] for p in pods if "bound" in p], t0),
         "pods_running": spread([p["running"] for p in pods if "running" in p], t0),
+        "room": room_diagnosis(watch, lines, t_apply, t0),
         # an emulated kubelet's pod start answered other than 200, and tried again (first of each pod)
         "kubelet_start_retries": [e["detail"] for e in emu_events
                                   if e["event"] == "kubelet" and "trying again" in e["detail"]],
     }
+
+
+def room_diagnosis(watch, lines, t_apply, t0):
+    """Each round that placed pending pods on existing or in-flight nodes, read against what
+    kube-scheduler did: per node, the pods bound there by the time of the round that its agent
+    had not reported yet (room the round believed free), and the pods the round counted or placed
+    there that the node never took (they needed a later round)."""
+    pods = list(watch.pods.values())
+    by_instance = {n.get("instance"): name for name, n in watch.nodes.items() if n.get("instance")}
+    out = []
+    for l in lines:
+        m = ROOM.search(l)
+        if not m:
+            continue
+        t = log_time(l, t_apply)
+        d = {"at": round(t - t0, 2), "nodes": 0, "in_flight": 0, "placed": 0, "counted": 0, "unreported": 0,
+             "unreported_cpu": 0.0, "not_taken": 0, "not_taken_unreported": 0, "unlisted": int(m.group(2))}
+        for name, star, rep, cnt, placed in ROOM_NODE.findall(m.group(1)):
+            rep, cnt, placed = int(rep), int(cnt), int(placed)
+            node = by_instance.get(name, name)
+            on = [p for p in pods if p.get("node") == node]
+            before = [p for p in on if p["bound"] <= t]
+            unreported = max(0, len(before) - rep) if not star else 0
+            not_taken = max(0, cnt + placed - (len(on) - len(before)))
+            d["nodes"] += 1
+            d["in_flight"] += bool(star)
+            d["placed"] += placed
+            d["counted"] += cnt
+            d["unreported"] += unreported
+            d["unreported_cpu"] += sum(p["cpu"] for p in sorted(before, key=lambda p: p["bound"])[len(before) - unreported:])
+            d["not_taken"] += not_taken
+            d["not_taken_unreported"] += min(not_taken, unreported)
+        d["unreported_cpu"] = round(d["unreported_cpu"], 1)
+        out.append(d)
+    return out
+
+
+def print_room(rooms):
+    for d in rooms:
+        print(f"    round at {d['at']:6.2f}: {d['placed']} pending pod(s) placed and {d['counted']} counted on "
+              f"{d['nodes']} node(s) ({d['in_flight']} in flight); {d['unreported']} pod(s) already bound there "
+              f"not yet in their agent's report ({d['unreported_cpu']} CPU); {d['not_taken']} of those placed or "
+              f"counted never went there ({d['not_taken_unreported']} explained by unreported pods)"
+              + (f"; {d['unlisted']} placement(s) not listed" if d["unlisted"] else ""))
 
 
 def print_timeline(tl):
@@ -206,6 +257,7 @@ def print_timeline(tl):
     print(f"    Nodes initialized (coordinator: agent reporting) {fmt(tl['nodes_initialized'])}")
     print(f"    pods bound (kube-scheduler)               {fmt(tl['pods_bound'])}")
     print(f"    pods Running (emulated kubelets)          {fmt(tl['pods_running'])}")
+    print_room(tl["room"])
     retries = tl["kubelet_start_retries"]
     if retries:
         codes = {}

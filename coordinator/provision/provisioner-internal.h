@@ -110,6 +110,7 @@ typedef struct Round {
         SnapshotBuild *build;       /* the snapshot under construction (snapshot.c, round arena) */
         Solve *solve;               /* the solve under way off the loop (solve.c) */
         size_t pending;             /* pods waiting for capacity, as the snapshot counted them */
+        size_t bound_unreported;    /* pods counted on their Node before its agent reported them */
         size_t missing;             /* nodes static NodePools lack */
         size_t next;                /* next launch to start */
         Step step;
@@ -159,6 +160,7 @@ struct Provisioner {
         ProvisionerHistograms histograms;
         KubeClient *kube;
         KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes, *pdbs;
+        KubeWatch *bound;               /* pods bound to a Node, not started yet (bound.c) */
         HttpClient *http;
         AwsCredentialProvider *creds;
         Ec2Client *ec2;
@@ -237,6 +239,12 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 int provisioner_snapshot_begin(Provisioner *p, Round *rd);
 int provisioner_snapshot_pods(Provisioner *p, Round *rd, uint64_t deadline_usec);
 int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending);
+/* bound.c: the pods of the watch p->bound that the agent of their Node (one of nodes[0..n_nodes))
+ * does not report yet and that are not among the snapshot's pending pods (pending_uids), as
+ * bound pods of that Node into out (at most cap; strings in a). */
+int provision_bound_unreported(Provisioner *p, SolverArena *a, const SolverNode *nodes, size_t n_nodes,
+                               const char *const *pending_uids, size_t n_pending, SolverPod *out, size_t cap,
+                               size_t *ret_n);
 /* metadata.uid of the snapshot's pending pod i, as it was read; NULL past them. */
 const char *provisioner_snapshot_pod_uid(const Round *rd, size_t i);
 

@@ -555,16 +555,22 @@ static int teardown(void **state) {
         return 0;
 }
 
-/* A pod the scheduler could not place, requesting cpu (millicores). */
-static void put_pending_pod(const char *name, unsigned cpu_millis) {
-        char json[1024];
+/* A pod requesting cpu (millicores): bound to node and not started yet, or (node NULL) one the
+ * scheduler could not place. */
+static void put_pod(const char *name, unsigned cpu_millis, const char *node) {
+        char json[1024], bound[128];
+        snprintf(bound, sizeof bound, "\"nodeName\":\"%s\",", strempty(node));
         snprintf(json, sizeof json,
                  "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"uid-%s\"},"
-                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"%um\",\"memory\":\"512Mi\"}}}]},"
-                 "\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\","
-                 "\"reason\":\"Unschedulable\"}]}}",
-                 name, name, cpu_millis);
+                 "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"%um\",\"memory\":\"512Mi\"}}}]},"
+                 "\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\",%s}]}}",
+                 name, name, node ? bound : "", cpu_millis,
+                 node ? "\"status\":\"True\"" : "\"status\":\"False\",\"reason\":\"Unschedulable\"");
         world_put(PODS, json);
+}
+
+static void put_pending_pod(const char *name, unsigned cpu_millis) {
+        put_pod(name, cpu_millis, NULL);
 }
 
 typedef struct Until {
@@ -979,6 +985,46 @@ static void test_unregistered_instance_terminated(void **state) {
         assert_string_not_equal(fl[0].instance_id, registers);
 }
 
+/* A pod bound to a Node whose agent has not reported it yet takes its room there: the pending pod
+ * that would have fitted beside it gets a new node (before, the round planned it into that room
+ * and launched nothing, and kube-scheduler found no place for it). */
+static void test_bound_pod_counted_before_its_agent_reports_it(void **state) {
+        Fx *f = *state;
+        put_ready_node("ip-10-0-1-1", "us-east-1a", "i-0ccccccccccccccccc");
+        uint64_t now = 0;
+        assert_true(sd_event_now(f->event, CLOCK_MONOTONIC, &now) >= 0);
+        (void) agent_report_put(&f->registry, "i-0ccccccccccccccccc", "ip-10-0-1-1", false, now);
+        start(f, 600000);
+        put_pod("bound-1", 1500, "ip-10-0-1-1");
+        put_pending_pod("next-1", 1000);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 1 }, 10000));
+        assert_int_equal(ec2.n_fleets, 1);
+        assert_int_equal(f->n_plan, 1);
+        assert_int_equal(f->plan[0].n_pods, 1);
+}
+
+/* Once the agent reports the pod, it is counted once: from the report (the pod is still in the
+ * watch of bound pods not started); a pending pod that fits beside it goes there. */
+static void test_reported_bound_pod_counted_once(void **state) {
+        Fx *f = *state;
+        put_ready_node("ip-10-0-1-1", "us-east-1a", "i-0ccccccccccccccccc");
+        uint64_t now = 0;
+        assert_true(sd_event_now(f->event, CLOCK_MONOTONIC, &now) >= 0);
+        (void) agent_report_put_pods(&f->registry, "i-0ccccccccccccccccc", "ip-10-0-1-1", false,
+                                     &(AgentReportPod) { "uid-bound-1", "bound-1", 1000 }, 1, now);
+        start(f, 600000);
+        put_pod("bound-1", 1000, "ip-10-0-1-1");
+        put_pending_pod("next-1", 800);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 1 }, 10000));
+        assert_int_equal(ec2.n_fleets, 0);
+        assert_int_equal(f->n_plan, 0);
+        assert_int_equal(f->last_unschedulable, 0);
+        /* a second pod of the same size does not fit beside them: it gets a node */
+        put_pending_pod("next-2", 800);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 2 }, 10000));
+        assert_int_equal(ec2.n_fleets, 1);
+}
+
 /* A node told to drain whose agent reports it drained is terminated (only that one), and once
  * EC2 took the instance its Node loses the termination finalizer through a guarded JSON patch. */
 static void test_drained_node_terminated_and_finalizer_removed(void **state) {
@@ -1030,6 +1076,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_in_flight_counts_against_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unregistered_instance_terminated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drained_node_terminated_and_finalizer_removed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_bound_pod_counted_before_its_agent_reports_it, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reported_bound_pod_counted_once, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
