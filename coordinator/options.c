@@ -44,7 +44,7 @@ const Option coord_options[] = {
         { "idle-timeout", OPTION_MSEC, OPT(idle_timeout_ms), "0",
           "an authenticated agent connection silent this long (no request, nothing arriving unread) is closed (0: 6 report intervals, 60s at least)" },
         { "max-state-memory", OPTION_BYTES, OPT(max_state_memory), "256Mi",
-          "memory for the nodes' stored reports (their bytes, the fast path's copy and what they unpack to); a report that would exceed it is refused (overloaded)" },
+          "memory for the nodes' stored reports (what they unpack to; their bytes are kept as a SHA-256 only); a report that would exceed it is refused (overloaded)" },
         { "stale-after", OPTION_MSEC, OPT(stale_after_ms), "60s",
           "a node whose agent is silent this long is reported stale" },
         { "fast-answers", OPTION_BOOL, OPT(fast_answers), "yes",
