@@ -418,6 +418,9 @@ def main():
         print(f"  {r['n_not_running']} pod(s) not Running after --timeout {args.timeout:g} s: {r['not_running'][:6]}")
     print(f"  all {r['pods']} pods created by the ReplicaSet controller {r['all_pods_created_s']} s; rounds: "
           + "; ".join(f"{t} s {what[:110]}" for t, what in r["rounds"]))
+    unreported = [(t, re.search(r"(\d+) bound pod\(s\) counted", what)) for t, what in r["rounds"]]
+    print("  pods bound to a Node, not yet in its agent's report, counted there by each round: "
+          + "; ".join(f"{t} s: {m.group(1)}" for t, m in unreported if m))
     print(f"  first / last CreateFleet {r['first_createfleet_s']} / {r['last_createfleet_s']} s, last Node Ready "
           f"{r['last_node_ready_s']} s; {r['nodes']} Ready nodes, {r['instances_launched']} launched "
           f"{r['instance_types']}, ${r['cost_per_hour']:.2f}/h; reserved by the bound pods: CPU {r['cpu_util']:.0%} "
