@@ -160,6 +160,18 @@ def spread(times, t0):
             "last": round(ts[-1] - t0, 2)}
 
 
+def emu_gaps(events, name):
+    """Per instance, seconds from the emulator's "launched" (it saw the instance) to its first
+    event called name."""
+    seen, gaps = {}, []
+    for e in events:
+        if e["event"] == "launched":
+            seen.setdefault(e["instance"], e["unix"])
+        elif e["event"] == name and e["instance"] in seen:
+            gaps.append(e["unix"] - seen.pop(e["instance"]))
+    return gaps
+
+
 def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
     """The scale-out's steps, in seconds after kubectl apply returned."""
     pods, nodes = list(watch.pods.values()), list(watch.nodes.values())
@@ -184,6 +196,10 @@ def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
         "decided": [round(log_time(l, t_apply) - t0, 2) for l in lines if ROUND.search(l)],
         "createfleet": calls,
         "instances_seen_by_emulator": spread([e["unix"] for e in emu_events if e["event"] == "launched"], t0),
+        # per instance, seconds from the emulator seeing it to its boot delay's end ("booted") and
+        # to its Node registered: the emulator's own work beside the boot delay
+        "emulator_booted_after_seen": spread(emu_gaps(emu_events, "booted"), 0),
+        "emulator_registered_after_seen": spread(emu_gaps(emu_events, "registered"), 0),
         "nodes_registered": spread([n["registered"] for n in nodes], t0),
         "nodes_ready": spread([n["ready"] for n in nodes if "ready" in n], t0),
         # Ready, no startup taints, its agent reporting: the coordinator counts its pods from then
@@ -252,6 +268,8 @@ def print_timeline(tl):
         print(f"    CreateFleet sent {c['sent']:6.2f} answered {c['answered']:6.2f} ({c['answered'] - c['sent']:5.2f} s): "
               f"{c['given']} of {c['asked']} instance(s){'' if not c['errors'] else ', errors ' + str(c['errors'])}")
     print(f"    instances seen by the node emulator       {fmt(tl['instances_seen_by_emulator'])}")
+    print(f"    emulator: seen -> boot delay over         {fmt(tl['emulator_booted_after_seen'])}")
+    print(f"    emulator: seen -> Node registered         {fmt(tl['emulator_registered_after_seen'])}")
     print(f"    Nodes registered                          {fmt(tl['nodes_registered'])}")
     print(f"    Nodes Ready                               {fmt(tl['nodes_ready'])}")
     print(f"    Nodes initialized (coordinator: agent reporting) {fmt(tl['nodes_initialized'])}")
