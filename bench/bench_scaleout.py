@@ -187,6 +187,7 @@ def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
         t_sent, asked = sent.get(e.get("client_token"), (e.get("received"), None))
         calls.append({"sent": round(t_sent - t0, 2), "answered": round(e["unix"] - t0, 2), "asked": asked,
                       "given": len(e.get("instance_ids") or []), "status": e.get("status"),
+                      "fake_seconds": e.get("seconds"),
                       "errors": [x.get("error_code") for x in e.get("errors") or []] or e.get("error") or None})
     calls.sort(key=lambda c: c["sent"])
     return {
@@ -266,7 +267,9 @@ def print_timeline(tl):
     print(f"    coordinator: batch closed {tl['batch_closed']}; decided {tl['decided']}")
     for c in tl["createfleet"]:
         print(f"    CreateFleet sent {c['sent']:6.2f} answered {c['answered']:6.2f} ({c['answered'] - c['sent']:5.2f} s): "
-              f"{c['given']} of {c['asked']} instance(s){'' if not c['errors'] else ', errors ' + str(c['errors'])}")
+              f"{c['given']} of {c['asked']} instance(s){'' if not c['errors'] else ', errors ' + str(c['errors'])}"
+              + (" (the EC2 fake: {before_moto} s before moto, moto {moto} s, launch template {launch_template} s)"
+                 .format(**c["fake_seconds"]) if c.get("fake_seconds") else ""))
     print(f"    instances seen by the node emulator       {fmt(tl['instances_seen_by_emulator'])}")
     print(f"    emulator: seen -> boot delay over         {fmt(tl['emulator_booted_after_seen'])}")
     print(f"    emulator: seen -> Node registered         {fmt(tl['emulator_registered_after_seen'])}")

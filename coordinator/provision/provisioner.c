@@ -365,6 +365,11 @@ Provisioner *provisioner_free(Provisioner *p) {
         if (!p)
                 return NULL;
         provisioner_round_free(p->round);
+        while (p->detached) {
+                Round *rd = p->detached;
+                p->detached = rd->next_detached;
+                provisioner_round_free(rd);
+        }
         sd_event_source_disable_unref(p->snapshot_slice);
         p->proxy_drains = proxy_drains_free(p->proxy_drains);
         kube_watch_free(p->pods);
@@ -415,6 +420,8 @@ int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON *
 }
 
 bool provisioner_launch_unanswered(const Provisioner *p) {
+        if (p && p->detached)
+                return true; /* a detached round lives while an answer is awaited */
         return p && p->round && p->round->fleets_in_flight > 0;
 }
 

@@ -37,6 +37,10 @@ void provision_round_next(Provisioner *p) {
                 while (rd && rd->step == STEP_IDLE && rd->sent && rd->next < rd->result->n_launches && rd->sent[rd->next])
                         rd->next++;
                 if (rd && rd->fleets_in_flight > 0 && (rd->next >= rd->result->n_launches || !provisioner_acting(p))) {
+                        /* every CreateFleet is out: their answers are awaited apart (launching.c),
+                         * the next round may run */
+                        if (rd->next >= rd->result->n_launches && provisioner_acting(p) && provision_round_detach(p))
+                                return;
                         rd->parked = true; /* the last CreateFleet answer ends the round */
                         return;
                 }

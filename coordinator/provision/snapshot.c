@@ -269,7 +269,7 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
         uint64_t now = provision_now_usec(p);
 
         /* Nodes: those of the API, then instances still in flight. */
-        size_t n_nodes = o->n_nodes + p->n_inflight;
+        size_t n_nodes = o->n_nodes + p->n_inflight + provision_launching_count(p);
         SolverNode *nodes = solver_arena_alloc(a, (n_nodes + 1) * sizeof *nodes);
         if (!nodes)
                 return -ENOMEM;
@@ -319,6 +319,12 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
                         .in_flight = true,
                 };
         }
+        /* launches whose CreateFleet is unanswered, with the pods they were launched for */
+        size_t n_launching = 0;
+        r = provision_launching_nodes(p, a, nodes + k, n_nodes - k, &n_launching, o->pods, b->uids, o->n_pods);
+        if (r < 0)
+                return r;
+        k += n_launching;
         n_nodes = k;
 
         /* Pending pods that an instance in flight was launched for count as on it. */
