@@ -341,6 +341,7 @@ def measure(s, args):
     watch = Watcher(s.cluster_cp).start()
     objs = [deployment("small-resource-app", args.small, "900m", "3100Mi"),
             deployment("large-resource-app", args.large, "3500m", "28Gi")]
+    load_start = open("/proc/loadavg").read().split()[:3]
     t_apply = time.time()
     s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
     t0 = time.time()  # kubectl apply returned: the clock starts, as Karpenter's does
@@ -407,7 +408,7 @@ def measure(s, args):
             "coordinator_rss_peak_sampled_mib": round(max(x[1] for x in samples) / 1024, 1),
             "coordinator_fds_peak_sampled": getattr(sampler, "fds", None),
             "coordinator_cpu_avg_cores": round(cpu_avg, 3), "coordinator_cpu_peak_cores": round(cpu_peak, 3),
-            "loadavg": open("/proc/loadavg").read().split()[:3], "timeline": tl}
+            "loadavg_start": load_start, "loadavg": open("/proc/loadavg").read().split()[:3], "timeline": tl}
 
 
 def main():
@@ -447,7 +448,7 @@ def main():
           f"{r['instance_types']}, ${r['cost_per_hour']:.2f}/h; reserved by the bound pods: CPU {r['cpu_util']:.0%} "
           f"(Karpenter > 53 %), memory {r['memory_util']:.0%} (> 65 %)")
     print_timeline(r["timeline"])
-    print(f"  load average at the end: {' '.join(r['loadavg'])}")
+    print(f"  load average at the start: {' '.join(r['loadavg_start'])}; at the end: {' '.join(r['loadavg'])}")
     print(f"  coordinator: VmHWM {med['coordinator_vmhwm_mib']:.1f} MiB (goal <= 64 MiB; Karpenter < 260 MB), "
           f"CPU {med['coordinator_cpu_avg_cores']:.3f} core on average, {r['coordinator_cpu_peak_cores']:.2f} "
           f"in its busiest half-second (Karpenter < 0.5 core); at most {r['coordinator_fds_peak_sampled']} open "
