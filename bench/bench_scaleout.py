@@ -228,9 +228,13 @@ def room_diagnosis(watch, lines, t_apply, t0):
             continue
         t = log_time(l, t_apply)
         d = {"at": round(t - t0, 2), "nodes": 0, "in_flight": 0, "placed": 0, "counted": 0, "unreported": 0,
-             "unreported_cpu": 0.0, "not_taken": 0, "not_taken_unreported": 0, "unlisted": int(m.group(2))}
+             "unreported_cpu": 0.0, "not_taken": 0, "not_taken_unreported": 0, "unlisted": int(m.group(2)),
+             "on_launches": 0}
         for name, star, rep, cnt, placed in ROOM_NODE.findall(m.group(1)):
             rep, cnt, placed = int(rep), int(cnt), int(placed)
+            if name.startswith("launch/"):  # a launch whose CreateFleet is unanswered: no instance yet
+                d["on_launches"] += cnt + placed
+                continue
             node = by_instance.get(name, name)
             on = [p for p in pods if p.get("node") == node]
             before = [p for p in on if p["bound"] <= t]
@@ -255,7 +259,8 @@ def print_room(rooms):
               f"{d['nodes']} node(s) ({d['in_flight']} in flight); {d['unreported']} pod(s) already bound there "
               f"not yet in their agent's report ({d['unreported_cpu']} CPU); {d['not_taken']} of those placed or "
               f"counted never went there ({d['not_taken_unreported']} explained by unreported pods)"
-              + (f"; {d['unlisted']} placement(s) not listed" if d["unlisted"] else ""))
+              + (f"; {d['unlisted']} placement(s) not listed" if d["unlisted"] else "")
+              + (f"; {d['on_launches']} on launches not answered yet" if d["on_launches"] else ""))
 
 
 def print_timeline(tl):

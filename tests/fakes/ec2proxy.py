@@ -541,6 +541,9 @@ class Proxy:
         with self.lock:
             self.auth_threshold = float(previous)
             self.action_count = 0
+        # made now rather than by the first CreateFleet, which waited for it: a botocore client
+        # loads EC2's service model (about a second of CPU on a loaded machine; no request)
+        moto_ec2(self.moto)
 
     def _ec2_setup_call(self, params):
         """A signed EC2 call from the proxy itself (only while moto's auth is off)."""
