@@ -123,16 +123,8 @@ static int64_t count_gpus(const char *root) {
         char path[4096];
         if (path_join(path, sizeof path, root, "/proc/driver/nvidia/gpus") < 0)
                 return 0;
-        DIR *d = opendir(path);
-        if (!d)
-                return 0;
-        int64_t n = 0;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.')
-                        n++;
-        closedir(d);
-        return n;
+        uint64_t n = 0;
+        return dir_count_entries(path, &n) < 0 ? 0 : (int64_t) n;
 }
 
 int capacity_read(const char *root, const char *kubelet_dir, NodeResources *ret) {

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "macro.h"
 #include "observe.h"
+#include "procmetrics.h"
 #include "provision/provisioner.h"
 #include "status/events.h"
 #include "status/nodeclaims.h"
@@ -408,6 +409,7 @@ static void port_more_metrics(void *userdata, StrBuf *b) {
         ObserveSources os = { .registry = &c->registry, .provisioner = c->provisioner, .leader = c->leader,
                               .status = c->status };
         observe_metrics(&os, b);
+        process_metrics(b);
 }
 
 static int port_render(void *userdata, HttpPage page, char **ret, size_t *ret_len) {

@@ -7,14 +7,39 @@
 #include "daemon.h"
 #include "log.h"
 
+/* Descriptors the coordinator holds besides its agents' connections: its HTTP servers' clients,
+ * the API server's watches, EC2 and SQS connections, NNG's and the loop's own. */
+#define NOFILE_OWN 256
+
+/* A fleet beyond the soft file limit would see its agents refused as they connect: raise it to
+ * the hard one (as a Go program does) and say when even that is short of max-connections. */
+static void raise_file_limit(const CoordConfig *cfg) {
+        uint64_t before = 0, after = 0;
+        int r = daemon_raise_nofile(&before, &after);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to raise the file limit: %m");
+                return;
+        }
+        if (after != before)
+                log_info("File limit raised from %llu to %llu descriptors (the hard limit).",
+                         (unsigned long long) before, (unsigned long long) after);
+        if (after < cfg->max_connections + NOFILE_OWN)
+                log_warning("The file limit (%llu descriptors) is below max-connections (%llu) plus %d for the "
+                            "coordinator's own: agents beyond about %llu will not get a connection. Raise "
+                            "LimitNOFILE= or the container runtime's nofile ulimit (docs/helm.md).",
+                            (unsigned long long) after, (unsigned long long) cfg->max_connections, NOFILE_OWN,
+                            (unsigned long long) (after > NOFILE_OWN ? after - NOFILE_OWN : 0));
+}
+
 int main(int argc, char **argv) {
         daemon_block_signals(); /* first: before anything starts a thread */
         /* Every TLS connection to an agent holds mbedTLS's two record buffers (16 KiB and a bit,
          * calloc'ed) and NNG's two 16 KiB ones for its whole life. From the heap, calloc clears
          * them and every page is resident at once; mapped on their own they are fresh zero pages,
          * resident only as far as records fill them (an agent's report and its answer take a
-         * page or two). 37 KiB -> 20 KiB per agent connection (docs/benchmarks.md, the link
-         * curve). */
+         * page or two): 37 KiB -> 20 KiB per new agent connection. NNG's send buffer is a ring,
+         * though: once 16 KiB of answers have gone through it (about 40 minutes at a 10 s
+         * interval) all of it is resident (docs/benchmarks.md, "Long-lived connections"). */
         (void) mallopt(M_MMAP_THRESHOLD, 16 * 1024);
 
         _cleanup_(coordinator_freep) Coordinator *c = NULL;
@@ -50,6 +75,7 @@ int main(int argc, char **argv) {
                 printf("# configuration OK\n");
                 return 0;
         }
+        raise_file_limit(&c->cfg);
         r = coordinator_start(c);
         if (r < 0)
                 return 1;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Bounded whole-file reads. */
+/* Bounded whole-file reads; counting a directory's entries. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,5 +65,19 @@ int read_file_trimmed(const char *path, size_t max, char **ret) {
                 n--;
         buf[n] = 0;
         *ret = buf;
+        return 0;
+}
+
+int dir_count_entries(const char *path, uint64_t *ret) {
+        DIR *d = opendir(path);
+        if (!d)
+                return -errno;
+        uint64_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        n++;
+        closedir(d);
+        *ret = n;
         return 0;
 }

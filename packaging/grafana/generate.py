@@ -122,6 +122,12 @@ DASHBOARDS = {
                                                    ("sum(rate(nodesmith_link_replies_dropped_total[$__rate_interval]))", "replies dropped")]),
         panel("Interruption queue errors (per minute)", [
             ("sum by (operation) (rate(nodesmith_interruption_errors_total[$__rate_interval])) * 60", "{{operation}}")]),
+        # process_* comes from every process Prometheus scrapes: the join keeps the coordinators'
+        panel("Coordinator resident memory (grows with the agents connected: docs/helm.md)", [
+            ("process_resident_memory_bytes and on (job, instance) nodesmith_build_info", "{{instance}}")], unit="bytes"),
+        panel("Coordinator file descriptors (one per agent connected)", [
+            ("process_open_fds and on (job, instance) nodesmith_build_info", "{{instance}} open"),
+            ("process_max_fds and on (job, instance) nodesmith_build_info", "{{instance}} limit")]),
     ]),
 }
 

@@ -8,6 +8,7 @@ refused while the coordinator keeps serving the others; a coordinator killed and
 every agent back within two report intervals."""
 import math
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 from nsharness import (GiB, MiB, Coordinator, Proc, TestDir, agent_argv, binary, make_pki,  # noqa: E402
-                       make_root, metric, wait_for)
+                       free_port, http_get, make_root, metric, wait_for)
 
 INTERVAL = 1.0
 
@@ -170,6 +171,31 @@ evictionHard:
         for p in agents.values():
             assert p.stop() == 0, f"{p.name} did not stop cleanly"
         assert coord.proc.stop() == 0
+
+        # --- the soft file limit: raised to the hard one, and a hard one short of the fleet said --
+        # (systemd services and containerd 2 containers start at a soft 1024)
+        http = f"http://127.0.0.1:{free_port()}"
+        argv = [binary("nodesmith-coordinator"), "--listen", f"tls+tcp://127.0.0.1:{free_port()}",
+                "--http-listen", http, "--token-file", pki["token_file"], "--tls-cert", pki["cert"],
+                "--tls-key", pki["key"], "--attestation", "off", "--max-connections", "4000",
+                "--api-listen", http, "--api-auth", "none"]
+        log_path = os.path.join(d, "coordinator-nofile.log")
+        with open(log_path, "w") as log:
+            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                 preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, 2048)))
+        try:
+            wait_for("coordinator /healthz", lambda: http_get(http + "/healthz")[0] == 200, 10)
+            text = http_get(http + "/metrics")[1]
+            assert metric(text, "process_max_fds") == 2048, metric(text, "process_max_fds")
+            assert 0 < metric(text, "process_open_fds") < 2048
+            assert metric(text, "process_resident_memory_bytes") > 1 << 20
+        finally:
+            p.terminate()
+            assert p.wait(timeout=30) == 0
+        logged = open(log_path).read()
+        assert "File limit raised from 512 to 2048 descriptors" in logged, logged
+        assert "below max-connections (4000)" in logged, logged
+        print("soft file limit 512 raised to the hard 2048; 2048 < max-connections 4000 + 256 logged")
     print("test_link: OK")
 
 
