@@ -273,8 +273,9 @@ def print_timeline(tl):
     for c in tl["createfleet"]:
         print(f"    CreateFleet sent {c['sent']:6.2f} answered {c['answered']:6.2f} ({c['answered'] - c['sent']:5.2f} s): "
               f"{c['given']} of {c['asked']} instance(s){'' if not c['errors'] else ', errors ' + str(c['errors'])}"
-              + (" (the EC2 fake: {before_moto} s before moto, moto {moto} s, launch template {launch_template} s)"
-                 .format(**c["fake_seconds"]) if c.get("fake_seconds") else ""))
+              + (" (the EC2 fake: {before_moto} s before moto, of which signing {signing} s; moto {moto} s, "
+                 "launch template {launch_template} s)".format(**{"signing": "?", **c["fake_seconds"]})
+                 if c.get("fake_seconds") else ""))
     print(f"    instances seen by the node emulator       {fmt(tl['instances_seen_by_emulator'])}")
     print(f"    emulator: seen -> boot delay over         {fmt(tl['emulator_booted_after_seen'])}")
     print(f"    emulator: seen -> Node registered         {fmt(tl['emulator_registered_after_seen'])}")
