@@ -43,10 +43,6 @@ int imds_parse_gmt_date(const char *s, int64_t *ret_ms) {
         return in_window_ms(timestamp_parse_dmy_gmt(s, &usec), &usec, ret_ms);
 }
 
-static void cJSON_Deletep(cJSON **j) {
-        cJSON_Delete(*j);
-}
-
 static int json_parse(const char *body, size_t len, cJSON **ret) {
         const char *end = NULL;
         if (!body)

@@ -205,6 +205,20 @@ int coordinator_validate(Coordinator *c) {
         return coordinator_validate_attestation(c);
 }
 
+#define RELEASE_WAIT_USEC (2 * USEC_PER_SEC)
+
+static void on_released(Leader *l, bool ok, void *userdata) {
+        Coordinator *c = userdata;
+        (void) sd_event_exit(c->event, 0);
+}
+
+static int on_release_late(sd_event_source *s, uint64_t usec, void *userdata) {
+        Coordinator *c = userdata;
+        log_warning("The Lease release was not answered within %llu s; stopping without it.",
+                    (unsigned long long) (RELEASE_WAIT_USEC / USEC_PER_SEC));
+        return sd_event_exit(c->event, 0);
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Coordinator *c = userdata;
         if (si->ssi_signo == SIGHUP) {
@@ -213,7 +227,19 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         }
         log_info("Received %s, stopping.", strsignal((int) si->ssi_signo));
         (void) sd_notify(false, "STOPPING=1");
-        return sd_event_exit(c->event, 0);
+        if (c->stopping || !c->leader) /* a second signal does not wait for the release */
+                return sd_event_exit(c->event, 0);
+        c->stopping = true;
+        /* the leader hands the Lease over (client-go's ReleaseOnCancel) for RELEASE_WAIT_USEC at
+         * most: a standby takes it at its next look instead of after the lease duration */
+        int r = leader_release(c->leader, on_released, c);
+        if (r <= 0) {
+                if (r < 0)
+                        log_warning_errno(r, "Cannot release the Lease: %m; it expires by itself.");
+                return sd_event_exit(c->event, 0);
+        }
+        r = sd_event_add_time_relative(c->event, NULL, CLOCK_MONOTONIC, RELEASE_WAIT_USEC, 0, on_release_late, c);
+        return r < 0 ? sd_event_exit(c->event, 0) : 0;
 }
 
 static void on_leading(Leader *l, bool leading, void *userdata) {

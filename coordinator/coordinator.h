@@ -113,6 +113,7 @@ typedef struct Coordinator {
         LinkServer *link;
         FastPath *fast;                /* unchanged reports answered in NNG's threads; NULL: off */
         sd_event_source *fast_timer;   /* takes back what they saw */
+        bool stopping;                 /* a stop signal came: the Lease is being released */
         HttpServer *http;              /* http-listen: health and metrics (and /api/v1 when api-listen is the same) */
         HttpServer *api;               /* api-listen, when it is another address */
         ApiAuth *api_auth;             /* api-auth=kubernetes */

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <time.h>
 
+#include "json-util.h"
 #include "leader.h"
 #include "log.h"
 #include "macro.h"
@@ -32,6 +33,10 @@ struct Leader {
          * skewed clock elsewhere cannot make it look expired early. */
         char *observed_record;
         uint64_t observed_usec;
+        cJSON *held;                  /* the Lease as our last successful write stored it */
+        KubeCall *release;            /* the release in flight (leader_release) */
+        leader_released_t released;
+        void *released_userdata;
 };
 
 static uint64_t now_mono(Leader *l) {
@@ -58,9 +63,10 @@ static void set_leading(Leader *l, bool leading) {
                 (void) sd_event_source_set_enabled(l->deadline, SD_EVENT_OFF);
         if (leading)
                 log_notice("Leading: holding Lease %s/%s as %s.", l->namespace, l->name, l->identity);
+        else if (isempty(l->holder) || streq(l->holder, l->identity)) /* stepping down, or releasing */
+                log_notice("No longer leading (Lease %s/%s).", l->namespace, l->name);
         else
-                log_notice("No longer leading (Lease %s/%s held by %s).", l->namespace, l->name,
-                           strempty(l->holder));
+                log_notice("No longer leading (Lease %s/%s held by %s).", l->namespace, l->name, l->holder);
         if (l->cb)
                 l->cb(l, leading, l->userdata);
 }
@@ -149,6 +155,8 @@ static void on_written(KubeResponse *resp, void *userdata) {
                 (void) free_and_strdup(&l->holder, l->identity);
                 free(l->observed_record);
                 l->observed_record = NULL;
+                cJSON_Delete(l->held);
+                l->held = resp->object ? cJSON_Duplicate(resp->object, true) : NULL;
                 /* counted from when the write was sent: the API server stored it after that */
                 l->last_renew_usec = sent;
                 bool fresh = now_mono(l) - sent < l->renew_deadline_usec;
@@ -259,6 +267,57 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static void on_release_written(KubeResponse *resp, void *userdata) {
+        Leader *l = userdata;
+        l->release = NULL;
+        if (resp->error == 0)
+                log_notice("Released Lease %s/%s: another replica may lead at once.", l->namespace, l->name);
+        else /* a conflict: someone else wrote it since, and holds it */
+                log_warning("Cannot release Lease %s/%s: %s; it expires by itself.", l->namespace, l->name,
+                            resp->has_status ? resp->status.message : strerror(-resp->error));
+        if (l->released)
+                l->released(l, resp->error == 0, l->released_userdata);
+}
+
+/* client-go's release (ReleaseOnCancel): the record with no holder, a lease of 1 s, renewed and
+ * acquired now, written over the one we hold (its resourceVersion: a Lease someone else wrote
+ * since is left alone). */
+int leader_release(Leader *l, leader_released_t done, void *userdata) {
+        bool held = l->leading && l->held;
+        /* stop acting first: nothing this replica decides from here on is acted upon */
+        set_leading(l, false);
+        (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+        if (l->call) {
+                kube_call_cancel(l->call);
+                l->call = NULL;
+        }
+        if (!held || l->release)
+                return 0;
+        char now[40];
+        micro_time(now, sizeof now);
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_Duplicate(l->held, true);
+        cJSON *spec = o ? cJSON_GetObjectItem(o, "spec") : NULL;
+        if (!spec)
+                return -ENOMEM;
+        cJSON_DeleteItemFromObject(o, "status");
+        cJSON_DeleteItemFromObject(spec, "holderIdentity");
+        cJSON_DeleteItemFromObject(spec, "leaseDurationSeconds");
+        cJSON_DeleteItemFromObject(spec, "renewTime");
+        cJSON_DeleteItemFromObject(spec, "acquireTime");
+        if (!cJSON_AddStringToObject(spec, "holderIdentity", "") ||
+            !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", 1) ||
+            !cJSON_AddStringToObject(spec, "renewTime", now) || !cJSON_AddStringToObject(spec, "acquireTime", now))
+                return -ENOMEM;
+        l->released = done;
+        l->released_userdata = userdata;
+        int r = kube_replace(l->kube, l->path, o, on_release_written, l, &l->release);
+        if (r < 0) {
+                l->release = NULL;
+                return r;
+        }
+        return 1;
+}
+
 int leader_new(sd_event *e, KubeClient *kube, const LeaderConfig *cfg, leader_change_t cb,
                void *userdata, Leader **ret) {
         Leader *l = calloc(1, sizeof *l);
@@ -307,6 +366,9 @@ Leader *leader_free(Leader *l) {
                 return NULL;
         if (l->call)
                 kube_call_cancel(l->call);
+        if (l->release)
+                kube_call_cancel(l->release);
+        cJSON_Delete(l->held);
         sd_event_source_disable_unref(l->timer);
         sd_event_source_disable_unref(l->deadline);
         sd_event_unref(l->event);

@@ -30,6 +30,14 @@ typedef struct LeaderConfig {
 int leader_new(sd_event *e, KubeClient *kube, const LeaderConfig *cfg, leader_change_t cb,
                void *userdata, Leader **ret);
 Leader *leader_free(Leader *l);
+/* On a clean shutdown (client-go's ReleaseOnCancel): stop leading at once (the change callback
+ * runs) and, if this replica held the Lease, write it without a holder so that another replica
+ * takes it at its next look (2 s) instead of after the lease duration (15 s). Returns 1 when the
+ * write is under way (done runs when it is answered, ok true when stored), 0 when there was
+ * nothing to release (done does not run), -errno when the write could not be sent. A candidate
+ * stops looking either way. */
+typedef void (*leader_released_t)(Leader *l, bool ok, void *userdata);
+int leader_release(Leader *l, leader_released_t done, void *userdata);
 /* True while the last renewal is younger than the renew deadline: ask before every action. */
 bool leader_is_leading(const Leader *l);
 uint64_t leader_renew_deadline_usec(const Leader *l);

@@ -4,6 +4,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "macro.h"
+
+/* _cleanup_(cJSON_Deletep) */
+DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
+
 /* Reading cJSON trees: a member by its exact name, a member's string (NULL when absent or not a
  * string). Both accept NULL objects. */
 static inline const cJSON *json_get(const cJSON *o, const char *key) {

@@ -2,6 +2,7 @@
 /* What status.c and nodeclaims.c share: the writer and its writes. */
 #pragma once
 
+#include "json-util.h"
 #include "kube.h"
 #include "macro.h"
 #include "status/status.h"
@@ -9,8 +10,6 @@
 /* Shared by status.c (NodePool, EC2NodeClass) and nodeclaims.c (NodeClaims). */
 
 #define STATUS_WRITES_MAX 64 /* in flight at once; the rest waits for the next tick */
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
 
 typedef struct Pending Pending;
 typedef struct ClaimRecord ClaimRecord;

@@ -33,6 +33,7 @@ import json
 import os
 import random
 import re
+import signal
 import sys
 import threading
 import time
@@ -266,6 +267,25 @@ def run(s, d, seeds):
           f"apart (at least {GAP:g}s allowed); no overlap")
     assert len(writes) >= 2, writes
     assert all(by.values()), f"both replicas must have acted in {len(list(seeds))} runs: {by}"
+
+    # a clean stop hands the Lease over: the leader releases it on SIGTERM (client-go's
+    # ReleaseOnCancel) and the standby leads at its next look (retry period 0.4 s), not a whole
+    # lease duration (3 s) after it last saw a renewal
+    wait_for_quietly(lambda: sum(1 for r in replicas.values() if leading(r[1])) == 1, 30)
+    old = next(n for n, r in replicas.items() if leading(r[1]))
+    new = next(n for n in replicas if n != old)
+    t0 = time.monotonic()
+    procs[old].p.send_signal(signal.SIGTERM)
+    took = None
+    while time.monotonic() - t0 < 3 * LEASE:
+        if leading(replicas[new][1]):
+            took = time.monotonic() - t0
+            break
+        time.sleep(0.05)
+    assert procs[old].p.wait(timeout=10) == 0, f"{old} did not exit 0 after SIGTERM"
+    assert "Released Lease" in open(procs[old].log_path, errors="replace").read(), f"{old} did not release the Lease"
+    assert took is not None and took < LEASE - 0.5, f"{new} led {took}s after {old} stopped (lease {LEASE:g}s)"
+    print(f"{old} stopped cleanly and released the Lease; {new} led {took:.2f}s later (lease {LEASE:g}s)")
     print(f"test_realk8s_leader: {time.monotonic() - t_start:.0f}s in all")
 
 

@@ -82,6 +82,8 @@ static void answer(int error, cJSON *object) {
 }
 
 /* What the server stores for a write: the body, with a resourceVersion. */
+static char held_rv[16]; /* the resourceVersion stored() gave last */
+
 static cJSON *stored(void) {
         static int rv = 1;
         cJSON *o = cJSON_Duplicate(pending.body, true);
@@ -90,6 +92,7 @@ static cJSON *stored(void) {
         snprintf(s, sizeof s, "%d", ++rv);
         cJSON_DeleteItemFromObject(md, "resourceVersion");
         cJSON_AddStringToObject(md, "resourceVersion", s);
+        memcpy(held_rv, s, sizeof held_rv);
         return o;
 }
 
@@ -263,12 +266,83 @@ static void test_takeover_waits_for_observed_expiry(void **state) {
         pending.body = NULL;
 }
 
+static void on_released(Leader *l, bool ok, void *userdata) {
+        int *n = userdata;
+        *n = ok ? 1 : -1;
+}
+
+/* A clean shutdown hands the Lease over: leading stops at once (before the write), the Lease is
+ * written without a holder and with a 1 s duration over the one held (its resourceVersion), and
+ * nothing is sent after it. */
+static void test_release_hands_over(void **state) {
+        sd_event *e;
+        Changes ch = {};
+        Leader *l = start(&e, &ch, "a");
+        acquire(e, l, &ch);
+        /* a renewal in flight is given up for the release */
+        assert_true(run_until_call(e, USEC_PER_SEC));
+        assert_string_equal(pending.verb, "get");
+        int released = 0;
+        unsigned before = cancels;
+        assert_int_equal(leader_release(l, on_released, &released), 1);
+        assert_int_equal(cancels, before + 1);
+        assert_false(leader_is_leading(l));
+        assert_int_equal(ch.n, 2);
+        assert_false(ch.last);
+        assert_true(pending.active);
+        assert_string_equal(pending.verb, "replace");
+        const cJSON *spec = cJSON_GetObjectItem(pending.body, "spec");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(spec, "holderIdentity")), "");
+        assert_int_equal((int) cJSON_GetNumberValue(cJSON_GetObjectItem(spec, "leaseDurationSeconds")), 1);
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItem(spec, "renewTime")));
+        /* written over the Lease as our last write stored it */
+        const char *want_rv = cJSON_GetStringValue(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(pending.body, "metadata"), "resourceVersion"));
+        assert_non_null(want_rv);
+        assert_string_equal(want_rv, held_rv);
+        answer(0, stored());
+        assert_int_equal(released, 1);
+        unsigned n = calls;
+        run_for(e, 300 * USEC_PER_MSEC);
+        assert_int_equal(calls, n); /* no read or renewal after the release */
+        assert_false(leader_is_leading(l));
+        leader_free(l);
+        sd_event_unref(e);
+        cJSON_Delete(pending.body);
+        pending.body = NULL;
+}
+
+/* A replica that does not hold the Lease has nothing to release: no write, done not called, and
+ * it stops looking. */
+static void test_release_without_lease(void **state) {
+        sd_event *e;
+        Changes ch = {};
+        Leader *l = start(&e, &ch, "b");
+        assert_true(run_until_call(e, USEC_PER_SEC));
+        assert_string_equal(pending.verb, "get");
+        int released = 0;
+        assert_int_equal(leader_release(l, on_released, &released), 0);
+        assert_false(pending.active); /* the read was given up */
+        assert_int_equal(cancels, 1);
+        unsigned n = calls;
+        run_for(e, 300 * USEC_PER_MSEC);
+        assert_int_equal(calls, n);
+        assert_int_equal(released, 0);
+        assert_int_equal(ch.n, 0);
+        leader_free(l);
+        sd_event_unref(e);
+        cJSON_Delete(pending.body);
+        pending.body = NULL;
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_acquire_and_renew),
                 cmocka_unit_test(test_steps_down_at_renew_deadline),
                 cmocka_unit_test(test_steps_down_when_throttled),
                 cmocka_unit_test(test_takeover_waits_for_observed_expiry),
+                cmocka_unit_test(test_release_hands_over),
+                cmocka_unit_test(test_release_without_lease),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
