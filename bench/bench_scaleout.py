@@ -23,7 +23,13 @@ Nodes in this process, the coordinator's log and the EC2 proxy's log of CreateFl
   - nodes launched, their instance types and on-demand cost per hour, reserved CPU and memory
     (the pods' requests over the nodes' allocatable);
   - the coordinator's peak memory (VmHWM, the goal <= 64 MiB) and its CPU (/proc/PID/stat:
-    the average over the scale-out and the busiest second).
+    the average over the scale-out and the busiest second);
+  - per round after the first, read against this process's watch of the bindings: the pending
+    pods it placed on existing and in-flight nodes, the pods already bound there that their
+    agents had not reported yet, and how many of those placed never went there (the
+    coordinator's "Provisioning round room" lines), and how many bound pods it counted before
+    their agents reported them; per CreateFleet, where the EC2 fake's time went; per instance,
+    the emulator's seconds from seeing it to its boot delay's end and to its Node registered.
 
   python3 bench/bench_scaleout.py [--boot-delay 5] [--runs 1] [--small 500] [--large 500]
 """
