@@ -23,7 +23,13 @@ Nodes in this process, the coordinator's log and the EC2 proxy's log of CreateFl
   - nodes launched, their instance types and on-demand cost per hour, reserved CPU and memory
     (the pods' requests over the nodes' allocatable);
   - the coordinator's peak memory (VmHWM, the goal <= 64 MiB) and its CPU (/proc/PID/stat:
-    the average over the scale-out and the busiest second).
+    the average over the scale-out and the busiest second);
+  - per round after the first, read against this process's watch of the bindings: the pending
+    pods it placed on existing and in-flight nodes, the pods already bound there that their
+    agents had not reported yet, and how many of those placed never went there (the
+    coordinator's "Provisioning round room" lines), and how many bound pods it counted before
+    their agents reported them; per CreateFleet, where the EC2 fake's time went; per instance,
+    the emulator's seconds from seeing it to its boot delay's end and to its Node registered.
 
   python3 bench/bench_scaleout.py [--boot-delay 5] [--runs 1] [--small 500] [--large 500]
 """
@@ -53,6 +59,9 @@ FLEET_TOKEN = re.compile(r"CreateFleet for NodePool \S+: .* (\d+) instance\(s\),
 BATCH_CLOSED = re.compile(r"Provisioning round \d+: batch closed")
 INITIALIZED = re.compile(r"Node \S+ \(\S+\) initialized: Ready")
 ROUND = re.compile(r"Provisioning: \d+ pending pod\(s\).*")
+# provision/rounds.c: per node a round placed pending pods on, reported/counted+placed (* in flight)
+ROOM = re.compile(r"Provisioning round room \([^)]*\):(.*); (\d+) placement\(s\) not listed")
+ROOM_NODE = re.compile(r"(\S+?)(\*?)=(\d+)/(\d+)\+(\d+)")
 
 
 def deployment(name, replicas, cpu, memory):
@@ -126,12 +135,14 @@ class Watcher:
         if kind == "DELETED":
             return
         r = self.pods.setdefault(o["metadata"]["uid"], {"created": t})
+        r.setdefault("cpu", sum(quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+                                for c in o["spec"].get("containers") or []))
         st = o.get("status") or {}
         if "unschedulable" not in r and any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
                                             for c in st.get("conditions") or []):
             r["unschedulable"] = t
         if "bound" not in r and o["spec"].get("nodeName"):
-            r["bound"] = t
+            r["bound"], r["node"] = t, o["spec"]["nodeName"]
         if "running" not in r and st.get("phase") == "Running":
             r["running"] = t
 
@@ -140,6 +151,7 @@ class Watcher:
         if kind == "DELETED":
             return
         r = self.nodes.setdefault(o["metadata"]["name"], {"registered": t})
+        r["instance"] = ((o.get("spec") or {}).get("providerID") or "").rsplit("/", 1)[-1]
         if "ready" not in r and any(c["type"] == "Ready" and c["status"] == "True"
                                     for c in (o.get("status") or {}).get("conditions") or []):
             r["ready"] = t
@@ -152,6 +164,18 @@ def spread(times, t0):
         return None
     return {"n": len(ts), "first": round(ts[0] - t0, 2), "median": round(ts[len(ts) // 2] - t0, 2),
             "last": round(ts[-1] - t0, 2)}
+
+
+def emu_gaps(events, name):
+    """Per instance, seconds from the emulator's "launched" (it saw the instance) to its first
+    event called name."""
+    seen, gaps = {}, []
+    for e in events:
+        if e["event"] == "launched":
+            seen.setdefault(e["instance"], e["unix"])
+        elif e["event"] == name and e["instance"] in seen:
+            gaps.append(e["unix"] - seen.pop(e["instance"]))
+    return gaps
 
 
 def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
@@ -169,6 +193,7 @@ def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
         t_sent, asked = sent.get(e.get("client_token"), (e.get("received"), None))
         calls.append({"sent": round(t_sent - t0, 2), "answered": round(e["unix"] - t0, 2), "asked": asked,
                       "given": len(e.get("instance_ids") or []), "status": e.get("status"),
+                      "fake_seconds": e.get("seconds"),
                       "errors": [x.get("error_code") for x in e.get("errors") or []] or e.get("error") or None})
     calls.sort(key=lambda c: c["sent"])
     return {
@@ -178,16 +203,70 @@ def timeline(watch, lines, t_apply, t0, fleet_log, emu_events):
         "decided": [round(log_time(l, t_apply) - t0, 2) for l in lines if ROUND.search(l)],
         "createfleet": calls,
         "instances_seen_by_emulator": spread([e["unix"] for e in emu_events if e["event"] == "launched"], t0),
+        # per instance, seconds from the emulator seeing it to its boot delay's end ("booted") and
+        # to its Node registered: the emulator's own work beside the boot delay
+        "emulator_booted_after_seen": spread(emu_gaps(emu_events, "booted"), 0),
+        "emulator_registered_after_seen": spread(emu_gaps(emu_events, "registered"), 0),
         "nodes_registered": spread([n["registered"] for n in nodes], t0),
         "nodes_ready": spread([n["ready"] for n in nodes if "ready" in n], t0),
         # Ready, no startup taints, its agent reporting: the coordinator counts its pods from then
         "nodes_initialized": spread([log_time(l, t_apply) for l in lines if INITIALIZED.search(l)], t0),
         "pods_bound": spread([p["bound"] for p in pods if "bound" in p], t0),
         "pods_running": spread([p["running"] for p in pods if "running" in p], t0),
+        "room": room_diagnosis(watch, lines, t_apply, t0),
         # an emulated kubelet's pod start answered other than 200, and tried again (first of each pod)
         "kubelet_start_retries": [e["detail"] for e in emu_events
                                   if e["event"] == "kubelet" and "trying again" in e["detail"]],
     }
+
+
+def room_diagnosis(watch, lines, t_apply, t0):
+    """Each round that placed pending pods on existing or in-flight nodes, read against what
+    kube-scheduler did: per node, the pods bound there by the time of the round that its agent
+    had not reported yet (room the round believed free), and the pods the round counted or placed
+    there that the node never took (they needed a later round)."""
+    pods = list(watch.pods.values())
+    by_instance = {n.get("instance"): name for name, n in watch.nodes.items() if n.get("instance")}
+    out = []
+    for l in lines:
+        m = ROOM.search(l)
+        if not m:
+            continue
+        t = log_time(l, t_apply)
+        d = {"at": round(t - t0, 2), "nodes": 0, "in_flight": 0, "placed": 0, "counted": 0, "unreported": 0,
+             "unreported_cpu": 0.0, "not_taken": 0, "not_taken_unreported": 0, "unlisted": int(m.group(2)),
+             "on_launches": 0}
+        for name, star, rep, cnt, placed in ROOM_NODE.findall(m.group(1)):
+            rep, cnt, placed = int(rep), int(cnt), int(placed)
+            if name.startswith("launch/"):  # a launch whose CreateFleet is unanswered: no instance yet
+                d["on_launches"] += cnt + placed
+                continue
+            node = by_instance.get(name, name)
+            on = [p for p in pods if p.get("node") == node]
+            before = [p for p in on if p["bound"] <= t]
+            unreported = max(0, len(before) - rep) if not star else 0
+            not_taken = max(0, cnt + placed - (len(on) - len(before)))
+            d["nodes"] += 1
+            d["in_flight"] += bool(star)
+            d["placed"] += placed
+            d["counted"] += cnt
+            d["unreported"] += unreported
+            d["unreported_cpu"] += sum(p["cpu"] for p in sorted(before, key=lambda p: p["bound"])[len(before) - unreported:])
+            d["not_taken"] += not_taken
+            d["not_taken_unreported"] += min(not_taken, unreported)
+        d["unreported_cpu"] = round(d["unreported_cpu"], 1)
+        out.append(d)
+    return out
+
+
+def print_room(rooms):
+    for d in rooms:
+        print(f"    round at {d['at']:6.2f}: {d['placed']} pending pod(s) placed and {d['counted']} counted on "
+              f"{d['nodes']} node(s) ({d['in_flight']} in flight); {d['unreported']} pod(s) already bound there "
+              f"not yet in their agent's report ({d['unreported_cpu']} CPU); {d['not_taken']} of those placed or "
+              f"counted never went there ({d['not_taken_unreported']} explained by unreported pods)"
+              + (f"; {d['unlisted']} placement(s) not listed" if d["unlisted"] else "")
+              + (f"; {d['on_launches']} on launches not answered yet" if d["on_launches"] else ""))
 
 
 def print_timeline(tl):
@@ -199,13 +278,19 @@ def print_timeline(tl):
     print(f"    coordinator: batch closed {tl['batch_closed']}; decided {tl['decided']}")
     for c in tl["createfleet"]:
         print(f"    CreateFleet sent {c['sent']:6.2f} answered {c['answered']:6.2f} ({c['answered'] - c['sent']:5.2f} s): "
-              f"{c['given']} of {c['asked']} instance(s){'' if not c['errors'] else ', errors ' + str(c['errors'])}")
+              f"{c['given']} of {c['asked']} instance(s){'' if not c['errors'] else ', errors ' + str(c['errors'])}"
+              + (" (the EC2 fake: {before_moto} s before moto, of which signing {signing} s; moto {moto} s, "
+                 "launch template {launch_template} s)".format(**{"signing": "?", **c["fake_seconds"]})
+                 if c.get("fake_seconds") else ""))
     print(f"    instances seen by the node emulator       {fmt(tl['instances_seen_by_emulator'])}")
+    print(f"    emulator: seen -> boot delay over         {fmt(tl['emulator_booted_after_seen'])}")
+    print(f"    emulator: seen -> Node registered         {fmt(tl['emulator_registered_after_seen'])}")
     print(f"    Nodes registered                          {fmt(tl['nodes_registered'])}")
     print(f"    Nodes Ready                               {fmt(tl['nodes_ready'])}")
     print(f"    Nodes initialized (coordinator: agent reporting) {fmt(tl['nodes_initialized'])}")
     print(f"    pods bound (kube-scheduler)               {fmt(tl['pods_bound'])}")
     print(f"    pods Running (emulated kubelets)          {fmt(tl['pods_running'])}")
+    print_room(tl["room"])
     retries = tl["kubelet_start_retries"]
     if retries:
         codes = {}
@@ -268,6 +353,7 @@ def measure(s, args):
     watch = Watcher(s.cluster_cp).start()
     objs = [deployment("small-resource-app", args.small, "900m", "3100Mi"),
             deployment("large-resource-app", args.large, "3500m", "28Gi")]
+    load_start = open("/proc/loadavg").read().split()[:3]
     t_apply = time.time()
     s.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
     t0 = time.time()  # kubectl apply returned: the clock starts, as Karpenter's does
@@ -334,7 +420,7 @@ def measure(s, args):
             "coordinator_rss_peak_sampled_mib": round(max(x[1] for x in samples) / 1024, 1),
             "coordinator_fds_peak_sampled": getattr(sampler, "fds", None),
             "coordinator_cpu_avg_cores": round(cpu_avg, 3), "coordinator_cpu_peak_cores": round(cpu_peak, 3),
-            "loadavg": open("/proc/loadavg").read().split()[:3], "timeline": tl}
+            "loadavg_start": load_start, "loadavg": open("/proc/loadavg").read().split()[:3], "timeline": tl}
 
 
 def main():
@@ -366,12 +452,15 @@ def main():
         print(f"  {r['n_not_running']} pod(s) not Running after --timeout {args.timeout:g} s: {r['not_running'][:6]}")
     print(f"  all {r['pods']} pods created by the ReplicaSet controller {r['all_pods_created_s']} s; rounds: "
           + "; ".join(f"{t} s {what[:110]}" for t, what in r["rounds"]))
+    unreported = [(t, re.search(r"(\d+) bound pod\(s\) counted", what)) for t, what in r["rounds"]]
+    print("  pods bound to a Node, not yet in its agent's report, counted there by each round: "
+          + "; ".join(f"{t} s: {m.group(1)}" for t, m in unreported if m))
     print(f"  first / last CreateFleet {r['first_createfleet_s']} / {r['last_createfleet_s']} s, last Node Ready "
           f"{r['last_node_ready_s']} s; {r['nodes']} Ready nodes, {r['instances_launched']} launched "
           f"{r['instance_types']}, ${r['cost_per_hour']:.2f}/h; reserved by the bound pods: CPU {r['cpu_util']:.0%} "
           f"(Karpenter > 53 %), memory {r['memory_util']:.0%} (> 65 %)")
     print_timeline(r["timeline"])
-    print(f"  load average at the end: {' '.join(r['loadavg'])}")
+    print(f"  load average at the start: {' '.join(r['loadavg_start'])}; at the end: {' '.join(r['loadavg'])}")
     print(f"  coordinator: VmHWM {med['coordinator_vmhwm_mib']:.1f} MiB (goal <= 64 MiB; Karpenter < 260 MB), "
           f"CPU {med['coordinator_cpu_avg_cores']:.3f} core on average, {r['coordinator_cpu_peak_cores']:.2f} "
           f"in its busiest half-second (Karpenter < 0.5 core); at most {r['coordinator_fds_peak_sampled']} open "

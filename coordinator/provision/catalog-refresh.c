@@ -28,7 +28,7 @@
 /* ---- the catalog from EC2 ------------------------------------------------------------------- */
 
 void provision_catalog_swap(Provisioner *p) {
-        if (!p->next_catalog || p->round)
+        if (!p->next_catalog || p->round || p->detached) /* rounds point into the catalog */
                 return;
         catalog_free(p->catalog);
         p->catalog = TAKE_PTR(p->next_catalog);

@@ -85,8 +85,7 @@ void provision_resolved_free(Resolved *r) {
 }
 
 /* A launch's step failed: counted, reported, logged. */
-static void launch_failed_record(Provisioner *p, size_t launch, const char *what, const Ec2Error *err) {
-        Round *rd = p->round;
+static void launch_failed_record(Provisioner *p, Round *rd, size_t launch, const char *what, const Ec2Error *err) {
         if (rd->result && launch < rd->result->n_launches)
                 if (p->ports.launch_failed)
                         p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[launch], what,
@@ -102,7 +101,7 @@ static void launch_failed_record(Provisioner *p, size_t launch, const char *what
 }
 
 void provision_launch_failed(Provisioner *p, const char *what, const Ec2Error *err) {
-        launch_failed_record(p, p->round->next, what, err);
+        launch_failed_record(p, p->round, p->round->next, what, err);
         p->round->step = STEP_IDLE;
         p->round->next++;
         provision_round_next(p);
@@ -539,6 +538,11 @@ int provision_template_for(Provisioner *p, Round *rd, const SolverLaunch *l, boo
  * this was the last answer it waited for. */
 static void fleet_answered(Provisioner *p, Round *rd) {
         rd->fleets_in_flight--;
+        if (rd->detached) {
+                if (rd->fleets_in_flight == 0)
+                        provision_detached_finish(p, rd);
+                return;
+        }
         if (rd->parked) {
                 rd->parked = false;
                 provision_round_next(p);
@@ -597,9 +601,9 @@ static void fleet_instance_taken(Provisioner *p, Round *rd, const SolverLaunch *
 }
 
 static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, void *userdata) {
-        const FleetCall *call = userdata;
+        FleetCall *call = userdata;
         Provisioner *p = call->p;
-        Round *rd = p->round;
+        Round *rd = call->rd;
         const SolverLaunch *l = &rd->result->launches[call->launch];
         const SolverNodePool *pool = round_pool(rd, l->nodepool);
         const NodeReservation *cr = round_reservation(rd, l->nodepool);
@@ -621,10 +625,12 @@ static void on_fleet(Ec2Client *ec2, const Ec2Error *err, Ec2FleetResult *res, v
                 for (size_t k = 1; k < call->n_launches && p->ports.launch_failed; k++)
                         p->ports.launch_failed(p->ports.userdata, rd, &rd->result->launches[call->launches[k]],
                                                "CreateFleet", err->code, err->message);
-                launch_failed_record(p, call->launch, "CreateFleet", err);
+                call->answered = true;
+                launch_failed_record(p, rd, call->launch, "CreateFleet", err);
                 return fleet_answered(p, rd);
         }
         size_t launched = ec2_fleet_result_count(res);
+        call->answered = true;
         for (size_t i = 0; i < res->n_errors; i++) {
                 const Ec2FleetError *fe = &res->errors[i];
                 log_notice("CreateFleet for NodePool %s: %s on %s in %s (%s): %s", pool->name, strempty(fe->code),
@@ -798,7 +804,8 @@ int provision_fleet_start(Provisioner *p, Round *rd, size_t launch) {
                 return -ESTALE;
         if (!rd->fleet_calls && !(rd->fleet_calls = calloc(rd->result->n_launches, sizeof *rd->fleet_calls)))
                 return -ENOMEM;
-        rd->fleet_calls[launch] = (FleetCall) { .p = p, .launch = launch, .launches = batch, .n_launches = n_batch };
+        rd->fleet_calls[launch] = (FleetCall) { .p = p, .launch = launch, .launches = batch, .n_launches = n_batch,
+                                                .rd = rd };
         log_info("CreateFleet for NodePool %s: %zu override(s), %s first (%s), %zu instance(s), token %s, acting replica %s.",
                  pool->name, n, ov[0].instance_type, solver_capacity_type_to_name(l->capacity_type), n_batch, token,
                  provisioner_acting_as(p));

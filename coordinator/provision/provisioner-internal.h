@@ -110,6 +110,7 @@ typedef struct Round {
         SnapshotBuild *build;       /* the snapshot under construction (snapshot.c, round arena) */
         Solve *solve;               /* the solve under way off the loop (solve.c) */
         size_t pending;             /* pods waiting for capacity, as the snapshot counted them */
+        size_t bound_unreported;    /* pods counted on their Node before its agent reported them */
         size_t missing;             /* nodes static NodePools lack */
         size_t next;                /* next launch to start */
         Step step;
@@ -129,6 +130,10 @@ typedef struct Round {
                                      * identical launch's, with TotalTargetCapacity above 1) */
         size_t fleets_in_flight;
         bool parked;                /* waiting for an answer (a free slot, or the last one) */
+        /* every CreateFleet went out and only answers are awaited: the round left p->round for
+         * p->detached, so that the next one can run meanwhile (launching.c) */
+        bool detached;
+        struct Round *next_detached;
 } Round;
 
 #define FLEETS_AT_ONCE 8
@@ -148,6 +153,8 @@ typedef struct FleetCall {
         size_t launch;              /* index in the round's result: the first of the batch */
         size_t *launches;           /* the batch's launches, launch first (round arena) */
         size_t n_launches;          /* TotalTargetCapacity */
+        Round *rd;                  /* the round it belongs to (p->round, or a detached one) */
+        bool answered;
 } FleetCall;
 
 struct Provisioner {
@@ -159,6 +166,7 @@ struct Provisioner {
         ProvisionerHistograms histograms;
         KubeClient *kube;
         KubeWatch *pods, *nodepools, *nodeclasses, *daemonsets, *nodes, *pdbs;
+        KubeWatch *bound;               /* pods bound to a Node, not started yet (bound.c) */
         HttpClient *http;
         AwsCredentialProvider *creds;
         Ec2Client *ec2;
@@ -176,6 +184,7 @@ struct Provisioner {
         bool learned;               /* in-flight instances learned from EC2 since leading */
         bool learning;
         Round *round;
+        Round *detached;            /* rounds awaiting only CreateFleet answers (launching.c) */
 
         QueuedEvent *events_head, *events_tail; /* events.c */
         size_t n_events_queued, events_in_flight;
@@ -237,6 +246,26 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 int provisioner_snapshot_begin(Provisioner *p, Round *rd);
 int provisioner_snapshot_pods(Provisioner *p, Round *rd, uint64_t deadline_usec);
 int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending);
+/* bound.c: the pods of the watch p->bound that the agent of their Node (one of nodes[0..n_nodes))
+ * does not report yet and that are not among the snapshot's pending pods (pending_uids), as
+ * bound pods of that Node into out (at most cap; strings in a). */
+int provision_bound_unreported(Provisioner *p, SolverArena *a, const SolverNode *nodes, size_t n_nodes,
+                               const char *const *pending_uids, size_t n_pending, SolverPod *out, size_t cap,
+                               size_t *ret_n);
+/* launching.c: launches whose CreateFleet is unanswered (in rounds detached from p->round) are in
+ * flight for the rounds that run meanwhile, as NodeClaims are in Karpenter before their instance
+ * exists: provision_launching_count() of them; provision_launching_nodes() adds each as an
+ * in-flight node (named "launch/N", with the catalog's allocatable) to out and pins the pending
+ * pods it was launched for (pods[0..n_pods), uids as the snapshot read them) to it. */
+size_t provision_launching_count(const Provisioner *p);
+int provision_launching_nodes(Provisioner *p, SolverArena *a, SolverNode *out, size_t cap, size_t *ret_n,
+                              SolverPod *pods, const char *const *uids, size_t n_pods);
+/* The round p->round sent every CreateFleet and awaits only answers: it goes to p->detached and
+ * p->round is free for the next. Returns false (nothing done) for a round that cannot (capacity
+ * reservations: their counts are refreshed between rounds). */
+bool provision_round_detach(Provisioner *p);
+/* A detached round's last answer came: it ends. */
+void provision_detached_finish(Provisioner *p, Round *rd);
 /* metadata.uid of the snapshot's pending pod i, as it was read; NULL past them. */
 const char *provisioner_snapshot_pod_uid(const Round *rd, size_t i);
 

@@ -250,6 +250,9 @@ int provision_watch(Provisioner *p, const char *path, const char *field_selector
         return kube_watch_new(p->kube, path, &o, cb, p, ret);
 }
 
+static void on_bound_event(KubeWatch *w, const KubeWatchEvent *ev, void *userdata) {
+}
+
 static const char *acting_as_port(void *userdata) {
         return provisioner_acting_as(userdata);
 }
@@ -314,6 +317,8 @@ int provisioner_new(sd_event *e, const ProvisionerConfig *cfg, Registry *registr
                 goto fail;
 
         r = provision_watch(p, "/api/v1/pods", "spec.nodeName=", provision_on_pod_event, &p->pods);
+        if (r >= 0) /* read by each snapshot (bound.c); a binding alone needs no round */
+                r = provision_watch(p, "/api/v1/pods", "spec.nodeName!=,status.phase=Pending", on_bound_event, &p->bound);
         if (r >= 0)
                 r = provision_watch(p, "/apis/nodesmith.io/v1/nodepools", NULL, provision_on_other_event, &p->nodepools);
         if (r >= 0)
@@ -360,9 +365,15 @@ Provisioner *provisioner_free(Provisioner *p) {
         if (!p)
                 return NULL;
         provisioner_round_free(p->round);
+        while (p->detached) {
+                Round *rd = p->detached;
+                p->detached = rd->next_detached;
+                provisioner_round_free(rd);
+        }
         sd_event_source_disable_unref(p->snapshot_slice);
         p->proxy_drains = proxy_drains_free(p->proxy_drains);
         kube_watch_free(p->pods);
+        kube_watch_free(p->bound);
         kube_watch_free(p->nodepools);
         kube_watch_free(p->nodeclasses);
         kube_watch_free(p->daemonsets);
@@ -409,6 +420,8 @@ int provisioner_find_node(Provisioner *p, const char *instance_id, const cJSON *
 }
 
 bool provisioner_launch_unanswered(const Provisioner *p) {
+        if (p && p->detached)
+                return true; /* a detached round lives while an answer is awaited */
         return p && p->round && p->round->fleets_in_flight > 0;
 }
 

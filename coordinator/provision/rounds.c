@@ -37,6 +37,10 @@ void provision_round_next(Provisioner *p) {
                 while (rd && rd->step == STEP_IDLE && rd->sent && rd->next < rd->result->n_launches && rd->sent[rd->next])
                         rd->next++;
                 if (rd && rd->fleets_in_flight > 0 && (rd->next >= rd->result->n_launches || !provisioner_acting(p))) {
+                        /* every CreateFleet is out: their answers are awaited apart (launching.c),
+                         * the next round may run */
+                        if (rd->next >= rd->result->n_launches && provisioner_acting(p) && provision_round_detach(p))
+                                return;
                         rd->parked = true; /* the last CreateFleet answer ends the round */
                         return;
                 }
@@ -188,6 +192,60 @@ static void round_abort(Provisioner *p) {
                 provisioner_poke(p);
 }
 
+/* Where a round put pending pods on nodes that exist or are in flight, per node: the pods its
+ * agent reports there, the pending pods counted there already (launched for it, or nominated by
+ * the scheduler's preemption), the pods placed there now. One line, for reading a round against
+ * what kube-scheduler then did (bench/bench_scaleout.py); nodes without placements are left out,
+ * and at most ROOM_NODES are listed (the rest counted). */
+#define ROOM_NODES 64
+static void log_room(const Round *rd) {
+        const SolverResult *res = rd->result;
+        size_t n_pending = rd->objects ? rd->objects->n_pods : 0;
+        struct { uint32_t node; size_t reported, counted, placed; } room[ROOM_NODES];
+        size_t n = 0, more = 0;
+        if (res->n_placed_existing == 0)
+                return;
+        for (size_t i = 0; i < rd->snap.n_pods && i < res->n_decisions; i++) {
+                const SolverDecision *d = &res->decisions[i];
+                if (rd->snap.pods[i].node_name || d->kind != SOLVER_DECISION_EXISTING || d->target >= rd->snap.n_nodes)
+                        continue;
+                size_t k = 0;
+                while (k < n && room[k].node != d->target)
+                        k++;
+                if (k == n && n == ROOM_NODES) {
+                        more++;
+                        continue;
+                }
+                if (k == n)
+                        room[n++] = (typeof(room[0])) { .node = d->target };
+                room[k].placed++;
+        }
+        for (size_t i = 0; i < rd->snap.n_pods; i++) {
+                const char *on = rd->snap.pods[i].node_name;
+                for (size_t k = 0; on && k < n; k++)
+                        if (streq_ptr(rd->snap.nodes[room[k].node].name, on)) {
+                                *(i < n_pending ? &room[k].counted : &room[k].reported) += 1;
+                                break;
+                        }
+        }
+        char line[1800];
+        size_t len = 0;
+        line[0] = 0;
+        for (size_t k = 0; k < n; k++) {
+                const SolverNode *node = &rd->snap.nodes[room[k].node];
+                int w = snprintf(line + len, sizeof line - len, " %s%s=%zu/%zu+%zu", strempty(node->name),
+                                 node->in_flight ? "*" : "", room[k].reported, room[k].counted, room[k].placed);
+                if (w < 0 || (size_t) w >= sizeof line - len) {
+                        line[len] = 0;
+                        more += room[k].placed;
+                        continue;
+                }
+                len += (size_t) w;
+        }
+        log_info("Provisioning round room (node=reported/counted+placed, * in flight):%s; %zu placement(s) not listed.",
+                 line, more);
+}
+
 static void round_decided(Provisioner *p, int r, char *err, uint64_t usec) {
         Round *rd = p->round;
         p->last_decision_seconds = (double) usec / 1e6;
@@ -203,9 +261,11 @@ static void round_decided(Provisioner *p, int r, char *err, uint64_t usec) {
         size_t pending = rd->pending;
         p->pods_unschedulable = res->n_unschedulable;
         log_info("Provisioning: %zu pending pod(s): %zu on existing or in-flight nodes, %zu on %zu new node(s) "
-                 "($%.4f/h), %zu unschedulable; decided in %.1f ms.",
+                 "($%.4f/h), %zu unschedulable; decided in %.1f ms; %zu bound pod(s) counted before their agent "
+                 "reported them.",
                  pending, res->n_placed_existing, res->n_placed_new, res->n_launches, res->total_price,
-                 res->n_unschedulable, p->last_decision_seconds * 1000);
+                 res->n_unschedulable, p->last_decision_seconds * 1000, rd->bound_unreported);
+        log_room(rd);
         if (rd->missing > 0)
                 log_info("Provisioning: static NodePools lack %zu node(s), launched whatever the pods.", rd->missing);
         if (res->budget_exhausted) {
@@ -327,7 +387,8 @@ void provision_round_start(Provisioner *p) {
                 provisioner_poke(p);
                 return;
         }
-        if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->nodepools) || !kube_watch_synced(p->nodes)) {
+        if (!kube_watch_synced(p->pods) || !kube_watch_synced(p->bound) || !kube_watch_synced(p->nodepools) ||
+            !kube_watch_synced(p->nodes)) {
                 provisioner_poke(p);
                 return;
         }

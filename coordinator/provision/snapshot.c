@@ -269,7 +269,7 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
         uint64_t now = provision_now_usec(p);
 
         /* Nodes: those of the API, then instances still in flight. */
-        size_t n_nodes = o->n_nodes + p->n_inflight;
+        size_t n_nodes = o->n_nodes + p->n_inflight + provision_launching_count(p);
         SolverNode *nodes = solver_arena_alloc(a, (n_nodes + 1) * sizeof *nodes);
         if (!nodes)
                 return -ENOMEM;
@@ -319,6 +319,12 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
                         .in_flight = true,
                 };
         }
+        /* launches whose CreateFleet is unanswered, with the pods they were launched for */
+        size_t n_launching = 0;
+        r = provision_launching_nodes(p, a, nodes + k, n_nodes - k, &n_launching, o->pods, b->uids, o->n_pods);
+        if (r < 0)
+                return r;
+        k += n_launching;
         n_nodes = k;
 
         /* Pending pods that an instance in flight was launched for count as on it. */
@@ -381,10 +387,10 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
         }
 
         /* Pods: the pending ones, then what each node's agent reports running there. */
-        size_t n_bound = 0;
+        size_t n_bound = 0, n_unreported = p->bound ? kube_watch_size(p->bound) : 0;
         REGISTRY_FOREACH(e, p->registry)
                 n_bound += e->state ? e->state->n_pods : 0;
-        SolverPod *pods = solver_arena_alloc(a, (o->n_pods + n_bound + 1) * sizeof *pods);
+        SolverPod *pods = solver_arena_alloc(a, (o->n_pods + n_bound + n_unreported + 1) * sizeof *pods);
         if (!pods)
                 return -ENOMEM;
         if (o->n_pods > 0)
@@ -432,6 +438,14 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
                         sp->requests.v[SOLVER_RES_PODS] = 1;
                 }
         }
+
+        /* Pods bound to a Node whose agent has not reported them yet take their room there. */
+        r = provision_bound_unreported(p, a, nodes, o->n_nodes, b->uids, o->n_pods, pods + np, n_unreported,
+                                       &n_unreported);
+        if (r < 0)
+                return r;
+        np += n_unreported;
+        rd->bound_unreported = n_unreported;
 
         /* Zones with a subnet for nodes, once known: offerings elsewhere cannot launch. */
         const char *zones[MAX_SUBNETS * 2];

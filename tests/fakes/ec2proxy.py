@@ -350,7 +350,7 @@ def reservation_target(moto, spec):
     return (crs.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
 
 
-def apply_launch_template(moto, ids, spec, fleet_tags):
+def apply_launch_template(moto, ids, spec, fleet_tags, before_each=None):
     """What EC2 takes from a launch template at CreateFleet and moto's CreateFleet drops: the
     instance profile, metadata options, monitoring, security groups (also from the network
     interface), block devices (the root volume resized, the others made and attached) and the
@@ -379,6 +379,8 @@ def apply_launch_template(moto, ids, spec, fleet_tags):
              for i in r["Instances"]}
     tagged = {"volume": [], "network-interface": []}
     for iid in ids:
+        if before_each:
+            before_each()
         inst = insts[iid]
         md = data.get("MetadataOptions") or {}
         if md:
@@ -434,6 +436,11 @@ class Proxy:
         self.idem = {}           # (region, action, token) -> {"params", "status", "body", "event"}
         self.secrets = {}        # access key id -> secret
         self.fetch_lock = threading.Lock()
+        # CreateFleet calls not yet through moto's CreateFleet: launch template applications
+        # (five moto calls per instance) wait for them, as EC2 launches an instant fleet in a
+        # second or two whatever else it is doing, and moto answers one call at a time
+        self.launching = 0
+        self.launching_cv = threading.Condition()
         self.iam_epoch = 0
         self.fetched_at = (-1, 0.0)
         self.subnets = {}        # subnet id -> zone
@@ -481,8 +488,17 @@ class Proxy:
     # -- moto state through /moto-api/data.json (no action is spent, no signature needed).
     # A dump costs about half a second once moto holds its AMI catalogue, so lookups are
     # cached: found keys and subnets for good, misses until IAM traffic passes (or 30 s).
+    # Callers that wait for the dump another caller is making are served by it when it began
+    # after they asked (four CreateFleet calls at once each waited for their own dump, one after
+    # the other: up to 16 s before moto's CreateFleet on a loaded machine, bench/scaleout).
     def refresh_from_moto(self):
+        asked = time.monotonic()
         with self.fetch_lock:
+            with self.lock:
+                epoch, at = self.fetched_at
+                if at >= asked and epoch == self.iam_epoch:
+                    return
+                epoch, began = self.iam_epoch, time.monotonic()
             data = self.moto.data()
             with self.lock:
                 for k in data.get("iam", {}).get("AccessKey", []):
@@ -494,8 +510,8 @@ class Proxy:
                     self.subnets[s["id"]] = s["availability_zone"]
                     if s.get("default_for_az"):
                         self.default_subnets.setdefault(s["availability_zone"], s["id"])
-                self.fetched_at = (self.iam_epoch, time.monotonic())
-            return data
+                # what IAM did during the dump may be missing from it: dated from its start
+                self.fetched_at = (epoch, began)
 
     def _fresh(self):
         epoch, at = self.fetched_at
@@ -525,6 +541,20 @@ class Proxy:
         with self.lock:
             return self.action_count >= self.auth_threshold
 
+    def launch_begin(self):
+        with self.launching_cv:
+            self.launching += 1
+
+    def launch_end(self):
+        with self.launching_cv:
+            self.launching -= 1
+            self.launching_cv.notify_all()
+
+    def launches_wait(self, timeout=30.0):
+        """Until no CreateFleet is on its way to moto's (at most timeout seconds)."""
+        with self.launching_cv:
+            self.launching_cv.wait_for(lambda: self.launching == 0, timeout)
+
     def count_forwarded_action(self):
         with self.lock:
             if self.action_count < self.auth_threshold:
@@ -541,6 +571,9 @@ class Proxy:
         with self.lock:
             self.auth_threshold = float(previous)
             self.action_count = 0
+        # made now rather than by the first CreateFleet, which waited for it: a botocore client
+        # loads EC2's service model (about a second of CPU on a loaded machine; no request)
+        moto_ec2(self.moto)
 
     def _ec2_setup_call(self, params):
         """A signed EC2 call from the proxy itself (only while moto's auth is off)."""
@@ -1091,7 +1124,21 @@ class Handler(BaseHTTPRequestHandler):
     # ---- CreateFleet -------------------------------------------------------------------
     def _create_fleet(self, path, query, body, pairs, auth):
         return self._idempotent(path, query, body, pairs, auth, "CreateFleet",
-                                lambda: self._create_fleet_once(path, query, body, pairs, auth))
+                                lambda: self._create_fleet_tracked(path, query, body, pairs, auth))
+
+    def _create_fleet_tracked(self, path, query, body, pairs, auth):
+        """_create_fleet_once, counted as launching until moto's CreateFleet answered."""
+        self.server.proxy.launch_begin()
+        self._launch_pending = True
+        try:
+            return self._create_fleet_once(path, query, body, pairs, auth)
+        finally:
+            self._launched()
+
+    def _launched(self):
+        if getattr(self, "_launch_pending", False):
+            self._launch_pending = False
+            self.server.proxy.launch_end()
 
     def _pools(self, configs, ctype):
         px = self.server.proxy
@@ -1120,6 +1167,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _create_fleet_once(self, path, query, body, pairs, auth):
         px = self.server.proxy
+        t_start = time.monotonic()
         fleet_type = get1(pairs, "Type", "maintain")
         tcs = unflatten(pairs, "TargetCapacitySpecification") or {}
         total = int(float(tcs.get("TotalTargetCapacity", "0")))
@@ -1271,8 +1319,12 @@ class Handler(BaseHTTPRequestHandler):
                         ("TargetCapacitySpecification.DefaultTargetCapacityType", ctype)]
                 pool_seq = []
             new_body = urllib.parse.urlencode(keep + new).encode()
+            t_sign = time.monotonic()
             hdrs = self._rewritten_headers(path, query, new_body, auth, body)
+            t_moto = time.monotonic()
             st, rh, rb = self._forward_capture(path, query, new_body, headers=hdrs)
+            t_moto_done = time.monotonic()
+            self._launched()
             if st != 200:  # what was taken is given back below
                 px.record({"action": "CreateFleet", "status": st, "client_token": token,
                            "error": (re.search(rb"<Code>([^<]+)</Code>", rb) or [b"", b""])[1].decode()})
@@ -1310,9 +1362,12 @@ class Handler(BaseHTTPRequestHandler):
         fleet_tags = unflatten(pairs, "TagSpecification") or []
         for i, ids in per_pool.items():
             try:
-                apply_launch_template(px.moto, ids, lt_specs.get(pools[i]["config"]) or pools[i]["spec"], fleet_tags)
+                apply_launch_template(px.moto, ids, lt_specs.get(pools[i]["config"]) or pools[i]["spec"], fleet_tags,
+                                      before_each=px.launches_wait)
             except Exception as e:  # the launch stands; what could not be applied is logged
                 log(f"CreateFleet: applying the launch template to {ids}: {type(e).__name__}: {e}")
+
+        t_applied = time.monotonic()
 
         def spec_xml(p):
             s = lt_specs.get(p["config"])
@@ -1349,7 +1404,14 @@ class Handler(BaseHTTPRequestHandler):
                               "instances": per_pool.get(i, []),
                               "capacity_reservation_id": targets.get(pools[i]["config"])} for i in order],
                    "errors": [{"instance_type": pools[i]["type"], "zone": pools[i]["zone"],
-                               "error_code": c} for i, c, _ in errors]})
+                               "error_code": c} for i, c, _ in errors],
+                   # seconds spent: choosing pools (reading the templates), moto's CreateFleet,
+                   # applying the launch template to the instances (moto, instance by instance)
+                   # (of before_moto: re-signing for the rewritten body, which may wait for a
+                   # dump of moto's keys)
+                   "seconds": {"before_moto": round(t_moto - t_start, 3), "signing": round(t_moto - t_sign, 3),
+                               "moto": round(t_moto_done - t_moto, 3),
+                               "launch_template": round(t_applied - t_moto_done, 3)}})
         return 200, [("Content-Type", "text/xml;charset=UTF-8")], "".join(out).encode()
 
     # ---- capacity reservations ---------------------------------------------------------

@@ -131,8 +131,11 @@ static bool world_selects(const KubeWatch *w, const WorldObject *o) {
                 char *eq = strchr(t, '=');
                 if (!eq)
                         return false;
+                bool negated = eq > t && eq[-1] == '!'; /* "spec.nodeName!=": any other value */
                 *eq = 0;
-                if (!streq(world_field(o->obj, t), eq + 1))
+                if (negated)
+                        eq[-1] = 0;
+                if (streq(world_field(o->obj, t), eq + 1) == negated)
                         return false;
         }
         return true;

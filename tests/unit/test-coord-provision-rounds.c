@@ -79,6 +79,7 @@ static struct {
         char terminated[16][32];
         size_t n_terminated;
         unsigned instances, templates, subnet_lookups, unexpected;
+        bool hold_fleets;      /* CreateFleet answers wait for fleets_release() */
         Ec2Answer *answers;
 } ec2;
 
@@ -162,9 +163,19 @@ static int answer(Ec2Op op, Ec2Client *c, void *done, void *userdata, void *resu
                 a->err = *err;
         }
         assert_int_equal(sd_event_add_defer(world.event, &a->source, on_answer, a), 0);
+        if (op == OP_FLEET && ec2.hold_fleets)
+                assert_int_equal(sd_event_source_set_enabled(a->source, SD_EVENT_OFF), 0);
         a->next = ec2.answers;
         ec2.answers = a;
         return 0;
+}
+
+/* The CreateFleet answers held back come now. */
+static void fleets_release(void) {
+        ec2.hold_fleets = false;
+        for (Ec2Answer *a = ec2.answers; a; a = a->next)
+                if (a->op == OP_FLEET)
+                        assert_int_equal(sd_event_source_set_enabled(a->source, SD_EVENT_ONESHOT), 0);
 }
 
 static Ec2Error ec2_error(Ec2ErrorKind kind, const char *code) {
@@ -383,6 +394,7 @@ typedef struct PlannedLaunch {
         char type[32], zone[32];
         SolverCapacityType capacity_type;
         size_t n_pods;
+        char first_pod[64];    /* the name of its first pod */
 } PlannedLaunch;
 
 typedef struct Fx {
@@ -412,6 +424,7 @@ static void on_decided(void *userdata, const Round *rd) {
                 snprintf(pl->zone, sizeof pl->zone, "%s", l->offerings[0].zone);
                 pl->capacity_type = l->capacity_type;
                 pl->n_pods = l->n_pods;
+                snprintf(pl->first_pod, sizeof pl->first_pod, "%s", l->n_pods ? strempty(snap->pods[l->pods[0]].name) : "");
         }
 }
 
@@ -555,16 +568,22 @@ static int teardown(void **state) {
         return 0;
 }
 
-/* A pod the scheduler could not place, requesting cpu (millicores). */
-static void put_pending_pod(const char *name, unsigned cpu_millis) {
-        char json[1024];
+/* A pod requesting cpu (millicores): bound to node and not started yet, or (node NULL) one the
+ * scheduler could not place. */
+static void put_pod(const char *name, unsigned cpu_millis, const char *node) {
+        char json[1024], bound[128];
+        snprintf(bound, sizeof bound, "\"nodeName\":\"%s\",", strempty(node));
         snprintf(json, sizeof json,
                  "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\",\"uid\":\"uid-%s\"},"
-                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"%um\",\"memory\":\"512Mi\"}}}]},"
-                 "\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\","
-                 "\"reason\":\"Unschedulable\"}]}}",
-                 name, name, cpu_millis);
+                 "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"%um\",\"memory\":\"512Mi\"}}}]},"
+                 "\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\",%s}]}}",
+                 name, name, node ? bound : "", cpu_millis,
+                 node ? "\"status\":\"True\"" : "\"status\":\"False\",\"reason\":\"Unschedulable\"");
         world_put(PODS, json);
+}
+
+static void put_pending_pod(const char *name, unsigned cpu_millis) {
+        put_pod(name, cpu_millis, NULL);
 }
 
 typedef struct Until {
@@ -576,6 +595,11 @@ typedef struct Until {
 static bool fleets_reach(void *userdata) {
         Until *u = userdata;
         return ec2.n_fleets >= u->fleets && quiet(NULL);
+}
+
+/* So many CreateFleet calls were made, answered or not. */
+static bool fleets_sent(void *userdata) {
+        return ec2.n_fleets >= ((Until *) userdata)->fleets;
 }
 
 static bool decided_reach(void *userdata) {
@@ -979,6 +1003,73 @@ static void test_unregistered_instance_terminated(void **state) {
         assert_string_not_equal(fl[0].instance_id, registers);
 }
 
+/* A pod bound to a Node whose agent has not reported it yet takes its room there: the pending pod
+ * that would have fitted beside it gets a new node (before, the round planned it into that room
+ * and launched nothing, and kube-scheduler found no place for it). */
+static void test_bound_pod_counted_before_its_agent_reports_it(void **state) {
+        Fx *f = *state;
+        put_ready_node("ip-10-0-1-1", "us-east-1a", "i-0ccccccccccccccccc");
+        uint64_t now = 0;
+        assert_true(sd_event_now(f->event, CLOCK_MONOTONIC, &now) >= 0);
+        (void) agent_report_put(&f->registry, "i-0ccccccccccccccccc", "ip-10-0-1-1", false, now);
+        start(f, 600000);
+        put_pod("bound-1", 1500, "ip-10-0-1-1");
+        put_pending_pod("next-1", 1000);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 1 }, 10000));
+        assert_int_equal(ec2.n_fleets, 1);
+        assert_int_equal(f->n_plan, 1);
+        assert_int_equal(f->plan[0].n_pods, 1);
+}
+
+/* Once the agent reports the pod, it is counted once: from the report (the pod is still in the
+ * watch of bound pods not started); a pending pod that fits beside it goes there. */
+static void test_reported_bound_pod_counted_once(void **state) {
+        Fx *f = *state;
+        put_ready_node("ip-10-0-1-1", "us-east-1a", "i-0ccccccccccccccccc");
+        uint64_t now = 0;
+        assert_true(sd_event_now(f->event, CLOCK_MONOTONIC, &now) >= 0);
+        (void) agent_report_put_pods(&f->registry, "i-0ccccccccccccccccc", "ip-10-0-1-1", false,
+                                     &(AgentReportPod) { "uid-bound-1", "bound-1", 1000 }, 1, now);
+        start(f, 600000);
+        put_pod("bound-1", 1000, "ip-10-0-1-1");
+        put_pending_pod("next-1", 800);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 1 }, 10000));
+        assert_int_equal(ec2.n_fleets, 0);
+        assert_int_equal(f->n_plan, 0);
+        assert_int_equal(f->last_unschedulable, 0);
+        /* a second pod of the same size does not fit beside them: it gets a node */
+        put_pending_pod("next-2", 800);
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 2 }, 10000));
+        assert_int_equal(ec2.n_fleets, 1);
+}
+
+/* A round whose CreateFleet is not answered yet does not hold the next one back: a pod that
+ * comes meanwhile gets its own round and node at once, and the pod of the unanswered launch
+ * counts as on it (it is not planned again: were it free, the larger new pod would take the
+ * launching node's room and the launch would be for it). Once answered, both instances are in
+ * flight. */
+static void test_next_round_while_fleet_unanswered(void **state) {
+        Fx *f = *state;
+        start(f, 600000);
+        ec2.hold_fleets = true;
+        put_pending_pod("first-1", 1200);
+        assert_true(world_run_until(fleets_sent, &(Until) { .fleets = 1 }, 10000));
+        put_pending_pod("second-1", 1500);
+        assert_true(world_run_until(fleets_sent, &(Until) { .fleets = 2 }, 10000));
+        assert_int_equal(f->decided, 2);
+        assert_int_equal(f->n_plan, 1); /* second-1 alone */
+        assert_int_equal(f->plan[0].n_pods, 1);
+        assert_string_equal(f->plan[0].first_pod, "second-1");
+        assert_int_equal(ec2.fleets[1].target, 1);
+        assert_true(provisioner_launch_unanswered(f->p));
+        fleets_release();
+        assert_true(world_run_until(decided_reach, &(Until) { .f = f, .decided = 2 }, 10000));
+        assert_int_equal(in_flight(f), 2);
+        assert_false(provisioner_launch_unanswered(f->p));
+        run_for(1500); /* nothing more: both pods have their node */
+        assert_int_equal(ec2.n_fleets, 2);
+}
+
 /* A node told to drain whose agent reports it drained is terminated (only that one), and once
  * EC2 took the instance its Node loses the termination finalizer through a guarded JSON patch. */
 static void test_drained_node_terminated_and_finalizer_removed(void **state) {
@@ -1030,6 +1121,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_in_flight_counts_against_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unregistered_instance_terminated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drained_node_terminated_and_finalizer_removed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_bound_pod_counted_before_its_agent_reports_it, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reported_bound_pod_counted_once, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_next_round_while_fleet_unanswered, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
