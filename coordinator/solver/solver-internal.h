@@ -410,6 +410,10 @@ struct Solver {
         double *to_place;                   /* [n_pools][2][2] */
         int64_t *forced;                    /* [n_pools][2]: new nodes hostname rules still force */
         int64_t *shape_left;                /* [n_shapes]: pods still to place */
+        uint32_t *shape_live;               /* the shapes with pods left, ascending; a shape at 0
+                                             * leaves it for good (shape_left only falls) */
+        uint32_t n_shape_live;
+        uint8_t *shape_bucket;              /* [n_shapes]: its mix bucket (its requests' ratio) */
         Variant **shape_var;                /* [n_shapes]: the variant they were counted with */
         uint32_t *shape_best;               /* [n_shapes][n_pools]: best-value type, NONE32 */
         double *type_value;                 /* [T]: a node's types valued at the unit prices */
