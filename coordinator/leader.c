@@ -76,10 +76,14 @@ static void schedule(Leader *l, uint64_t delay) {
         (void) sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
 }
 
-static cJSON *lease_body(Leader *l, const cJSON *old, bool takeover) {
+/* The Lease as it is written: holder and duration, renewed now; acquired now as well when
+ * `acquired` (the leader's first write, a takeover, a release), and a takeover of someone else's
+ * record counted in leaseTransitions. */
+static cJSON *lease_record(Leader *l, const cJSON *old, const char *holder, double duration_s, bool acquired,
+                           bool transition) {
         char now[40];
         micro_time(now, sizeof now);
-        cJSON *o = old ? cJSON_Duplicate(old, true) : cJSON_CreateObject();
+        _cleanup_(cJSON_Deletep) cJSON *o = old ? cJSON_Duplicate(old, true) : cJSON_CreateObject();
         if (!o)
                 return NULL;
         if (!old) {
@@ -94,20 +98,28 @@ static cJSON *lease_body(Leader *l, const cJSON *old, bool takeover) {
         if (!spec)
                 spec = cJSON_AddObjectToObject(o, "spec");
         cJSON_DeleteItemFromObject(spec, "holderIdentity");
-        cJSON_AddStringToObject(spec, "holderIdentity", l->identity);
         cJSON_DeleteItemFromObject(spec, "leaseDurationSeconds");
-        cJSON_AddNumberToObject(spec, "leaseDurationSeconds", (double) (l->lease_usec / USEC_PER_SEC));
         cJSON_DeleteItemFromObject(spec, "renewTime");
-        cJSON_AddStringToObject(spec, "renewTime", now);
-        if (takeover || !old) {
+        double transitions = 0;
+        if (acquired) {
                 const cJSON *t = cJSON_GetObjectItem(spec, "leaseTransitions");
-                double n = cJSON_IsNumber(t) ? t->valuedouble + (old ? 1 : 0) : 0;
+                transitions = cJSON_IsNumber(t) ? t->valuedouble + (transition ? 1 : 0) : 0;
                 cJSON_DeleteItemFromObject(spec, "leaseTransitions");
-                cJSON_AddNumberToObject(spec, "leaseTransitions", n);
                 cJSON_DeleteItemFromObject(spec, "acquireTime");
-                cJSON_AddStringToObject(spec, "acquireTime", now);
         }
-        return o;
+        if (!cJSON_AddStringToObject(spec, "holderIdentity", holder) ||
+            !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", duration_s) ||
+            !cJSON_AddStringToObject(spec, "renewTime", now) ||
+            (acquired && (!cJSON_AddNumberToObject(spec, "leaseTransitions", transitions) ||
+                          !cJSON_AddStringToObject(spec, "acquireTime", now))))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* This replica's record over old (NULL: a new Lease); takeover: it was someone else's. */
+static cJSON *lease_body(Leader *l, const cJSON *old, bool takeover) {
+        return lease_record(l, old, l->identity, (double) (l->lease_usec / USEC_PER_SEC), takeover || !old,
+                            takeover && old);
 }
 
 static void on_read(KubeResponse *resp, void *userdata);
@@ -293,20 +305,9 @@ int leader_release(Leader *l, leader_released_t done, void *userdata) {
         }
         if (!held || l->release)
                 return 0;
-        char now[40];
-        micro_time(now, sizeof now);
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_Duplicate(l->held, true);
-        cJSON *spec = o ? cJSON_GetObjectItem(o, "spec") : NULL;
-        if (!spec)
-                return -ENOMEM;
-        cJSON_DeleteItemFromObject(o, "status");
-        cJSON_DeleteItemFromObject(spec, "holderIdentity");
-        cJSON_DeleteItemFromObject(spec, "leaseDurationSeconds");
-        cJSON_DeleteItemFromObject(spec, "renewTime");
-        cJSON_DeleteItemFromObject(spec, "acquireTime");
-        if (!cJSON_AddStringToObject(spec, "holderIdentity", "") ||
-            !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", 1) ||
-            !cJSON_AddStringToObject(spec, "renewTime", now) || !cJSON_AddStringToObject(spec, "acquireTime", now))
+        /* a release keeps leaseTransitions: the next holder counts its own takeover */
+        _cleanup_(cJSON_Deletep) cJSON *o = lease_record(l, l->held, "", 1, true, false);
+        if (!o)
                 return -ENOMEM;
         l->released = done;
         l->released_userdata = userdata;

@@ -37,7 +37,7 @@ static void raise_file_limit(const CoordConfig *cfg) {
 
 /* The teardown after the loop has ended (NNG's sockets and HTTP servers closed, memory freed)
  * holds nothing of record: the Lease is released and the cluster's state is in the API server and
- * EC2. Its NNG calls can wait forever in NNG 1.5 (seen in one stop of six with 6 000 agents
+ * EC2. Its NNG calls can wait forever in NNG 1.5 (seen in one stop of seven with 6 000 agents
  * connected, the main thread waiting on a condition inside libnng; NNG's tracker has such hangs
  * of nng_close fixed after 1.5.2), so the teardown gets TEARDOWN_USEC and the process then exits
  * without finishing it. */
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
          * them and every page is resident at once; mapped on their own they are fresh zero pages,
          * resident only as far as records fill them (an agent's report and its answer take a
          * page or two): 37 KiB -> 20 KiB per new agent connection. NNG's send buffer is a ring,
-         * though: once 16 KiB of answers have gone through it (about 40 minutes at a 10 s
+         * though: once 16 KiB of answers have gone through it (within 40 minutes at a 10 s
          * interval) all of it is resident (docs/benchmarks.md, "Long-lived connections"). */
         (void) mallopt(M_MMAP_THRESHOLD, 16 * 1024);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "kube-internal.h"
 #include "log.h"
 
@@ -51,17 +52,10 @@ struct KubeWatch {
 
 /* ---- the cache ------------------------------------------------------------------------------ */
 
-static size_t hash(const char *s) {
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-        for (; *s; s++)
-                h = (h ^ (unsigned char) *s) * 1099511628211ULL;
-        return (size_t) h;
-}
-
 static Entry **slot(const KubeWatch *w, const char *key) {
         if (w->n_buckets == 0)
                 return NULL;
-        Entry **p = &w->buckets[hash(key) % w->n_buckets];
+        Entry **p = &w->buckets[(size_t) hash_str(key) % w->n_buckets];
         while (*p && !streq((*p)->key, key))
                 p = &(*p)->next;
         return p;
@@ -82,7 +76,7 @@ static int grow(KubeWatch *w) {
         for (size_t i = 0; i < w->n_buckets; i++)
                 for (Entry *e = w->buckets[i], *next; e; e = next) {
                         next = e->next;
-                        size_t h = hash(e->key) % nb;
+                        size_t h = (size_t) hash_str(e->key) % nb;
                         e->next = b[h];
                         b[h] = e;
                 }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "grow.h"
+#include "hash.h"
 #include "link-guard.h"
 
 #define BUCKETS 4096 /* pipes, by id */
@@ -175,16 +176,8 @@ static void source_key(nng_pipe p, uint8_t key[17], Peer *peer) {
         memcpy(peer->b, key, 17);
 }
 
-/* A source address's hash (FNV-1a over its 17 bytes: family and address). */
-static uint64_t addr_hash(const uint8_t key[17]) {
-        uint64_t h = 1469598103934665603ULL;
-        for (size_t i = 0; i < 17; i++)
-                h = (h ^ key[i]) * 1099511628211ULL;
-        return h;
-}
-
 static Source **source_slot(LinkGuard *g, const uint8_t key[17]) {
-        Source **s = &g->sources[addr_hash(key) % SOURCES];
+        Source **s = &g->sources[hash_bytes(key, 17) % SOURCES];
         while (*s && memcmp((*s)->addr, key, 17) != 0)
                 s = &(*s)->next;
         return s;
@@ -474,7 +467,7 @@ typedef struct SourceCount {
 } SourceCount;
 
 static size_t *source_count(SourceCount *t, size_t mask, const uint8_t addr[17]) {
-        size_t i = addr_hash(addr) & mask;
+        size_t i = hash_bytes(addr, 17) & mask;
         while (t[i].used && memcmp(t[i].addr, addr, 17) != 0)
                 i = (i + 1) & mask;
         if (!t[i].used) {

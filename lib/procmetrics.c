@@ -72,18 +72,14 @@ static int open_fds(uint64_t *ret) {
         return 0;
 }
 
-static void gauge_double(StrBuf *b, const char *name, const char *type, const char *help, double v) {
-        strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.6f\n", name, help, name, type, name, v);
-}
-
 void process_metrics(StrBuf *b) {
         _cleanup_free_ char *stat = NULL, *all = NULL;
         long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
         ProcStat ps;
         if (ticks > 0 && page > 0 && read_file_bounded("/proc/self/stat", PROC_STAT_MAX, &stat, NULL) >= 0 &&
             proc_stat_parse(stat, &ps) >= 0) {
-                gauge_double(b, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-                             (double) (ps.utime_ticks + ps.stime_ticks) / (double) ticks);
+                prom_counter_seconds(b, "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+                                     (double) (ps.utime_ticks + ps.stime_ticks) / (double) ticks);
                 prom_gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.",
                            ps.rss_pages * (uint64_t) page);
                 prom_gauge(b, "process_virtual_memory_bytes", "Virtual memory size in bytes.", ps.vsize_bytes);
@@ -92,9 +88,9 @@ void process_metrics(StrBuf *b) {
                     proc_boot_time_parse(all, &boot) < 0)
                         boot = 0;
                 if (boot > 0)
-                        gauge_double(b, "process_start_time_seconds", "gauge",
-                                     "Start time of the process since unix epoch in seconds.",
-                                     (double) boot + (double) ps.start_ticks / (double) ticks);
+                        prom_gauge_seconds(b, "process_start_time_seconds",
+                                           "Start time of the process since unix epoch in seconds.",
+                                           (double) boot + (double) ps.start_ticks / (double) ticks);
         }
         uint64_t fds = 0;
         if (open_fds(&fds) >= 0)

@@ -58,3 +58,15 @@ void prom_counter(StrBuf *b, const char *name, const char *help, uint64_t value)
 void prom_gauge(StrBuf *b, const char *name, const char *help, uint64_t value) {
         prom_metric(b, "gauge", name, help, value);
 }
+
+static void prom_metric_seconds(StrBuf *b, const char *type, const char *name, const char *help, double value) {
+        strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.6f\n", name, help, name, type, name, value);
+}
+
+void prom_counter_seconds(StrBuf *b, const char *name, const char *help, double value) {
+        prom_metric_seconds(b, "counter", name, help, value);
+}
+
+void prom_gauge_seconds(StrBuf *b, const char *name, const char *help, double value) {
+        prom_metric_seconds(b, "gauge", name, help, value);
+}

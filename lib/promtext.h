@@ -12,6 +12,9 @@ void prom_label_value(StrBuf *b, const char *s);
 /* One metric without labels: "# HELP", "# TYPE" and its value. */
 void prom_counter(StrBuf *b, const char *name, const char *help, uint64_t value);
 void prom_gauge(StrBuf *b, const char *name, const char *help, uint64_t value);
+/* The same for a value in seconds (microsecond precision). */
+void prom_counter_seconds(StrBuf *b, const char *name, const char *help, double value);
+void prom_gauge_seconds(StrBuf *b, const char *name, const char *help, double value);
 
 /* A histogram with fixed upper bounds (seconds). */
 #define HISTOGRAM_BUCKETS 12

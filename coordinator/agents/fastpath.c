@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "fastpath.h"
+#include "hash.h"
 #include "wire.h"
 
 typedef struct FastEntry FastEntry;
@@ -42,15 +43,8 @@ struct FastPath {
         FastEntry *dirty; /* answered here since the last sync */
 };
 
-static uint64_t hash_id(const char *s) {
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-        for (; *s; s++)
-                h = (h ^ (unsigned char) *s) * 1099511628211ULL;
-        return h;
-}
-
 static FastEntry **bucket_of(FastPath *f, const char *id) {
-        return &f->buckets[hash_id(id) & (f->n_buckets - 1)];
+        return &f->buckets[hash_str(id) & (f->n_buckets - 1)];
 }
 
 static FastEntry **find(FastPath *f, const char *id) {
@@ -189,8 +183,8 @@ static int grow(FastPath *f) {
                 while (f->buckets[i]) {
                         FastEntry *fe = f->buckets[i];
                         f->buckets[i] = fe->next;
-                        fe->next = b[hash_id(fe->instance_id) & (n - 1)];
-                        b[hash_id(fe->instance_id) & (n - 1)] = fe;
+                        fe->next = b[hash_str(fe->instance_id) & (n - 1)];
+                        b[hash_str(fe->instance_id) & (n - 1)] = fe;
                 }
         free(f->buckets);
         f->buckets = b;

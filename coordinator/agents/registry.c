@@ -5,16 +5,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "hash.h"
 #include "registry.h"
-
-static uint64_t hash_str(const char *s) {
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-        for (; *s; s++) {
-                h ^= (unsigned char) *s;
-                h *= 1099511628211ULL;
-        }
-        return h;
-}
 
 int registry_init(Registry *r, size_t max_nodes) {
         *r = (Registry) { .max_nodes = max_nodes, .capacity = 64 };

@@ -37,7 +37,7 @@ static int bound_one(const cJSON *obj, void *userdata) {
         const char *node = jstr(jget(obj, "spec"), "nodeName"), *uid = jstr(md, "uid");
         if (c->n >= c->cap || isempty(node) || isempty(uid))
                 return 0;
-        if (jget(md, "deletionTimestamp") && !cJSON_IsNull(jget(md, "deletionTimestamp")))
+        if (kube_object_meta(obj, "deletionTimestamp"))
                 return 0; /* going: its room comes back */
         c->items[c->n++] = (Bound) { .node = node, .uid = uid, .obj = obj };
         return 0;

@@ -6,9 +6,11 @@
  * Karpenter's provisioner does not wait for launches either: its NodeClaims exist before their
  * instances. Here each unanswered launch is an in-flight node of the rounds that run meanwhile,
  * with the pods it was launched for on it, so that they are not planned twice. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "log.h"
 #include "macro.h"
 #include "model/catalog.h"
@@ -66,36 +68,18 @@ static int node_one(const Round *rd, const SolverLaunch *l, void *userdata) {
         const char *zone = l->zone ? l->zone : l->n_offerings > 0 ? l->offerings[0].zone : NULL;
         if (t < 0 || c->n >= c->cap)
                 return 0;
-        SolverLabel *labels = solver_arena_alloc(c->a, 5 * sizeof *labels);
-        char *name = solver_arena_printf(c->a, "launch/%zu", c->n);
-        if (!labels || !name)
-                return -ENOMEM;
-        labels[0] = (SolverLabel) { SOLVER_LABEL_INSTANCE_TYPE, types[t].name };
-        labels[1] = (SolverLabel) { SOLVER_LABEL_ZONE, solver_arena_strdup(c->a, zone) };
-        labels[2] = (SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, solver_capacity_type_to_name(l->capacity_type) };
-        labels[3] = (SolverLabel) { SOLVER_LABEL_NODEPOOL, solver_arena_strdup(c->a, pool->name) };
-        labels[4] = (SolverLabel) { SOLVER_LABEL_ARCH, provision_arch_of_type(&types[t]) };
-        c->out[c->n++] = (SolverNode) {
-                .name = name,
-                .nodepool = labels[3].value,
-                .instance_type = types[t].name,
-                .zone = labels[1].value,
-                .capacity_type = l->capacity_type,
-                .labels = labels,
-                .n_labels = 5,
-                .allocatable = types[t].allocatable,
-                .in_flight = true,
-        };
+        char name[32];
+        snprintf(name, sizeof name, "launch/%zu", c->n);
+        SolverNode *node = &c->out[c->n];
+        int r = provision_inflight_node(c->a, &types[t], name, pool->name, zone, l->capacity_type, NULL, node);
+        if (r < 0)
+                return r;
+        c->n++;
         for (size_t i = 0; i < l->n_pods; i++) {
-                if (c->n_pinned >= c->cap_pinned) {
-                        size_t cap = c->cap_pinned ? 2 * c->cap_pinned : 64;
-                        Pinned *np = realloc(c->pinned, cap * sizeof *np);
-                        if (!np)
-                                return -ENOMEM;
-                        c->pinned = np;
-                        c->cap_pinned = cap;
-                }
-                c->pinned[c->n_pinned++] = (Pinned) { rd->pod_uids[l->pods[i]], name };
+                r = GROW(c->pinned, c->cap_pinned, c->n_pinned + 1, SIZE_MAX / sizeof *c->pinned);
+                if (r < 0)
+                        return r;
+                c->pinned[c->n_pinned++] = (Pinned) { rd->pod_uids[l->pods[i]], node->name };
         }
         return 0;
 }

@@ -246,6 +246,13 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending);
 int provisioner_snapshot_begin(Provisioner *p, Round *rd);
 int provisioner_snapshot_pods(Provisioner *p, Round *rd, uint64_t deadline_usec);
 int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending);
+/* A node in flight for the solver (an instance launched, not registered yet; or a launch not
+ * answered yet): instance type t of the catalog under name, labelled as its Node will be (a
+ * reservation's capacity type and id when reservation_id is set); every string copied into a,
+ * as the snapshot outlives what it was read from. */
+int provision_inflight_node(SolverArena *a, const SolverInstanceType *t, const char *name, const char *nodepool,
+                            const char *zone, SolverCapacityType capacity_type, const char *reservation_id,
+                            SolverNode *ret);
 /* bound.c: the pods of the watch p->bound that the agent of their Node (one of nodes[0..n_nodes))
  * does not report yet and that are not among the snapshot's pending pods (pending_uids), as
  * bound pods of that Node into out (at most cap; strings in a). */

@@ -251,6 +251,37 @@ int provisioner_snapshot(Provisioner *p, Round *rd, size_t *ret_pending) {
         return r;
 }
 
+int provision_inflight_node(SolverArena *a, const SolverInstanceType *t, const char *name, const char *nodepool,
+                            const char *zone, SolverCapacityType capacity_type, const char *reservation_id,
+                            SolverNode *ret) {
+        SolverLabel *labels = solver_arena_alloc(a, 6 * sizeof *labels);
+        if (!labels)
+                return -ENOMEM;
+        labels[0] = (SolverLabel) { SOLVER_LABEL_INSTANCE_TYPE, t->name };
+        labels[1] = (SolverLabel) { SOLVER_LABEL_ZONE, solver_arena_strdup(a, zone) };
+        /* in a reservation: labelled as its Node will be (launch.c) */
+        labels[2] = (SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, reservation_id ? RESERVATION_CAPACITY_TYPE
+                                                                : solver_capacity_type_to_name(capacity_type) };
+        labels[3] = (SolverLabel) { SOLVER_LABEL_NODEPOOL, solver_arena_strdup(a, nodepool) };
+        labels[4] = (SolverLabel) { SOLVER_LABEL_ARCH, provision_arch_of_type(t) };
+        labels[5] = (SolverLabel) { RESERVATION_LABEL_ID, solver_arena_strdup(a, reservation_id) };
+        *ret = (SolverNode) {
+                .name = solver_arena_strdup(a, name),
+                .nodepool = labels[3].value,
+                .instance_type = t->name,
+                .zone = labels[1].value,
+                .capacity_type = capacity_type,
+                .labels = labels,
+                .n_labels = reservation_id ? 6 : 5,
+                .allocatable = t->allocatable,
+                .in_flight = true,
+        };
+        if ((name && !ret->name) || (zone && !ret->zone) || (nodepool && !ret->nodepool) ||
+            (reservation_id && !labels[5].value))
+                return -ENOMEM;
+        return 0;
+}
+
 int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
         NodepoolObjects *o = rd->objects;
         const SnapshotBuild *b = rd->build;
@@ -296,28 +327,10 @@ int provisioner_snapshot_end(Provisioner *p, Round *rd, size_t *ret_pending) {
                 int t = catalog_find(p->catalog, f->instance_type);
                 if (t < 0)
                         continue;
-                SolverLabel *labels = solver_arena_alloc(a, 6 * sizeof *labels);
-                if (!labels)
-                        return -ENOMEM;
-                labels[0] = (SolverLabel) { SOLVER_LABEL_INSTANCE_TYPE, f->instance_type };
-                labels[1] = (SolverLabel) { SOLVER_LABEL_ZONE, f->zone };
-                /* in a reservation: labelled as its Node will be (launch.c) */
-                labels[2] = (SolverLabel) { SOLVER_LABEL_CAPACITY_TYPE, f->reservation_id ? RESERVATION_CAPACITY_TYPE
-                                                                        : solver_capacity_type_to_name(f->capacity_type) };
-                labels[3] = (SolverLabel) { SOLVER_LABEL_NODEPOOL, f->nodepool };
-                labels[4] = (SolverLabel) { SOLVER_LABEL_ARCH, provision_arch_of_type(&types[t]) };
-                labels[5] = (SolverLabel) { RESERVATION_LABEL_ID, solver_arena_strdup(a, f->reservation_id) };
-                nodes[k++] = (SolverNode) {
-                        .name = solver_arena_strdup(a, f->instance_id),
-                        .nodepool = solver_arena_strdup(a, f->nodepool),
-                        .instance_type = types[t].name,
-                        .zone = solver_arena_strdup(a, f->zone),
-                        .capacity_type = f->capacity_type,
-                        .labels = labels,
-                        .n_labels = f->reservation_id ? 6 : 5,
-                        .allocatable = types[t].allocatable,
-                        .in_flight = true,
-                };
+                r = provision_inflight_node(a, &types[t], f->instance_id, f->nodepool, f->zone, f->capacity_type,
+                                            f->reservation_id, &nodes[k++]);
+                if (r < 0)
+                        return r;
         }
         /* launches whose CreateFleet is unanswered, with the pods they were launched for */
         size_t n_launching = 0;

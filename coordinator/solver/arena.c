@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "hash.h"
 #include "macro.h"
 #include "solver-internal.h"
 
@@ -121,16 +122,6 @@ void *solver_arena_realloc(SolverArena *a, void *old, size_t old_size, size_t ne
 }
 
 /* ---- interning ------------------------------------------------------------------------------ */
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-        /* FNV-1a 64 */
-        uint64_t h = 1469598103934665603ULL;
-        for (size_t i = 0; i < n; i++) {
-                h ^= (unsigned char) s[i];
-                h *= 1099511628211ULL;
-        }
-        return h;
-}
 
 void solver_intern_init(Intern *t, SolverArena *arena) {
         *t = (Intern) { .arena = arena };

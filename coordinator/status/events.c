@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "agents/registry.h"
+#include "hash.h"
 #include "kube.h"
 #include "log.h"
 #include "macro.h"
@@ -19,15 +20,9 @@ static struct {
 } seen[SEEN_SLOTS];
 static size_t n_seen;
 
-static uint64_t fnv1a(const char *s, uint64_t h) {
-        for (; s && *s; s++)
-                h = (h ^ (unsigned char) *s) * 1099511628211ULL;
-        return h;
-}
-
 /* true when this message was not the last one posted for the pod (and records it) */
 static bool seen_changed(const char *uid, const char *msg) {
-        uint64_t p = fnv1a(uid, 14695981039346656037ULL) | 1, m = fnv1a(msg, 14695981039346656037ULL);
+        uint64_t p = hash_str(uid) | 1, m = hash_str(msg);
         size_t i = p % SEEN_SLOTS;
         for (size_t k = 0; k < SEEN_SLOTS; k++, i = (i + 1) % SEEN_SLOTS) {
                 if (seen[i].pod == p) {

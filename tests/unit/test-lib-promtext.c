@@ -20,6 +20,16 @@ static void test_counter_and_gauge(void **state) {
         strbuf_done(&b);
 }
 
+static void test_seconds(void **state) {
+        StrBuf b;
+        strbuf_init(&b, 4096);
+        prom_counter_seconds(&b, "x_seconds_total", "Time.", 1.25);
+        prom_gauge_seconds(&b, "y_seconds", "When.", 1764200000.5);
+        assert_string_equal(b.data, "# HELP x_seconds_total Time.\n# TYPE x_seconds_total counter\nx_seconds_total 1.250000\n"
+                                    "# HELP y_seconds When.\n# TYPE y_seconds gauge\ny_seconds 1764200000.500000\n");
+        strbuf_done(&b);
+}
+
 static void test_label_value(void **state) {
         StrBuf b;
         strbuf_init(&b, 4096);
@@ -45,6 +55,7 @@ static void test_histogram(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_counter_and_gauge),
+                cmocka_unit_test(test_seconds),
                 cmocka_unit_test(test_label_value),
                 cmocka_unit_test(test_histogram),
         };
