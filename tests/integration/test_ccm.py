@@ -110,9 +110,15 @@ def run(d, s, c):
         got = {k: labels.get(k) for k in want}
         assert got == want, (inst["InstanceType"], got, want)
         assert n["spec"]["providerID"] == f"aws:///{zone}/{inst['InstanceId']}", n["spec"]
-        addrs = {(a["type"], a["address"]) for a in n["status"]["addresses"]}
-        assert ("InternalIP", inst["PrivateIpAddress"]) in addrs, addrs
-        assert ("InternalDNS", inst["PrivateDnsName"]) in addrs, addrs
+        # the CCM removes the taint in one Node update and writes the addresses in a second
+        # call after it (k8s.io/cloud-provider's syncNode, then updateNodeAddress): wait for them
+        want_addrs = {("InternalIP", inst["PrivateIpAddress"]), ("InternalDNS", inst["PrivateDnsName"])}
+
+        def addresses(i=inst):
+            got = {(a["type"], a["address"]) for a in
+                   (get_node(i["PrivateDnsName"]) or {}).get("status", {}).get("addresses") or []}
+            return got if want_addrs <= got else None
+        wait_for(f"{inst['InstanceType']}'s addresses from EC2", addresses, 20, 0.2)
         print(f"{inst['InstanceType']}: uninitialized taint removed, providerID "
               f"{n['spec']['providerID']}, {zone} ({zone_ids[zone]}), addresses from EC2")
     print(f"initialised: 3 Nodes in {time.monotonic() - t0:.1f}s")
