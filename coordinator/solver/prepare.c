@@ -732,6 +732,7 @@ Solver *solver_free(Solver *s) {
         free(s->retry);
         free(s->stamp);
         free(s->scratch);
+        solver_zone_lists_free(s);
         free(s->claim_zone);
         free(s->claim_zone_set);
         free(s->preempt_list);

@@ -22,7 +22,9 @@
  * (its offerings still list every type that holds it). */
 
 #include <math.h>
+#include <string.h>
 
+#include "grow.h"
 #include "macro.h"
 #include "solver-internal.h"
 
@@ -150,6 +152,33 @@ static const double *class_price(const Pool *p, int cls) {
 
 static int mix_bucket(double cpu, double mem);
 
+/* Adds n pods of shape i (n < 0: takes them away) to the demand of each pool and class it is
+ * counted in, under its best-value type there (node_demand). */
+static int demand_add(Solver *s, uint32_t i, int64_t n) {
+        if (n == 0 || !s->shape_var[i])
+                return 0;
+        const Shape *sh = &s->shapes[i];
+        int b = s->shape_bucket[i];
+        for (uint32_t pi = 0; pi < s->n_pools; pi++) {
+                uint32_t bt = s->shape_best[(size_t) i * s->n_pools + pi];
+                if (bt == NONE32)
+                        continue;
+                size_t k = (size_t) pi * 2 + (size_t) class_of_slots(s->shape_var[i]->pools[pi].slots);
+                uint32_t *at = &s->demand_at[k * s->T + bt];
+                if (*at == NONE32) {
+                        int q = GROW(s->demand, s->cap_demand, s->n_demand + 1, UINT32_MAX - 1);
+                        if (q < 0)
+                                return q;
+                        s->demand[s->n_demand] = (DemandSum) { .type = bt, .next = s->demand_head[k] };
+                        s->demand_head[k] = *at = (uint32_t) s->n_demand++;
+                }
+                DemandSum *d = &s->demand[*at];
+                d->by[b][0] += n * sh->req.v[SOLVER_RES_CPU];
+                d->by[b][1] += n * sh->req.v[SOLVER_RES_MEMORY];
+        }
+        return 0;
+}
+
 int solver_budget_prepare(Solver *s) {
         solver_budget_done(s);
         size_t n = (size_t) s->n_pools * 2;
@@ -160,11 +189,14 @@ int solver_budget_prepare(Solver *s) {
         s->shape_var = calloc((size_t) s->n_shapes + 1, sizeof(Variant *));
         s->shape_best = calloc((size_t) s->n_shapes * s->n_pools + 1, sizeof(uint32_t));
         s->type_value = calloc((size_t) s->T + 1, sizeof(double));
-        s->shape_live = calloc((size_t) s->n_shapes + 1, sizeof(uint32_t));
         s->shape_bucket = calloc((size_t) s->n_shapes + 1, sizeof(uint8_t));
+        s->demand_at = malloc((n * s->T + 1) * sizeof(uint32_t));
+        s->demand_head = malloc((n + 1) * sizeof(uint32_t));
         if (!s->unit_price || !s->to_place || !s->forced || !s->shape_left || !s->shape_var || !s->shape_best ||
-            !s->type_value || !s->shape_live || !s->shape_bucket)
+            !s->type_value || !s->shape_bucket || !s->demand_at || !s->demand_head)
                 return -ENOMEM;
+        memset(s->demand_at, 0xff, (n * s->T + 1) * sizeof(uint32_t));
+        memset(s->demand_head, 0xff, (n + 1) * sizeof(uint32_t));
         for (size_t i = 0; i < s->n_heap; i++) {
                 const Batch *b = &s->heap[i];
                 const Shape *sh = &s->shapes[b->shape];
@@ -196,11 +228,9 @@ int solver_budget_prepare(Solver *s) {
         }
         /* each shape's best-value type per pool: a node's budget counts the demand of the shapes
          * whose best type it may become (pods that would rather be elsewhere do not size it) */
-        s->n_shape_live = 0;
         for (uint32_t i = 0; i < s->n_shapes; i++) {
                 if (s->shape_left[i] == 0)
                         continue;
-                s->shape_live[s->n_shape_live++] = i;
                 const Shape *sh = &s->shapes[i];
                 s->shape_bucket[i] = (uint8_t) mix_bucket((double) sh->req.v[SOLVER_RES_CPU],
                                                           (double) sh->req.v[SOLVER_RES_MEMORY]);
@@ -228,6 +258,9 @@ int solver_budget_prepare(Solver *s) {
                                 }
                         }
                 }
+                int q = demand_add(s, i, s->shape_left[i]);
+                if (q < 0)
+                        return q;
         }
         return 0;
 }
@@ -236,7 +269,9 @@ void solver_budget_consume(Solver *s, Variant *v, int64_t m) {
         if (!s->to_place)
                 return;
         const Shape *sh = &s->shapes[v->shape];
-        s->shape_left[v->shape] = MAX(s->shape_left[v->shape] - m, (int64_t) 0);
+        int64_t left = MAX(s->shape_left[v->shape] - m, (int64_t) 0);
+        (void) demand_add(s, v->shape, left - s->shape_left[v->shape]); /* falls: allocates nothing */
+        s->shape_left[v->shape] = left;
         for (uint32_t pi = 0; pi < s->n_pools; pi++) {
                 PoolCompat *pc = solver_pool_compat(s, v, pi);
                 if (!pc->ok)
@@ -250,8 +285,6 @@ void solver_budget_consume(Solver *s, Variant *v, int64_t m) {
 /* The demand still to place of a node's shapes, by the ratio of their memory to their cpu: a
  * node of some type can hold only the mixes of them that fit it (600 pods of 1 vCPU / 2 GiB
  * leave half of an m6g's memory idle whatever its price per GiB). */
-#define MIX_BUCKETS 32
-
 typedef struct Mix {
         double b[MIX_BUCKETS][2]; /* cpu and memory of the non-empty buckets, by rising memory:cpu */
         int n;
@@ -330,42 +363,38 @@ static double cheapest_holding(const Solver *s, const Pool *p, const double *pri
 }
 
 /* What is left to place of the shapes whose best-value type the node may become, and of the
- * shape that opens it. */
+ * shape that opens it. The sums are of whole millicores and bytes, exact in any order: they
+ * are kept per pool, class and best type as pods are placed, as a walk over every shape for
+ * each new node was most of a plan's time with thousands of shapes. */
 static void node_demand(Solver *s, uint32_t pi, int cls, const Variant *seed, const uint64_t *types,
                         double *ret, Mix *mix) {
-        double by[MIX_BUCKETS][2] = {};
-        ret[0] = ret[1] = 0;
-        /* the shapes with pods left, in ascending order as before (the sums' order is the
-         * plan's); those placed in full since the last call leave the list. Called for every
-         * new node: with thousands of shapes, a walk over all of them with a log2 each was a
-         * third of a plan's time */
-        uint32_t w = 0;
-        for (uint32_t j = 0; j < s->n_shape_live; j++) {
-                uint32_t i = s->shape_live[j];
-                if (s->shape_left[i] == 0)
+        int64_t by[MIX_BUCKETS][2] = {};
+        for (uint32_t e = s->demand_head[(size_t) pi * 2 + (size_t) cls]; e != NONE32; e = s->demand[e].next) {
+                const DemandSum *d = &s->demand[e];
+                if (!bs_test(types, d->type))
                         continue;
-                s->shape_live[w++] = i;
-                if (!s->shape_var[i])
-                        continue;
-                uint32_t bt = s->shape_best[(size_t) i * s->n_pools + pi];
-                if (i != seed->shape && (bt == NONE32 || !bs_test(types, bt) ||
-                                         class_of_slots(s->shape_var[i]->pools[pi].slots) != cls))
-                        continue;
-                const Shape *sh = &s->shapes[i];
-                double c = (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_CPU],
-                       m = (double) s->shape_left[i] * (double) sh->req.v[SOLVER_RES_MEMORY];
-                ret[0] += c;
-                ret[1] += m;
-                int b = s->shape_bucket[i];
-                by[b][0] += c;
-                by[b][1] += m;
+                for (int b = 0; b < MIX_BUCKETS; b++) {
+                        by[b][0] += d->by[b][0];
+                        by[b][1] += d->by[b][1];
+                }
         }
-        s->n_shape_live = w;
+        uint32_t i = seed->shape;
+        if (s->shape_left[i] > 0 && s->shape_var[i]) {
+                uint32_t bt = s->shape_best[(size_t) i * s->n_pools + pi];
+                if (bt == NONE32 || !bs_test(types, bt) || class_of_slots(s->shape_var[i]->pools[pi].slots) != cls) {
+                        const Shape *sh = &s->shapes[i];
+                        by[s->shape_bucket[i]][0] += s->shape_left[i] * sh->req.v[SOLVER_RES_CPU];
+                        by[s->shape_bucket[i]][1] += s->shape_left[i] * sh->req.v[SOLVER_RES_MEMORY];
+                }
+        }
+        ret[0] = ret[1] = 0;
         mix->n = 0;
         for (int b = 0; b < MIX_BUCKETS; b++)
                 if (by[b][0] > 0 || by[b][1] > 0) {
-                        mix->b[mix->n][0] = by[b][0];
-                        mix->b[mix->n++][1] = by[b][1];
+                        ret[0] += (double) by[b][0];
+                        ret[1] += (double) by[b][1];
+                        mix->b[mix->n][0] = (double) by[b][0];
+                        mix->b[mix->n++][1] = (double) by[b][1];
                 }
 }
 
@@ -462,11 +491,14 @@ void solver_budget_done(Solver *s) {
         free(s->shape_var);
         free(s->shape_best);
         free(s->type_value);
-        free(s->shape_live);
         free(s->shape_bucket);
-        s->shape_live = NULL;
+        free(s->demand);
+        free(s->demand_at);
+        free(s->demand_head);
         s->shape_bucket = NULL;
-        s->n_shape_live = 0;
+        s->demand = NULL;
+        s->demand_at = s->demand_head = NULL;
+        s->n_demand = s->cap_demand = 0;
         s->type_value = NULL;
         s->unit_price = s->to_place = NULL;
         s->forced = s->shape_left = NULL;

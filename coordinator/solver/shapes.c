@@ -44,10 +44,18 @@ static void buf_str(Buf *b, const char *s) {
         }
 }
 
+/* v in decimal and a comma, as "%" PRId64 "," prints it: the signatures of every pod's fields
+ * are built with it, and snprintf's were a twentieth of planning Karpenter's 20 000 pods */
 static void buf_i64(Buf *b, int64_t v) {
-        char t[24];
-        int n = snprintf(t, sizeof(t), "%" PRId64 ",", v);
-        buf_add(b, t, (size_t) n);
+        char t[24], *e = t + sizeof(t);
+        uint64_t u = v < 0 ? -(uint64_t) v : (uint64_t) v;
+        *--e = ',';
+        do
+                *--e = (char) ('0' + u % 10);
+        while (u /= 10);
+        if (v < 0)
+                *--e = '-';
+        buf_add(b, e, (size_t) (t + sizeof(t) - e));
 }
 
 static int cmp_label_ptr(const void *a, const void *b) {

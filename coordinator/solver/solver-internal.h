@@ -269,6 +269,9 @@ typedef struct Node {
         bool closed;                        /* existing: cordoned/deleting */
         int32_t zone;
         uint32_t pool;                      /* NONE32: unmanaged */
+        /* room left in the cheapest type that fits: beside the fields above, in the first cache
+         * line, as every batch of a zonal shape reads them for every node (zones.c) */
+        int64_t slack[R_MAX];
         uint64_t slots;                     /* new nodes */
         uint64_t *types;                    /* new nodes: W words */
         uint64_t *budget;                   /* new nodes: types within its budget (price.c) */
@@ -278,7 +281,6 @@ typedef struct Node {
         int64_t used[R_MAX];
         int64_t cap[R_MAX];                 /* existing: allocatable; new: max over types */
         int64_t reserved[R_MAX];            /* new nodes under limits: capacity held */
-        int64_t slack[R_MAX];               /* room left in the cheapest type that fits */
         SolverHostPort *ports;
         uint32_t n_ports, cap_ports;
         uint32_t n_pods;
@@ -287,6 +289,15 @@ typedef struct Node {
         int32_t min_priority;               /* existing: lowest bound pod priority */
         uint32_t first_bound, n_bound;      /* existing: range in Solver.bound */
 } Node;
+
+/* price.c: the cpu and memory still to place of the shapes counted in one pool and class under
+ * one best-value type, by mix bucket: half steps of their memory:cpu ratio */
+#define MIX_BUCKETS 32
+
+typedef struct DemandSum {
+        uint32_t type, next;
+        int64_t by[MIX_BUCKETS][2];
+} DemandSum;
 
 typedef struct Batch {
         uint32_t shape;
@@ -396,6 +407,7 @@ struct Solver {
         const char *fail_msg;
         /* scratch */
         uint64_t *scratch;                  /* several W-word bitsets */
+        struct ZoneLists *zone_lists;       /* zones.c: a batch's candidate nodes per zone */
         uint32_t *stamp;
         uint32_t stamp_gen;
         size_t stamp_cap;
@@ -410,10 +422,11 @@ struct Solver {
         double *to_place;                   /* [n_pools][2][2] */
         int64_t *forced;                    /* [n_pools][2]: new nodes hostname rules still force */
         int64_t *shape_left;                /* [n_shapes]: pods still to place */
-        uint32_t *shape_live;               /* the shapes with pods left, ascending; a shape at 0
-                                             * leaves it for good (shape_left only falls) */
-        uint32_t n_shape_live;
         uint8_t *shape_bucket;              /* [n_shapes]: its mix bucket (its requests' ratio) */
+        struct DemandSum *demand;           /* pods left per pool, class and best type (price.c) */
+        size_t n_demand, cap_demand;
+        uint32_t *demand_at;                /* [n_pools][2][T]: index in demand, NONE32 */
+        uint32_t *demand_head;              /* [n_pools][2]: first of its list in demand */
         Variant **shape_var;                /* [n_shapes]: the variant they were counted with */
         uint32_t *shape_best;               /* [n_shapes][n_pools]: best-value type, NONE32 */
         double *type_value;                 /* [T]: a node's types valued at the unit prices */
@@ -504,6 +517,7 @@ int solver_requeue(Solver *s, const uint32_t *pods, size_t n);
 uint32_t solver_allowed_domains(Solver *s, const Variant *v, TopoKey key, uint32_t n_dom, uint32_t E,
                                 int64_t *quota);
 int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n);
+void solver_zone_lists_free(Solver *s);
 int64_t solver_place_plain(Solver *s, Variant *v, const uint32_t *pods, int64_t n);
 
 /* price.c: what a new node may cost */

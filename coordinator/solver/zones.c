@@ -7,7 +7,17 @@
 #include "macro.h"
 #include "solver-internal.h"
 
-static int64_t growth(const Solver *s, const Shape *sh, const Node *n);
+/* How much a new node would have to grow to take one more pod, in millicore equivalents: only
+ * the cpu and memory the pod requests count (pods, GPUs...: the cpu/memory step decides the
+ * price). Every batch of a zonal shape asks it of every node. */
+static inline int64_t growth(const Solver *s, const Shape *sh, const Node *n) {
+        int64_t g = 0, c = sh->req.v[SOLVER_RES_CPU], m = sh->req.v[SOLVER_RES_MEMORY];
+        if (c > 0 && c > n->slack[SOLVER_RES_CPU])
+                g = c - n->slack[SOLVER_RES_CPU];
+        if (m > 0 && m > n->slack[SOLVER_RES_MEMORY])
+                g = MAX(g, (int64_t) ((double) (m - n->slack[SOLVER_RES_MEMORY]) * s->mem_weight));
+        return g;
+}
 
 typedef struct GrowCand {
         int64_t g;
@@ -135,18 +145,24 @@ typedef struct List {
         uint32_t n, cap;
 } List;
 
+/* Candidates not yet walked. Most batches take their pods from the first candidate or two, so
+ * the heap is made only for a second one: the first is the least, tracked as they are pushed. */
 typedef struct Heap {
         GrowCand *v;
         size_t n, cap;
+        size_t min;                         /* index of the least while !made */
+        bool made, first_taken;
 } Heap;
 
+/* Kept by the solver from batch to batch (Solver.zone_lists), only emptied: a plan has a batch
+ * per shape and each walked every node, so allocating them anew was a cost of its own. */
 typedef struct ZoneLists {
         List good[SOLVER_MAX_ZONES], all[SOLVER_MAX_ZONES], ugood, uall;
         Heap goodh[SOLVER_MAX_ZONES], ugoodh; /* what is not yet in good / ugood */
         uint32_t gc[SOLVER_MAX_ZONES], ac[SOLVER_MAX_ZONES], ugc[SOLVER_MAX_ZONES], uac[SOLVER_MAX_ZONES];
 } ZoneLists;
 
-static int list_push(List *l, uint32_t v) {
+static inline int list_push(List *l, uint32_t v) {
         if (l->n == l->cap) {
                 uint32_t nc = l->cap ? l->cap * 2 : 16;
                 uint32_t *na = realloc(l->v, nc * sizeof(uint32_t));
@@ -160,9 +176,13 @@ static int list_push(List *l, uint32_t v) {
 }
 
 static int heap_push(Heap *h, GrowCand c) {
-        int q = GROW(h->v, h->cap, h->n + 1, SIZE_MAX / sizeof(GrowCand));
-        if (q < 0)
-                return q;
+        if (h->n == h->cap) {
+                int q = GROW(h->v, h->cap, h->n + 1, SIZE_MAX / sizeof(GrowCand));
+                if (q < 0)
+                        return q;
+        }
+        if (h->n > 0 && cmp_grow(&c, &h->v[h->min]) < 0)
+                h->min = h->n;
         h->v[h->n++] = c;
         return 0;
 }
@@ -194,6 +214,18 @@ static void heap_make(Heap *h) {
 static bool heap_next(Heap *h, List *l, int *q) {
         if (h->n == 0 || *q < 0)
                 return false;
+        if (!h->made && !h->first_taken) {
+                *q = list_push(l, h->v[h->min].node);
+                if (*q < 0)
+                        return false;
+                h->v[h->min] = h->v[--h->n];
+                h->first_taken = true;
+                return true;
+        }
+        if (!h->made) {
+                heap_make(h);
+                h->made = true;
+        }
         *q = list_push(l, h->v[0].node);
         if (*q < 0)
                 return false;
@@ -202,7 +234,22 @@ static bool heap_next(Heap *h, List *l, int *q) {
         return true;
 }
 
-static void zl_free(ZoneLists *l) {
+static void zl_reset(ZoneLists *l) {
+        for (int z = 0; z < SOLVER_MAX_ZONES; z++) {
+                l->good[z].n = l->all[z].n = 0;
+                l->goodh[z].n = l->goodh[z].min = 0;
+                l->goodh[z].made = l->goodh[z].first_taken = false;
+                l->gc[z] = l->ac[z] = l->ugc[z] = l->uac[z] = 0;
+        }
+        l->ugood.n = l->uall.n = 0;
+        l->ugoodh.n = l->ugoodh.min = 0;
+        l->ugoodh.made = l->ugoodh.first_taken = false;
+}
+
+void solver_zone_lists_free(Solver *s) {
+        ZoneLists *l = s->zone_lists;
+        if (!l)
+                return;
         for (int z = 0; z < SOLVER_MAX_ZONES; z++) {
                 free(l->good[z].v);
                 free(l->all[z].v);
@@ -211,6 +258,8 @@ static void zl_free(ZoneLists *l) {
         free(l->ugood.v);
         free(l->uall.v);
         free(l->ugoodh.v);
+        free(l);
+        s->zone_lists = NULL;
 }
 
 static int64_t node_growth(const Solver *s, const Shape *sh, const Node *n) {
@@ -276,7 +325,10 @@ static int cmp_zone_order(const void *a, const void *b, void *u) {
 }
 
 int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n) {
-        ZoneLists l = {};
+        if (!s->zone_lists && !(s->zone_lists = calloc(1, sizeof(ZoneLists))))
+                return -ENOMEM;
+        ZoneLists *zl = s->zone_lists;
+        zl_reset(zl);
         int64_t placed = 0;
         int q = 0;
         const Shape *sh = &s->shapes[v->shape];
@@ -289,20 +341,17 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                 if (z >= 0) {
                         if (!(v->eligible_zones & (1u << z)))
                                 continue;
-                        q = list_push(&l.all[z], ni);
+                        q = list_push(&zl->all[z], ni);
                         int64_t g = node_growth(s, sh, nd);
                         if (q >= 0 && g < size)
-                                q = heap_push(&l.goodh[z], (GrowCand) { g, ni });
+                                q = heap_push(&zl->goodh[z], (GrowCand) { g, ni });
                 } else if (nd->kind == NODE_NEW) {
-                        q = list_push(&l.uall, ni);
+                        q = list_push(&zl->uall, ni);
                         int64_t g = node_growth(s, sh, nd);
                         if (q >= 0 && g < size)
-                                q = heap_push(&l.ugoodh, (GrowCand) { g, ni });
+                                q = heap_push(&zl->ugoodh, (GrowCand) { g, ni });
                 }
         }
-        for (uint32_t z = 0; z < s->n_zones; z++)
-                heap_make(&l.goodh[z]);
-        heap_make(&l.ugoodh);
         /* zone order: the first spread constraint's counts, then zone index */
         const Group *order_g = NULL;
         for (uint32_t c = 0; c < v->n_cons; c++)
@@ -329,7 +378,7 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                 for (uint32_t i = 0; i < no; i++) {
                         int z = (int) order[i], kind;
                         int64_t g;
-                        int64_t ni = find_in_zone(s, v, &l, z, &kind, &g, &q);
+                        int64_t ni = find_in_zone(s, v, zl, z, &kind, &g, &q);
                         if (q < 0)
                                 break;
                         if (ni < 0 || g >= best_g)
@@ -358,11 +407,11 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                                         break;
                                 placed += m;
                                 if (best_g > 0 && best_kind == FOUND_GOOD)
-                                        l.gc[z]++;
+                                        zl->gc[z]++;
                                 else if (best_g > 0 && best_kind == FOUND_UGOOD)
-                                        l.ugc[z]++;
+                                        zl->ugc[z]++;
                                 if (was_unpinned) {
-                                        q = list_push(&l.all[z], ni);
+                                        q = list_push(&zl->all[z], ni);
                                         if (q < 0)
                                                 break;
                                 }
@@ -397,7 +446,7 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                         if (q < 0)
                                 break;
                         placed += m;
-                        q = list_push(&l.all[z], ni);
+                        q = list_push(&zl->all[z], ni);
                         done = true;
                 }
                 if (q < 0)
@@ -413,7 +462,6 @@ int64_t solver_place_zone(Solver *s, Variant *v, const uint32_t *pods, int64_t n
                         break;
                 }
         }
-        zl_free(&l);
         return q < 0 ? q : placed;
 }
 
@@ -430,23 +478,6 @@ int64_t solver_place_free_room(const Solver *s, const Shape *sh, const Node *n) 
         }
         (void) s;
         return m;
-}
-
-/* How much a new node would have to grow to take one more pod, in millicore equivalents. */
-static int64_t growth(const Solver *s, const Shape *sh, const Node *n) {
-        int64_t g = 0;
-        for (uint8_t i = 0; i < sh->n_active; i++) {
-                int r = sh->active[i];
-                int64_t d = sh->req.v[r] - n->slack[r];
-                if (d <= 0)
-                        continue;
-                if (r == SOLVER_RES_MEMORY)
-                        d = (int64_t) ((double) d * s->mem_weight);
-                else if (r != SOLVER_RES_CPU)
-                        continue; /* pods, GPUs...: the cpu/memory step decides the price */
-                g = MAX(g, d);
-        }
-        return g;
 }
 
 static int cmp_grow(const void *a, const void *b) {
