@@ -449,6 +449,20 @@ static bool fd_peer(int fd, uint16_t port, Peer *ret) {
         return false;
 }
 
+/* Whether a connection can still become a pipe: neither side has shut it down. One that a
+ * sweep shut down (or whose peer closed its side) waits for NNG to close its descriptor, which
+ * NNG 1.5 does only when it next reads it: a connection it has negotiated but not handed to
+ * the socket it does not read, and holds (seen with peers that filled their send window with a
+ * report and then stopped). Counted among the handshakes, such descriptors took the caps' places
+ * for good, and every new connection, an agent's too, was shut down as beyond the caps. */
+static bool fd_open_both_ways(int fd) {
+        struct tcp_info ti;
+        socklen_t len = sizeof ti;
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || len < offsetof(struct tcp_info, tcpi_state) + sizeof ti.tcpi_state)
+                return true; /* not known: counted, as before */
+        return ti.tcpi_state == TCP_ESTABLISHED || ti.tcpi_state == TCP_SYN_RECV;
+}
+
 typedef struct Found {
         Handshake h;
         int fd;
@@ -511,7 +525,8 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
         _cleanup_free_ Placed *placed = NULL;
         _cleanup_free_ Found *found = NULL;
         _cleanup_free_ SourceCount *per_source = NULL;
-        size_t n_unplaced = 0, n_known = 0, n_placed = 0, unauth_pipes, total, n = 0, alloc = 0, placed_alloc = 0;
+        size_t n_unplaced = 0, n_known = 0, n_placed = 0, unauth_pipes, total, n = 0, alloc = 0, placed_alloc = 0,
+               closing = 0;
         uint16_t port;
         bool ok = true;
 
@@ -543,6 +558,10 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
                         if (GROW(placed, placed_alloc, n_placed + 1, SIZE_MAX / sizeof *placed) < 0)
                                 continue; /* found again next time */
                         placed[n_placed++] = (Placed) { fd, u->id };
+                        continue;
+                }
+                if (!fd_open_both_ways(fd)) {
+                        closing++;
                         continue;
                 }
                 if (GROW(found, alloc, n + 1, SIZE_MAX / sizeof *found) < 0)
@@ -586,6 +605,7 @@ static void sweep_handshakes(LinkGuard *g, uint64_t now) {
         g->handshakes = next;
         g->n_handshakes = kept;
         g->stats.handshakes = kept;
+        g->stats.handshakes_closing = closing;
         g->stats.handshakes_closed_timeout += timed_out;
         g->stats.handshakes_closed_limit += over;
         pthread_mutex_unlock(&g->lock);

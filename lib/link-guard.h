@@ -32,7 +32,9 @@
  * it forever. For a TCP listener, every sweep also looks at the process's own sockets connected to
  * the listening port: one that has not become a pipe within auth_timeout, or beyond the caps on
  * unauthenticated connections (in total, per source), is shut down (shutdown(2): NNG sees the end
- * of the stream and closes it itself; the descriptor stays NNG's). A descriptor a sweep has found
+ * of the stream and closes it itself when it next reads it; the descriptor stays NNG's, and such
+ * a connection, or one whose peer shut down its side, no longer counts against the caps while it
+ * waits to be closed: TCP_INFO's state). A descriptor a sweep has found
  * to be a pipe's (of any guard in the process: the agents' link, the HTTP servers) is skipped
  * without a system call until that pipe is removed, so a sweep costs one read of /proc/self/fd
  * plus two calls per connection that is new or still in its handshake. */
@@ -52,6 +54,8 @@ typedef struct LinkGuardStats {
         uint64_t closed_auth_timeout, closed_idle;
         uint64_t idle_deferred;    /* idle closes put off: data had arrived that we had not read */
         uint64_t handshakes;                               /* connections not yet pipes, at the last sweep */
+        uint64_t handshakes_closing;                       /* ... shut down by either side, their descriptors
+                                                            * not closed by NNG yet: not counted above */
         uint64_t handshakes_closed_timeout, handshakes_closed_limit;
 } LinkGuardStats;
 

@@ -79,14 +79,17 @@ static int metrics_render(const ApiView *c, char **ret, size_t *ret_len) {
                                   "nodesmith_link_connections_idle_deferred_total %llu\n"
                                   "# HELP nodesmith_link_handshakes TCP connections still in their TLS handshake, at the last sweep.\n"
                                   "# TYPE nodesmith_link_handshakes gauge\n"
-                                  "nodesmith_link_handshakes %llu\n",
+                                  "nodesmith_link_handshakes %llu\n"
+                                  "# HELP nodesmith_link_handshakes_closing TCP connections not yet pipes and already shut down (by a sweep or by the peer) whose descriptors the link library has not closed yet, at the last sweep; not counted against the caps.\n"
+                                  "# TYPE nodesmith_link_handshakes_closing gauge\n"
+                                  "nodesmith_link_handshakes_closing %llu\n",
                               (unsigned long long) (g.pipes - g.unauthenticated), (unsigned long long) g.unauthenticated,
                               (unsigned long long) g.refused_total, (unsigned long long) g.refused_per_source,
                               (unsigned long long) g.refused_unauthenticated,
                               (unsigned long long) g.refused_unauthenticated_per_source, (unsigned long long) g.closed_auth_timeout,
                               (unsigned long long) g.closed_idle, (unsigned long long) g.handshakes_closed_timeout,
                               (unsigned long long) g.handshakes_closed_limit, (unsigned long long) g.idle_deferred,
-                              (unsigned long long) g.handshakes);
+                              (unsigned long long) g.handshakes, (unsigned long long) g.handshakes_closing);
         }
         strbuf_printf(&b, "# HELP nodesmith_notices_total Notices that a node will go away, first recorded, by kind.\n"
                           "# TYPE nodesmith_notices_total counter\n");

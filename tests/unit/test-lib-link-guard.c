@@ -4,7 +4,8 @@
  * a peer whose bytes keep arriving (but that the server has not turned into a request) is not
  * idle; one that falls silent is closed after idle_timeout; one that trickles bytes without a
  * request is closed after the grace of 5 idle timeouts; a request stamped after the sweep read
- * the clock is fresh; the auth timeout is unchanged. */
+ * the clock is fresh; the auth timeout is unchanged. And the handshake sweep: connections already
+ * shut down do not fill the caps on unauthenticated ones. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -233,6 +234,75 @@ static void test_trickle_does_not_delay_auth_timeout(void **state) {
         close(fd);
 }
 
+/* Connections to the port that are not pipes, held by this process as NNG holds those it has not
+ * read yet: ones already shut down (FIN sent, the peer still open) do not take the places of
+ * max_unauthenticated, so a new connection beyond them is kept, not shut down as over the cap.
+ * A plain listening socket stands in for NNG's (the sweep looks only at the descriptors). */
+static void test_shut_down_connections_do_not_fill_the_caps(void **state) {
+        enum { CAP = 4 };
+        LinkLimits limits = { .max_unauthenticated = CAP, .auth_timeout_usec = 60 * 1000000ULL };
+        _cleanup_(link_guard_freep) LinkGuard *g = NULL;
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t al = sizeof a;
+        int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), client[CAP + 2], server[CAP + 2];
+        LinkGuardStats st;
+        (void) state;
+
+        assert_true(lfd >= 0);
+        assert_int_equal(bind(lfd, (struct sockaddr *) &a, sizeof a), 0);
+        assert_int_equal(listen(lfd, 16), 0);
+        assert_int_equal(getsockname(lfd, (struct sockaddr *) &a, &al), 0);
+        assert_int_equal(link_guard_new(&limits, &g), 0);
+        link_guard_set_port(g, a.sin_port);
+        for (int i = 0; i < CAP + 2; i++) {
+                client[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                assert_int_equal(connect(client[i], (struct sockaddr *) &a, sizeof a), 0);
+                server[i] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+                assert_true(server[i] >= 0);
+        }
+        /* the first CAP + 1 were shut down and are still held: FIN_WAIT2, their peers open */
+        for (int i = 0; i <= CAP; i++)
+                assert_int_equal(shutdown(server[i], SHUT_RDWR), 0);
+        sleep_usec(100 * 1000);
+        (void) link_guard_sweep(g, now_usec());
+        link_guard_stats(g, &st);
+        assert_int_equal(st.handshakes, 1); /* the last one, still in its handshake */
+        assert_int_equal(st.handshakes_closing, CAP + 1);
+        assert_int_equal(st.handshakes_closed_limit, 0);
+        assert_false(peer_closed(client[CAP + 1]));
+
+        /* a second sweep: the same; the live one is not shut down as beyond the cap */
+        (void) link_guard_sweep(g, now_usec());
+        link_guard_stats(g, &st);
+        assert_int_equal(st.handshakes, 1);
+        assert_int_equal(st.handshakes_closed_limit, 0);
+        assert_false(peer_closed(client[CAP + 1]));
+
+        /* the cap still holds for live connections: CAP + 1 of them, the youngest is shut down */
+        int more[CAP], smore[CAP];
+        for (int i = 0; i < CAP; i++) {
+                more[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                assert_int_equal(connect(more[i], (struct sockaddr *) &a, sizeof a), 0);
+                smore[i] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+                assert_true(smore[i] >= 0);
+        }
+        (void) link_guard_sweep(g, now_usec());
+        link_guard_stats(g, &st);
+        assert_int_equal(st.handshakes, CAP);
+        assert_int_equal(st.handshakes_closed_limit, 1);
+        assert_false(peer_closed(client[CAP + 1])); /* the oldest keeps its place */
+
+        for (int i = 0; i < CAP; i++) {
+                close(more[i]);
+                close(smore[i]);
+        }
+        for (int i = 0; i < CAP + 2; i++) {
+                close(client[i]);
+                close(server[i]);
+        }
+        close(lfd);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_arriving_bytes_are_not_idleness, setup, teardown),
@@ -241,6 +311,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_silent_peer_closed_after_idle_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_stamped_after_the_sweeps_clock_is_fresh, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_trickle_does_not_delay_auth_timeout, setup, teardown),
+                cmocka_unit_test(test_shut_down_connections_do_not_fill_the_caps),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
