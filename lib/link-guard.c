@@ -451,10 +451,10 @@ static bool fd_peer(int fd, uint16_t port, Peer *ret) {
 
 /* Whether a connection can still become a pipe: neither side has shut it down. One that a
  * sweep shut down (or whose peer closed its side) waits for NNG to close its descriptor, which
- * NNG 1.5 does only when it next reads it: a connection it has negotiated but not handed to
- * the socket it does not read, and holds (seen with peers that filled their send window with a
- * report and then stopped). Counted among the handshakes, such descriptors took the caps' places
- * for good, and every new connection, an agent's too, was shut down as beyond the caps. */
+ * NNG 1.5 does only when it next reads it, and that can take long (seen: FIN-WAIT-2 for more
+ * than 20 s with 110 KB unread, after peers had filled their send window with a report;
+ * docs/security.md). Counted among the handshakes, such descriptors took the caps' places for
+ * good, and every new connection, an agent's too, was shut down as beyond the caps. */
 static bool fd_open_both_ways(int fd) {
         struct tcp_info ti;
         socklen_t len = sizeof ti;
