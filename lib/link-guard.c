@@ -293,12 +293,18 @@ void link_guard_seen(LinkGuard *g, nng_pipe pipe, bool authenticated, uint64_t n
 
 static void sweep_handshakes(LinkGuard *g, uint64_t now);
 
+/* TCP_INFO of fd: how much of it the kernel filled (0: not a TCP socket, or no answer). */
+static socklen_t fd_tcp_info(int fd, struct tcp_info *ti) {
+        socklen_t len = sizeof *ti;
+        return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) < 0 ? 0 : len;
+}
+#define TCP_INFO_HAS(len, field) ((len) >= offsetof(struct tcp_info, field) + sizeof(((struct tcp_info *) NULL)->field))
+
 /* When the kernel last received data on fd, a TCP socket (false: not one, or no answer). The
  * kernel's clock (jiffies) and ours differ by less than a few milliseconds. */
 static bool fd_last_arrival(int fd, uint64_t now, uint64_t *ret) {
         struct tcp_info ti;
-        socklen_t len = sizeof ti;
-        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof ti.tcpi_last_data_recv)
+        if (!TCP_INFO_HAS(fd_tcp_info(fd, &ti), tcpi_last_data_recv))
                 return false;
         uint64_t ago = (uint64_t) ti.tcpi_last_data_recv * 1000;
         *ret = now > ago ? now - ago : 0;
@@ -457,8 +463,7 @@ static bool fd_peer(int fd, uint16_t port, Peer *ret) {
  * good, and every new connection, an agent's too, was shut down as beyond the caps. */
 static bool fd_open_both_ways(int fd) {
         struct tcp_info ti;
-        socklen_t len = sizeof ti;
-        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || len < offsetof(struct tcp_info, tcpi_state) + sizeof ti.tcpi_state)
+        if (!TCP_INFO_HAS(fd_tcp_info(fd, &ti), tcpi_state))
                 return true; /* not known: counted, as before */
         return ti.tcpi_state == TCP_ESTABLISHED || ti.tcpi_state == TCP_SYN_RECV;
 }

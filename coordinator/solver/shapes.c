@@ -45,7 +45,7 @@ static void buf_str(Buf *b, const char *s) {
 }
 
 /* v in decimal and a comma, as "%" PRId64 "," prints it: the signatures of every pod's fields
- * are built with it, and snprintf's were a twentieth of planning Karpenter's 20 000 pods */
+ * are built with it, and snprintf was about 5 % of planning Karpenter's 20 000 pods in perf */
 static void buf_i64(Buf *b, int64_t v) {
         char t[24], *e = t + sizeof(t);
         uint64_t u = v < 0 ? -(uint64_t) v : (uint64_t) v;

@@ -423,7 +423,7 @@ struct Solver {
         int64_t *forced;                    /* [n_pools][2]: new nodes hostname rules still force */
         int64_t *shape_left;                /* [n_shapes]: pods still to place */
         uint8_t *shape_bucket;              /* [n_shapes]: its mix bucket (its requests' ratio) */
-        struct DemandSum *demand;           /* pods left per pool, class and best type (price.c) */
+        DemandSum *demand;                  /* pods left per pool, class and best type (price.c) */
         size_t n_demand, cap_demand;
         uint32_t *demand_at;                /* [n_pools][2][T]: index in demand, NONE32 */
         uint32_t *demand_head;              /* [n_pools][2]: first of its list in demand */

@@ -145,13 +145,13 @@ typedef struct List {
         uint32_t n, cap;
 } List;
 
-/* Candidates not yet walked. Most batches take their pods from the first candidate or two, so
- * the heap is made only for a second one: the first is the least, tracked as they are pushed. */
+/* Candidates not yet walked. A batch often needs only the first (the least, tracked as they
+ * are pushed), so the heap is made only when a second one is asked for. */
 typedef struct Heap {
         GrowCand *v;
         size_t n, cap;
-        size_t min;                         /* index of the least while !made */
-        bool made, first_taken;
+        size_t min;                         /* index of the least until the first is taken */
+        bool first_taken, made;             /* made only after the first was taken */
 } Heap;
 
 /* Kept by the solver from batch to batch (Solver.zone_lists), only emptied: a plan has a batch
@@ -214,7 +214,7 @@ static void heap_make(Heap *h) {
 static bool heap_next(Heap *h, List *l, int *q) {
         if (h->n == 0 || *q < 0)
                 return false;
-        if (!h->made && !h->first_taken) {
+        if (!h->first_taken) {
                 *q = list_push(l, h->v[h->min].node);
                 if (*q < 0)
                         return false;
